@@ -1,0 +1,39 @@
+# The two commands: `make preview` (offline preview of a stack) and `make test`.
+# On a fresh machine both bootstrap uv and the locked environment; only python3 and make are assumed.
+
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+# uv must use this machine's python3, never download a Python build of its own.
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := python3
+
+STACK ?= prod
+OUT ?= build/$(STACK)
+ARGS ?=
+# Contract tests read upstream reference data from here; CI sets it explicitly.
+export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
+
+.PHONY: preview test lint bench clean
+
+$(UV):
+	python3 -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --locked
+	@touch $@
+
+preview: .venv/.synced
+	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
+
+lint: .venv/.synced
+	$(UV) run --no-sync ruff check .
+	$(UV) run --no-sync ruff format --check .
+	$(UV) run --no-sync mypy
+
+test: lint
+	$(UV) run --no-sync pytest
+
+clean:
+	rm -rf build .venv $(TOOLS)

@@ -1,0 +1,55 @@
+"""Explicit providers built from the validated config: nothing depends on ambient provider settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+import pulumi_proxmoxve as proxmoxve
+
+from config.loader import LoadedConfig
+
+
+@dataclass(frozen=True)
+class Providers:
+    proxmox: proxmoxve.Provider
+    kubernetes: kubernetes.Provider
+
+
+def proxmox_credential_env(loaded: LoadedConfig) -> dict[str, pulumi.Output[str]]:
+    """The credential the stack's own Proxmox API calls use, as a secret environment variable."""
+    if loaded.stack.proxmox.auth == "rootPassword" and loaded.secrets.proxmox_root_password is not None:
+        return {"PROXMOX_ROOT_PASSWORD": loaded.secrets.proxmox_root_password}
+    assert loaded.secrets.proxmox_api_token is not None  # load_config refuses a missing token
+    return {"PROXMOX_API_TOKEN": loaded.secrets.proxmox_api_token}
+
+
+def _secret(value: pulumi.Output[str] | None) -> pulumi.Output[str] | None:
+    return None if value is None else pulumi.Output.secret(value)
+
+
+def build_providers(loaded: LoadedConfig) -> Providers:
+    cfg = loaded.stack
+    ssh: dict[str, object] = {"username": cfg.proxmox.ssh.username, "agent": cfg.proxmox.ssh.agent}
+    if cfg.proxmox.ssh.node_addresses:
+        ssh["nodes"] = [
+            {"name": node, "address": address}
+            for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
+        ]
+    root = cfg.proxmox.auth == "rootPassword"
+    proxmox = proxmoxve.Provider(
+        "proxmox",
+        endpoint=cfg.proxmox.endpoint,
+        insecure=cfg.proxmox.insecure,
+        ssh=proxmoxve.ProviderSshArgs(**ssh),  # type: ignore[arg-type]
+        api_token=None if root else _secret(loaded.secrets.proxmox_api_token),
+        username="root@pam" if root else None,
+        password=_secret(loaded.secrets.proxmox_root_password) if root else None,
+    )
+    k8s = kubernetes.Provider(
+        "kubernetes",
+        kubeconfig=cfg.kubernetes.kubeconfig,
+        context=cfg.kubernetes.context,
+    )
+    return Providers(proxmox=proxmox, kubernetes=k8s)

@@ -1,0 +1,112 @@
+"""Arguments for the PCI resource mapping and the GPU worker VM, as plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.failure_domain import FailureDomainConfig
+from config.proxmox import ProxmoxConfig
+
+# q35 gives the card a real PCIe slot (pcie=1 needs it); the default i440fx only has legacy PCI.
+MACHINE = "q35"
+# SeaBIOS: no Secure Boot in the VM, so the unsigned NVIDIA module loads with no key enrolment (article).
+SEABIOS = "seabios"
+
+
+def mapping_name(domain: FailureDomainConfig) -> str:
+    """Cluster-wide name of the card's PCI resource mapping (Datacenter -> Resource Mappings)."""
+    return f"gpu-{domain.name}"
+
+
+def pci_path(domain: FailureDomainConfig) -> str:
+    """The mapped path is the whole device (all functions) unless a function was given."""
+    return domain.gpu.pci_address
+
+
+def pci_mapping_args(domain: FailureDomainConfig) -> dict[str, Any]:
+    """`hardware.mapping.Pci` arguments: iommu group and subsystem id are included, or the mapping is incomplete."""
+    return {
+        "name": mapping_name(domain),
+        "comment": f"{domain.gpu.model} for gpu-pool domain {domain.name}",
+        "maps": [
+            {
+                "node": domain.proxmox_node,
+                "path": pci_path(domain),
+                "id": domain.gpu.vendor_device_id,
+                "iommu_group": domain.gpu.iommu_group,
+                "subsystem_id": domain.gpu.subsystem_id,
+            }
+        ],
+    }
+
+
+def hostpci(domain: FailureDomainConfig) -> dict[str, Any]:
+    if domain.gpu.passthrough == "raw":
+        # Explicit opt-in: a raw id works only for root@pam (the article's trap), never with an API token.
+        return {"device": "hostpci0", "id": pci_path(domain), "pcie": True, "rombar": True}
+    # A mapping works with an API token that has Mapping.Use on it.
+    return {"device": "hostpci0", "mapping": mapping_name(domain), "pcie": True, "rombar": True}
+
+
+def passthrough_settings(domain: FailureDomainConfig) -> dict[str, Any]:
+    """What only takes effect after a full power cycle of the VM (article: not a soft reboot)."""
+    return {"machine": MACHINE, "bios": bios(domain), "hostpci0": hostpci(domain)}
+
+
+def bios(domain: FailureDomainConfig) -> str:
+    return SEABIOS if domain.firmware == "seabios" else "ovmf"
+
+
+def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, Any]:
+    """`VmLegacy` arguments except the ones that are Outputs (user data file id)."""
+    ip_config: dict[str, Any] = {"address": domain.network.ipv4}
+    if domain.network.gateway:
+        ip_config["gateway"] = domain.network.gateway
+    network_device: dict[str, Any] = {"bridge": domain.network.bridge, "model": "virtio"}
+    if domain.network.vlan_id is not None:
+        network_device["vlan_id"] = domain.network.vlan_id
+    initialization: dict[str, Any] = {
+        "datastore_id": proxmox.disk_datastore,
+        "ip_configs": [{"ipv4": ip_config}],
+    }
+    if domain.network.dns_servers:
+        initialization["dns"] = {"servers": list(domain.network.dns_servers)}
+    args: dict[str, Any] = {
+        "name": domain.hostname,
+        "node_name": domain.proxmox_node,
+        "vm_id": domain.vm_id,
+        "description": f"gpu-pool failure domain {domain.name}: RKE2 GPU worker with {domain.gpu.model}",
+        "tags": ["gpu-pool", "rke2", "gpu", domain.name],
+        "machine": MACHINE,
+        "bios": bios(domain),
+        "on_boot": True,
+        "started": True,
+        "stop_on_destroy": True,
+        "agent": {"enabled": True},
+        "cpu": {"type": "host", "cores": domain.cores, "sockets": 1},
+        "memory": {"dedicated": domain.memory_mib},
+        "operating_system": {"type": "l26"},
+        "scsi_hardware": "virtio-scsi-single",
+        "disks": [
+            {
+                "interface": "scsi0",
+                "datastore_id": proxmox.disk_datastore,
+                "import_from": proxmox.cloud_image,
+                "size": domain.disk_gib,
+                "iothread": True,
+                "discard": "on",
+                "ssd": True,
+            }
+        ],
+        "network_devices": [network_device],
+        "serial_devices": [{"device": "socket"}],
+        "hostpcis": [hostpci(domain)],
+        "initialization": initialization,
+    }
+    if domain.firmware == "ovmf":
+        args["efi_disk"] = {
+            "datastore_id": proxmox.disk_datastore,
+            "type": "4m",
+            "pre_enrolled_keys": domain.secure_boot,
+        }
+    return args

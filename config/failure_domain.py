@@ -1,0 +1,150 @@
+"""`gpu-pool:failureDomains[]`: one Proxmox host, one GPU, one RKE2 worker VM."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import ConfigModel
+from config.validators import dns_1123_name, dns_label, pci_address, vendor_device_id
+
+NVIDIA_VENDOR_ID = "10de"
+SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
+KERNEL_RELEASE = re.compile(r"^\d+\.\d+\.\d+-\d+-[a-z0-9]+$")
+
+# An RKE2 agent, the driver container compiling nvidia.ko (limit 4Gi) and a CUDA workload need
+# this much; below it the article's exit-137 trap returns through the back door.
+MIN_MEMORY_MIB = 8192
+# Driver, toolkit and CUDA images are several GB each; containerd's image GC starts evicting
+# at 85% disk, which on a small disk means re-pulling the driver image on every reboot.
+MIN_DISK_GIB = 40
+
+
+class GpuConfig(ConfigModel):
+    pci_address: str = Field(
+        description="the card's address on its Proxmox host, DDDD:BB:DD[.F], e.g. 0000:01:00"
+    )
+    vendor_device_id: str = Field(description="PCI vendor:device id, e.g. 10de:25b0 for an RTX A1000")
+    model: str = Field(description="human name of the card, e.g. NVIDIA RTX A1000")
+    iommu_group: int = Field(ge=0, description="the card's IOMMU group (`pvesh get /nodes/<n>/hardware/pci`)")
+    subsystem_id: str = Field(
+        description="PCI subsystem vendor:device id; the mapping is incomplete without it"
+    )
+    passthrough: Literal["mapping", "raw"] = Field(
+        default="mapping",
+        description="mapping: PCI resource mapping (works with an API token); raw: raw hostpci id (root@pam only)",
+    )
+
+    _pci = field_validator("pci_address")(classmethod(lambda cls, v: pci_address(v)))
+
+    @field_validator("vendor_device_id")
+    @classmethod
+    def _vendor_device(cls, value: str) -> str:
+        value = vendor_device_id(value)
+        if not value.startswith(NVIDIA_VENDOR_ID + ":"):
+            raise ValueError(f"is not an NVIDIA device; NVIDIA's PCI vendor id is {NVIDIA_VENDOR_ID}")
+        return value
+
+    @field_validator("subsystem_id")
+    @classmethod
+    def _subsystem(cls, value: str) -> str:
+        if not SUBSYSTEM_ID.match(value):
+            raise ValueError("is not a subsystem id; expected vvvv:dddd in hex, e.g. 10de:16e6")
+        return value.lower()
+
+
+class NetworkConfig(ConfigModel):
+    bridge: str = Field(default="vmbr0", description="Proxmox bridge")
+    vlan_id: int | None = Field(default=None, ge=1, le=4094, description="VLAN tag")
+    ipv4: str = Field(default="dhcp", description="dhcp or a CIDR address, e.g. 10.0.20.31/24")
+    gateway: str | None = Field(default=None, description="IPv4 gateway (with a static address)")
+    dns_servers: list[str] = Field(default_factory=list, description="DNS servers for cloud-init")
+
+    @field_validator("ipv4")
+    @classmethod
+    def _ipv4(cls, value: str) -> str:
+        if value == "dhcp":
+            return value
+        try:
+            ipaddress.IPv4Interface(value)
+        except ValueError:
+            raise ValueError("must be 'dhcp' or an IPv4 address with prefix, e.g. 10.0.20.31/24") from None
+        if "/" not in value:
+            raise ValueError("needs a prefix length, e.g. 10.0.20.31/24")
+        return value
+
+    @field_validator("gateway")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ipaddress.IPv4Address(value)
+            except ValueError:
+                raise ValueError("must be an IPv4 address") from None
+        return value
+
+
+class FailureDomainConfig(ConfigModel):
+    name: str = Field(description="domain name, a DNS label; becomes topology.kubernetes.io/zone")
+    proxmox_node: str = Field(description="the Proxmox node (physical host) that holds the card")
+    vm_id: int = Field(ge=100, le=999_999_999, description="Proxmox VM id of the GPU worker")
+    hostname: str = Field(description="VM hostname = Kubernetes node name, e.g. rke2-worker-dc1-gpu-a")
+    gpu: GpuConfig
+    sharing: str = Field(description="name of a gpu-pool:sharingProfiles entry")
+    cores: int = Field(default=8, ge=1, le=512, description="vCPUs (CPU type host)")
+    memory_mib: int = Field(
+        default=16384,
+        alias="memoryMiB",
+        ge=MIN_MEMORY_MIB,
+        description=f"memory in MiB, at least {MIN_MEMORY_MIB}",
+    )
+    disk_gib: int = Field(
+        default=100,
+        alias="diskGiB",
+        ge=MIN_DISK_GIB,
+        description=f"root disk in GiB, at least {MIN_DISK_GIB}",
+    )
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    firmware: Literal["seabios", "ovmf"] = Field(
+        default="seabios", description="seabios (default) or ovmf (UEFI)"
+    )
+    secure_boot: bool = Field(default=False, description="UEFI Secure Boot in the VM (ovmf only)")
+    module_signing: bool = Field(
+        default=False, description="you enrol a key and sign nvidia.ko yourself: required for secure boot"
+    )
+    protect: bool = Field(
+        default=True, description="Pulumi protect on the VM: a rename never silently destroys it"
+    )
+    kernel: str | None = Field(
+        default=None,
+        description="pinned guest kernel release, e.g. 6.8.0-60-generic; changing it runs the kernel upgrade",
+    )
+    username: str = Field(default="ubuntu", description="cloud-init login user")
+    ssh_authorized_keys: list[str] = Field(default_factory=list, description="SSH public keys for that user")
+
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
+    _node = field_validator("proxmox_node")(classmethod(lambda cls, v: dns_label(v)))
+    _hostname = field_validator("hostname")(classmethod(lambda cls, v: dns_1123_name(v)))
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel(cls, value: str | None) -> str | None:
+        if value is not None and not KERNEL_RELEASE.match(value):
+            raise ValueError(
+                "is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _secure_boot_needs_signing(self) -> FailureDomainConfig:
+        if self.secure_boot and self.firmware != "ovmf":
+            raise ValueError("secureBoot needs firmware: ovmf (SeaBIOS has no Secure Boot)")
+        if self.secure_boot and not self.module_signing:
+            raise ValueError(
+                "UEFI Secure Boot refuses the unsigned NVIDIA kernel module: set moduleSigning: true once you "
+                "sign it, or use firmware: seabios (the article's choice)"
+            )
+        return self

@@ -1,0 +1,167 @@
+"""What the offline preview writes: plan.json, one YAML file per Kubernetes object, a Mermaid graph, a tree."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from offline.recording import UNKNOWN, Recording, Registration, is_secret
+
+SECRET_SHOWN = "[secret]"
+COMPUTED_SHOWN = "<computed>"
+
+
+def redact(value: Any, secret_values: Iterable[str] = ()) -> Any:
+    """Secret envelopes become "[secret]", unknowns "<computed>"; any known secret text is scrubbed too."""
+    values = [v for v in secret_values if v]
+    return _redact(value, values)
+
+
+def _redact(value: Any, secret_values: list[str]) -> Any:
+    if is_secret(value):
+        return SECRET_SHOWN
+    if isinstance(value, dict):
+        return {key: _redact(item, secret_values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redact(item, secret_values) for item in value]
+    if value == UNKNOWN:
+        return COMPUTED_SHOWN
+    if isinstance(value, str) and any(secret in value for secret in secret_values):
+        return SECRET_SHOWN
+    return value
+
+
+def short(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1] if urn else ""
+
+
+def ordered(recording: Recording) -> list[Registration]:
+    """Registration order depends on thread scheduling; URN order does not."""
+    return sorted(recording.registrations, key=lambda r: r.urn)
+
+
+def plan(recording: Recording, project: str, stack: str, secret_values: Iterable[str] = ()) -> dict[str, Any]:
+    secrets = list(secret_values)
+    return {
+        "project": project,
+        "stack": stack,
+        "resources": [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "dependsOn": r.dependencies,
+                "protect": r.protect,
+                "inputs": redact(r.inputs, secrets),
+            }
+            for r in ordered(recording)
+        ],
+        "outputs": redact(recording.stack_outputs, secrets),
+    }
+
+
+def kubernetes_objects(
+    recording: Recording, secret_values: Iterable[str] = ()
+) -> list[tuple[str, dict[str, Any]]]:
+    """(file name, object) for every Kubernetes object the stack creates or patches."""
+    secrets = list(secret_values)
+    objects: list[tuple[str, dict[str, Any]]] = []
+    for r in ordered(recording):
+        if not r.type.startswith("kubernetes:") or "kind" not in r.inputs:
+            continue
+        body = redact(r.inputs, secrets)
+        metadata = body.get("metadata") or {}
+        parts = [body["kind"], metadata.get("namespace"), metadata.get("name") or r.name]
+        stem = "-".join(re.sub(r"[^a-z0-9.]+", "-", str(p).lower()).strip("-") for p in parts if p)
+        if r.type.endswith("Patch"):
+            stem += "-patch"
+        objects.append((f"{stem}.yaml", body))
+    return objects
+
+
+def mermaid(recording: Recording) -> str:
+    """Components and resources (parent edges solid, dependsOn dotted)."""
+    ids: dict[str, str] = {}
+    for index, r in enumerate(ordered(recording)):
+        ids[r.urn] = f"r{index}"
+    lines = ["flowchart LR"]
+    for r in ordered(recording):
+        label = f"{r.name}<br/><small>{r.type}</small>"
+        shape = f'(["{label}"])' if not r.custom else f'["{label}"]'
+        lines.append(f"  {ids[r.urn]}{shape}")
+    for r in ordered(recording):
+        if r.parent in ids:
+            lines.append(f"  {ids[r.parent]} --> {ids[r.urn]}")
+    for r in ordered(recording):
+        for dep in r.dependencies:
+            if dep in ids and dep != r.parent:
+                lines.append(f"  {ids[dep]} -.-> {ids[r.urn]}")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(inputs: dict[str, Any], limit: int = 6) -> str:
+    fields: list[str] = []
+    for key in sorted(inputs):
+        value = inputs[key]
+        if key == "metadata" and isinstance(value, dict):
+            value = {k: value[k] for k in ("namespace", "name") if k in value}
+        text = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else str(value)
+        if "\n" in text:
+            text = text.splitlines()[0] + " ..."
+        if len(text) > 90:
+            text = text[:87] + "..."
+        fields.append(f"{key}={text}")
+        if len(fields) >= limit:
+            break
+    return "  ".join(fields)
+
+
+def tree(recording: Recording, secret_values: Iterable[str] = ()) -> str:
+    """The resource tree as a person reads a preview: type, name, key inputs, what it waits for."""
+    secrets = list(secret_values)
+    regs = ordered(recording)
+    children: dict[str, list[Registration]] = {}
+    known = {r.urn for r in regs}
+    for r in regs:
+        parent = r.parent if r.parent in known else ""
+        children.setdefault(parent, []).append(r)
+    out: list[str] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for r in children.get(parent, []):
+            pad = "  " * depth
+            out.append(f"{pad}+ {r.type}  {r.name}{'  [protect]' if r.protect else ''}")
+            summary = _summary(redact(r.inputs, secrets))
+            if summary:
+                out.append(f"{pad}    {summary}")
+            deps = [short(d) for d in r.dependencies if d != r.parent]
+            if deps:
+                out.append(f"{pad}    dependsOn: {', '.join(deps)}")
+            walk(r.urn, depth + 1)
+
+    walk("", 0)
+    return "\n".join(out) + "\n"
+
+
+def write_all(
+    recording: Recording, out: Path, project: str, stack: str, secret_values: Iterable[str] = ()
+) -> dict[str, Any]:
+    secrets = list(secret_values)
+    out.mkdir(parents=True, exist_ok=True)
+    manifests = out / "manifests"
+    if manifests.exists():
+        for old in manifests.glob("*.yaml"):
+            old.unlink()
+    manifests.mkdir(exist_ok=True)
+    document = plan(recording, project, stack, secrets)
+    (out / "plan.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    for file_name, body in kubernetes_objects(recording, secrets):
+        (manifests / file_name).write_text(yaml.safe_dump(body, sort_keys=True), encoding="utf-8")
+    (out / "graph.mmd").write_text(mermaid(recording), encoding="utf-8")
+    return document

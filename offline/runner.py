@@ -1,0 +1,126 @@
+"""Run `__main__.py` under the Pulumi mock monitor with a stack's config: no engine, no lab, no secrets."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks, settings
+from pulumi.runtime.stack import run_in_stack
+from pulumi.runtime.sync_await import _sync_await
+
+from offline.recording import PlanMocks, Recording, RecordingMonitor
+
+PROJECT = "gpu-pool"
+ROOT_DIR = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT_DIR / "__main__.py"
+SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
+
+
+class StackFileError(Exception):
+    pass
+
+
+def placeholder(key: str) -> str:
+    return f"offline-placeholder-{key}"
+
+
+def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
+    """The `config:` map of Pulumi.<stack>.yaml, as the CLI would hand it to the program."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise StackFileError(f"no stack file {path.name} in {root}")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{path.name} is not valid YAML: {error}") from None
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path.name}: `config` must be a map of keys")
+    return {str(key): value for key, value in config.items()}
+
+
+def to_engine_config(
+    config: Mapping[str, Any], secrets: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Values as the engine passes them (strings, objects as JSON) plus the secret keys.
+
+    `secure:` values cannot be decrypted without the CLI; every secret the program reads gets the
+    value given with --secret or a placeholder, and is marked secret like the engine marks it.
+    """
+    engine: dict[str, str] = {}
+    secret_keys: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secret_keys.append(key)
+            engine[key] = placeholder(key.partition(":")[2])
+        elif isinstance(value, str):
+            engine[key] = value
+        else:
+            engine[key] = json.dumps(value)
+    for short in SECRET_KEYS:
+        key = f"{PROJECT}:{short}"
+        if key not in engine:
+            engine[key] = placeholder(short)
+        secret_keys.append(key)
+    for short, value in secrets.items():
+        key = short if ":" in short else f"{PROJECT}:{short}"
+        engine[key] = value
+        secret_keys.append(key)
+    return engine, sorted(set(secret_keys))
+
+
+def install_mocks(
+    stack: str,
+    *,
+    preview: bool = True,
+    invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
+) -> RecordingMonitor:
+    """`pulumi.runtime.set_mocks` with a recording monitor: the one way tests and the preview set up."""
+    monitor = RecordingMonitor(PlanMocks(preview, invoke))
+    pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    return monitor
+
+
+def set_config(config: Mapping[str, str], secret_keys: list[str]) -> None:
+    pulumi.runtime.config.set_all_config(dict(config), secret_keys)
+
+
+def execute(program: Callable[[], object]) -> None:
+    """Run a program inside a fresh stack resource and wait for every registration, as the engine would."""
+    # set_mocks installs a stack resource of its own; the program gets a fresh one so exports are recorded.
+    settings.ROOT.set(None)
+    if str(ROOT_DIR) not in sys.path:
+        sys.path.insert(0, str(ROOT_DIR))
+
+    def run() -> None:
+        program()
+
+    _sync_await(run_in_stack(run))
+
+
+def run_main(program: Path = PROGRAM) -> None:
+    execute(lambda: runpy.run_path(str(program)))
+
+
+def run_stack(
+    stack: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
+    program: Path = PROGRAM,
+) -> Recording:
+    """Preview a stack offline: its stack file (or `config`), given secrets or placeholders."""
+    raw = read_stack_file(stack) if config is None else dict(config)
+    engine, secret_keys = to_engine_config(raw, secrets or {})
+    monitor = install_mocks(stack, preview=True, invoke=invoke)
+    set_config(engine, secret_keys)
+    run_main(program)
+    return monitor.recording
