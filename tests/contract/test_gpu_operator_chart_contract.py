@@ -1,0 +1,241 @@
+"""The values we send match the pinned gpu-operator chart (upstream values.yaml, NFD subchart, CRD)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
+import pytest
+import yaml
+
+from components.driver_compatibility import supported_drivers
+from components.gpu_operator_values import (
+    DAEMONSETS_DEFAULT_TOLERATIONS,
+    NFD_MASTER_DEFAULT_TOLERATIONS,
+    TEMPLATE_ONLY_KEYS,
+    build_gpu_operator_values,
+    set_value_paths,
+)
+from components.time_slicing import build_time_slicing_config
+from config.gpu_operator import DEAD_KEYS, KNOWN_CHART_SECTIONS, GpuOperatorConfig
+from config.sharing import SharingProfile
+
+NFD_PREFIX = "node-feature-discovery."
+# Options our profiles carry that NVIDIA's time-slicing examples leave at their defaults.
+TIME_SLICING_EXTRA_OPTIONS = {"sharing.timeSlicing.renameByDefault", "sharing.timeSlicing.failRequestsGreaterThanOne"}
+_MISSING = object()
+
+
+@pytest.fixture(scope="module")
+def config() -> GpuOperatorConfig:
+    """The article's lab: every default."""
+    return GpuOperatorConfig()
+
+
+@pytest.fixture(scope="module")
+def values(config: GpuOperatorConfig) -> dict[str, Any]:
+    return build_gpu_operator_values(
+        config,
+        time_slicing_configmap="time-slicing-config",
+        default_profile=None,
+        dcgm_metrics_configmap="dcgm-custom-metrics",
+        service_monitor=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def chart_dir(upstream: Path, config: GpuOperatorConfig) -> Path:
+    path = upstream / "gpu-operator" / config.chart_version
+    assert path.is_dir(), f"no upstream data for the pinned chart {config.chart_version}"
+    return path
+
+
+@pytest.fixture(scope="module")
+def chart_values(chart_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((chart_dir / "values.yaml").read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def nfd_values(chart_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(
+        (chart_dir / "charts" / "node-feature-discovery" / "values.yaml").read_text()
+    )
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def clusterpolicy_spec_schema(chart_dir: Path) -> dict[str, Any]:
+    crd = yaml.safe_load((chart_dir / "crds" / "nvidia.com_clusterpolicies.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return schema
+
+
+def lookup(tree: Any, path: str) -> Any:
+    node = tree
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def open_map_ancestor(tree: Mapping[str, Any], path: str) -> str | None:
+    """The nearest ancestor the chart declares as an open map (`resources: {}`), if any."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        ancestor = ".".join(parts[:cut])
+        found = lookup(tree, ancestor)
+        if found is not _MISSING:
+            return ancestor if found == {} else None
+    return None
+
+
+def kind(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "map"
+    if isinstance(value, list):
+        return "list"
+    return "scalar"
+
+
+def key_paths(tree: Any, prefix: str = "") -> Iterator[str]:
+    """Every key path of a document; list items are descended into as `path[]`."""
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            yield path
+            yield from key_paths(value, path)
+    elif isinstance(tree, list):
+        for item in tree:
+            yield from key_paths(item, f"{prefix}[]")
+
+
+def problems_with_paths(
+    values: Mapping[str, Any], chart_values: Mapping[str, Any], nfd_values: Mapping[str, Any]
+) -> list[str]:
+    problems: list[str] = []
+    for path in set_value_paths(values):
+        if path in TEMPLATE_ONLY_KEYS:
+            continue
+        ours = lookup(values, path)
+        if path.startswith(NFD_PREFIX):
+            tree, checked, where = nfd_values, path[len(NFD_PREFIX) :], "the NFD subchart values.yaml"
+        else:
+            tree, checked, where = chart_values, path, "the chart values.yaml"
+        theirs = lookup(tree, checked)
+        if theirs is _MISSING:
+            if open_map_ancestor(tree, checked) is None:
+                problems.append(f"{path} is not in {where} and not a documented template-only key")
+            continue
+        if kind(theirs) != kind(ours):
+            problems.append(f"{path} is a {kind(ours)} here but a {kind(theirs)} in {where}")
+        elif isinstance(theirs, bool) and not isinstance(ours, bool):
+            problems.append(f"{path} is a boolean in {where} but {ours!r} here")
+    return problems
+
+
+def test_every_value_we_set_is_a_key_of_the_pinned_chart_with_the_same_kind(
+    values: dict[str, Any], chart_values: dict[str, Any], nfd_values: dict[str, Any]
+) -> None:
+    assert problems_with_paths(values, chart_values, nfd_values) == []
+
+
+def test_the_path_check_catches_a_misspelt_key_and_a_wrong_kind(
+    chart_values: dict[str, Any], nfd_values: dict[str, Any]
+) -> None:
+    wrong = {"devicePlugin": {"config": {"nmae": "x"}}, "daemonsets": {"tolerations": {"key": "x"}}}
+
+    assert len(problems_with_paths(wrong, chart_values, nfd_values)) == 2
+
+
+def test_template_only_keys_are_absent_from_values_yaml_but_read_by_the_clusterpolicy(
+    chart_values: dict[str, Any], clusterpolicy_spec_schema: dict[str, Any]
+) -> None:
+    for path in TEMPLATE_ONLY_KEYS:
+        assert lookup(chart_values, path) is _MISSING, f"{path} is in values.yaml: drop it from TEMPLATE_ONLY_KEYS"
+        node: Any = clusterpolicy_spec_schema
+        for part in path.split("."):
+            assert part in node.get("properties", {}), f"{path} is not a ClusterPolicy spec field"
+            node = node["properties"][part]
+
+
+def test_known_chart_sections_are_exactly_the_pinned_charts_top_level_keys(chart_values: dict[str, Any]) -> None:
+    assert set(KNOWN_CHART_SECTIONS) <= set(chart_values)
+    assert set(KNOWN_CHART_SECTIONS) == set(chart_values)
+    assert len(KNOWN_CHART_SECTIONS) == len(set(KNOWN_CHART_SECTIONS))
+
+
+def test_dead_keys_are_really_absent_from_the_pinned_chart(
+    values: dict[str, Any], chart_values: dict[str, Any]
+) -> None:
+    for dead in DEAD_KEYS:
+        assert lookup(chart_values, dead) is _MISSING, dead
+        assert lookup(values, dead) is _MISSING, dead
+
+
+def test_the_chart_default_gpu_toleration_is_kept_since_helm_replaces_lists(
+    values: dict[str, Any], chart_values: dict[str, Any]
+) -> None:
+    chart_default = chart_values["daemonsets"]["tolerations"]
+
+    assert [dict(t) for t in DAEMONSETS_DEFAULT_TOLERATIONS] == chart_default
+    for toleration in chart_default:
+        assert toleration in values["daemonsets"]["tolerations"]
+
+
+def test_the_nfd_subchart_default_master_tolerations_are_kept_since_helm_replaces_lists(
+    values: dict[str, Any], chart_values: dict[str, Any], nfd_values: dict[str, Any]
+) -> None:
+    subchart_default = nfd_values["master"]["tolerations"]
+    # The parent chart does not override the subchart's master tolerations, so these are the defaults.
+    assert lookup(chart_values, "node-feature-discovery.master.tolerations") is _MISSING
+
+    assert [dict(t) for t in NFD_MASTER_DEFAULT_TOLERATIONS] == subchart_default
+    for toleration in subchart_default:
+        assert toleration in values["node-feature-discovery"]["master"]["tolerations"]
+
+
+def test_the_values_the_chart_copies_into_the_clusterpolicy_satisfy_its_crd_schema(
+    values: dict[str, Any], clusterpolicy_spec_schema: dict[str, Any]
+) -> None:
+    properties = clusterpolicy_spec_schema["properties"]
+    checked = [section for section in values if section in properties]
+
+    assert {"driver", "toolkit", "devicePlugin", "dcgmExporter", "daemonsets", "cdi"} <= set(checked)
+    for section in checked:
+        jsonschema.Draft7Validator(properties[section]).validate(values[section])
+
+
+def test_the_charts_own_default_driver_is_in_our_supported_list(
+    config: GpuOperatorConfig, chart_values: dict[str, Any]
+) -> None:
+    drivers = supported_drivers(config.chart_version)
+
+    assert drivers is not None
+    assert chart_values["driver"]["version"] in drivers
+
+
+@pytest.mark.parametrize("example", ["time-slicing-config-all.yaml", "time-slicing-config-fine.yaml"])
+def test_time_slicing_profiles_have_the_structure_of_nvidias_documented_examples(upstream: Path, example: str) -> None:
+    configmap = yaml.safe_load((upstream / "gpu-operator" / "docs-examples" / example).read_text())
+    ours = set(key_paths(yaml.safe_load(build_time_slicing_config({"p": SharingProfile(replicas=4)})["p"])))
+
+    for name, document in configmap["data"].items():
+        theirs = set(key_paths(yaml.safe_load(document)))
+        assert theirs <= ours, f"{example}:{name} has keys we do not emit: {sorted(theirs - ours)}"
+        assert ours - theirs <= TIME_SLICING_EXTRA_OPTIONS, f"{example}:{name}: {sorted(ours - theirs)}"
+
+
+def test_a_whole_card_profile_has_the_structure_of_the_examples_minus_sharing(upstream: Path) -> None:
+    configmap = yaml.safe_load(
+        (upstream / "gpu-operator" / "docs-examples" / "time-slicing-config-all.yaml").read_text()
+    )
+    whole = set(key_paths(yaml.safe_load(build_time_slicing_config({"w": SharingProfile(replicas=1)})["w"])))
+
+    for document in configmap["data"].values():
+        theirs = {path for path in key_paths(yaml.safe_load(document)) if not path.startswith("sharing")}
+        assert whole == theirs
