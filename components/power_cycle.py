@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components.proxmox_vm import passthrough_settings
+from components.proxmox_vm import passthrough_settings, pci_mapping_args
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
 
@@ -20,7 +20,9 @@ def power_cycle_script() -> str:
 def power_cycle_triggers(domain: FailureDomainConfig) -> list[Any]:
     """A change to any of these replaces the step, which re-runs it: exactly the passthrough settings."""
     settings = passthrough_settings(domain)
-    return [domain.proxmox_node, domain.vm_id, settings["machine"], settings["bios"], settings["hostpci0"]]
+    # With a mapping, hostpci0 only names it: the device behind the name is what the guest sees at boot.
+    mapped = pci_mapping_args(domain)["maps"] if domain.gpu.passthrough == "mapping" else []
+    return [domain.proxmox_node, domain.vm_id, settings["machine"], settings["bios"], settings["hostpci0"], mapped]
 
 
 def power_cycle_environment(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, str]:

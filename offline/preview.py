@@ -8,7 +8,7 @@ from pathlib import Path
 
 from config.errors import ConfigError
 from offline.render import tree, write_all
-from offline.runner import PROJECT, StackFileError, run_stack
+from offline.runner import PROJECT, StackFileError, read_stack_file, run_stack
 
 
 def parse_secret(text: str) -> tuple[str, str]:
@@ -23,12 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="prod")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default build/<stack>)")
     parser.add_argument("--secret", type=parse_secret, action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--stack-dir", type=Path, default=None, help="folder holding Pulumi.<stack>.yaml (default: the project)"
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the resource tree")
     args = parser.parse_args(argv)
     out: Path = args.out or Path("build") / args.stack
     secrets = dict(args.secret)
     try:
-        recording = run_stack(args.stack, secrets=secrets)
+        config = read_stack_file(args.stack, args.stack_dir) if args.stack_dir else None
+        recording = run_stack(args.stack, config=config, secrets=secrets)
     except StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

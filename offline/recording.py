@@ -91,9 +91,7 @@ class Recording:
 class PlanMocks(mocks.Mocks):
     """Resources echo their inputs; ids stay unknown in a preview, as the engine would leave them."""
 
-    def __init__(
-        self, preview: bool, invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None
-    ) -> None:
+    def __init__(self, preview: bool, invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None) -> None:
         self.preview = preview
         self.invoke = invoke
 

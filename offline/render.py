@@ -66,9 +66,7 @@ def plan(recording: Recording, project: str, stack: str, secret_values: Iterable
     }
 
 
-def kubernetes_objects(
-    recording: Recording, secret_values: Iterable[str] = ()
-) -> list[tuple[str, dict[str, Any]]]:
+def kubernetes_objects(recording: Recording, secret_values: Iterable[str] = ()) -> list[tuple[str, dict[str, Any]]]:
     """(file name, object) for every Kubernetes object the stack creates or patches."""
     secrets = list(secret_values)
     objects: list[tuple[str, dict[str, Any]]] = []

@@ -46,9 +46,7 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     return {str(key): value for key, value in config.items()}
 
 
-def to_engine_config(
-    config: Mapping[str, Any], secrets: Mapping[str, str]
-) -> tuple[dict[str, str], list[str]]:
+def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """Values as the engine passes them (strings, objects as JSON) plus the secret keys.
 
     `secure:` values cannot be decrypted without the CLI; every secret the program reads gets the

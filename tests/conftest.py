@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from offline.recording import Recording, RecordingMonitor
+from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
 
@@ -22,3 +28,28 @@ def upstream() -> Path:
     if not (path / "gpu-operator").is_dir():
         pytest.fail(f"{UPSTREAM_ENV}={value} does not hold the upstream reference data")
     return path
+
+
+@pytest.fixture
+def monitor() -> RecordingMonitor:
+    """Fresh Pulumi mocks for each test (`pulumi.runtime.set_mocks` with a recording monitor)."""
+    return install_mocks("test", preview=True)
+
+
+@pytest.fixture
+def prod_config() -> dict[str, Any]:
+    """The prod stack's config, a fresh deep copy each test may change."""
+    return copy.deepcopy(read_stack_file("prod"))
+
+
+@pytest.fixture
+def run_stack_program(monitor: RecordingMonitor) -> Callable[..., Recording]:
+    """Run the real __main__.py against a config under this test's mocks; returns what it registered."""
+
+    def run(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None) -> Recording:
+        engine, secret_keys = to_engine_config(config, secrets or {})
+        set_config(engine, secret_keys)
+        run_main()
+        return monitor.recording
+
+    return run

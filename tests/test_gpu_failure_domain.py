@@ -1,0 +1,208 @@
+"""GpuFailureDomain under Pulumi mocks: what one Proxmox host's GPU worker registers, and in which order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from offline.recording import Recording, Registration, is_secret, reveal
+
+Run = Callable[..., Recording]
+DOMAINS = ("dc1", "dc2", "dc3")
+
+
+def test_each_domain_vm_is_q35_seabios_with_the_card_by_mapping_on_pcie(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    for name in DOMAINS:
+        vm = recording.named(f"{name}-vm").inputs
+        assert vm["machine"] == "q35"
+        assert vm["bios"] == "seabios"
+        assert vm["hostpcis"] == [{"device": "hostpci0", "mapping": f"gpu-{name}", "pcie": True, "rombar": True}]
+        assert "id" not in vm["hostpcis"][0], "a raw PCI id needs root@pam; the default must work with a token"
+
+
+def test_each_domain_vm_starts_on_boot_so_the_lab_recovers_from_a_power_cut(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    assert all(recording.named(f"{name}-vm").inputs["onBoot"] is True for name in DOMAINS)
+
+
+def test_vms_are_protected_by_default_and_protection_can_be_turned_off(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:failureDomains"][2]["protect"] = False
+    recording = run_stack_program(prod_config)
+    assert recording.named("dc1-vm").protect is True
+    assert recording.named("dc2-vm").protect is True
+    assert recording.named("dc3-vm").protect is False
+
+
+def test_vm_sizes_and_cpu_type_come_from_config(run_stack_program: Run, prod_config):
+    domain = prod_config["gpu-pool:failureDomains"][0]
+    domain.update({"cores": 12, "memoryMiB": 49152, "diskGiB": 200})
+    vm = run_stack_program(prod_config).named("dc1-vm").inputs
+    assert vm["cpu"]["cores"] == 12 and vm["cpu"]["type"] == "host"
+    assert vm["memory"]["dedicated"] == 49152
+    assert vm["disks"][0]["size"] == 200
+    assert vm["disks"][0]["importFrom"] == prod_config["gpu-pool:proxmox"]["cloudImage"]
+
+
+def test_pci_mapping_matches_the_configured_card_on_its_node(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    for index, name in enumerate(DOMAINS):
+        domain = prod_config["gpu-pool:failureDomains"][index]
+        mapping = recording.named(f"{name}-pci-mapping").inputs
+        assert mapping["name"] == f"gpu-{name}"
+        assert mapping["maps"] == [
+            {
+                "node": domain["proxmoxNode"],
+                "path": domain["gpu"]["pciAddress"],
+                "id": domain["gpu"]["vendorDeviceId"],
+                "iommuGroup": domain["gpu"]["iommuGroup"],
+                "subsystemId": domain["gpu"]["subsystemId"],
+            }
+        ]
+
+
+def test_vm_waits_for_its_mapping_and_its_cloud_init_snippet(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    vm = recording.named("dc1-vm")
+    assert recording.urn_of("dc1-pci-mapping") in vm.dependencies
+    assert recording.urn_of("dc1-cloud-init") in vm.dependencies
+
+
+def test_raw_pci_id_is_an_explicit_opt_in_without_a_mapping(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:proxmox"]["auth"] = "rootPassword"
+    prod_config["gpu-pool:failureDomains"][0]["gpu"]["passthrough"] = "raw"
+    recording = run_stack_program(prod_config, {"proxmoxRootPassword": "pw"})
+    assert recording.named("dc1-vm").inputs["hostpcis"][0]["id"] == "0000:01:00"
+    assert not [r for r in recording.registrations if r.name == "dc1-pci-mapping"]
+    provider = recording.named("proxmox").inputs
+    assert provider["username"] == "root@pam" and is_secret(provider["password"])
+
+
+def test_cloud_init_snippet_is_a_secret_because_it_holds_the_join_token(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config, {"rke2Token": "K10-join-token"})
+    snippet = recording.named("dc1-cloud-init").inputs
+    assert snippet["contentType"] == "snippets"
+    assert is_secret(snippet["sourceRaw"]["data"])
+    assert "token: K10-join-token" in reveal(snippet["sourceRaw"]["data"])
+
+
+def test_proxmox_provider_token_is_a_secret(run_stack_program: Run, prod_config):
+    provider = run_stack_program(prod_config, {"proxmoxApiToken": "pulumi@pve!t=1"}).named("proxmox").inputs
+    assert is_secret(provider["apiToken"])
+    assert provider["endpoint"] == "https://pve-dc1.lab.internal:8006/"
+
+
+def test_labels_are_reconciled_by_node_patch_only_after_the_node_is_ready(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    patch = recording.named("dc3-node-labels")
+    assert patch.type == "kubernetes:core/v1:NodePatch"
+    assert patch.inputs["metadata"]["name"] == "rke2-worker-dc3-gpu-a"
+    assert patch.inputs["metadata"]["labels"] == {
+        "nodepool": "gpu",
+        "topology.kubernetes.io/zone": "dc3",
+        "nvidia.com/device-plugin.config": "whole",
+    }
+    assert recording.urn_of("dc3-node-ready") in patch.dependencies
+    ready = recording.named("dc3-node-ready")
+    assert "kubectl wait --for=condition=Ready node/rke2-worker-dc3-gpu-a" in ready.inputs["create"]
+
+
+def test_taint_is_never_set_through_node_patch_but_merged_by_kubectl(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    for patch in recording.by_type("kubernetes:core/v1:NodePatch"):
+        assert "taints" not in (patch.inputs.get("spec") or {}), "spec.taints is atomic: SSA would wipe others"
+    taint = recording.named("dc1-node-taint")
+    assert taint.inputs["create"] == (
+        "kubectl taint node rke2-worker-dc1-gpu-a nvidia.com/gpu=true:NoSchedule --overwrite"
+    )
+    assert "nvidia.com/gpu-" in taint.inputs["delete"]
+    assert recording.urn_of("dc1-node-ready") in taint.dependencies
+
+
+def test_kubectl_steps_use_the_configured_kubeconfig_and_context(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:kubernetes"] = {"kubeconfig": "/home/me/.kube/lab", "context": "lab"}
+    recording = run_stack_program(prod_config)
+    assert (
+        recording.named("dc1-node-taint")
+        .inputs["create"]
+        .startswith("kubectl --kubeconfig /home/me/.kube/lab --context lab taint node")
+    )
+    assert recording.named("kubernetes").inputs["context"] == "lab"
+
+
+def _power_cycle_triggers(recording: Recording, name: str) -> list[Any]:
+    return list(recording.named(f"{name}-power-cycle").inputs["triggers"])
+
+
+def test_power_cycle_runs_after_the_vm_and_before_the_node_wait(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    cycle = recording.named("dc1-power-cycle")
+    assert recording.urn_of("dc1-vm") in cycle.dependencies
+    assert recording.urn_of("dc1-power-cycle") in recording.named("dc1-node-ready").dependencies
+    assert is_secret(cycle.inputs["environment"]["PROXMOX_API_TOKEN"])
+
+
+def test_a_passthrough_change_changes_the_power_cycle_triggers(run_stack_program: Run, prod_config, monitor):
+    before = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    monitor.recording.registrations.clear()
+    prod_config["gpu-pool:failureDomains"][0]["gpu"]["pciAddress"] = "0000:02:00"
+    after = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    assert before != after
+
+
+def test_a_cpu_or_memory_change_does_not_power_cycle_the_vm(run_stack_program: Run, prod_config, monitor):
+    before = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    monitor.recording.registrations.clear()
+    prod_config["gpu-pool:failureDomains"][0].update({"cores": 16, "memoryMiB": 65536})
+    after = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    assert before == after
+
+
+def _closure(recording: Recording, start: Registration) -> set[str]:
+    by_urn = {r.urn: r for r in recording.registrations}
+    seen: set[str] = set()
+    stack = [start.urn]
+    while stack:
+        urn = stack.pop()
+        for dep in [*by_urn[urn].dependencies, by_urn[urn].parent]:
+            if dep in by_urn and dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    return seen
+
+
+def test_no_resource_of_one_domain_depends_on_another_domain(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    domain_urn = {name: recording.urn_of(name) for name in DOMAINS}
+    for registration in recording.registrations:
+        owners = [name for name in DOMAINS if registration.name.startswith(f"{name}-") or registration.name == name]
+        if not owners:
+            continue
+        reached = _closure(recording, registration)
+        for other in DOMAINS:
+            if other == owners[0]:
+                continue
+            foreign = {u for u in reached if u == domain_urn[other] or u.rsplit("::", 1)[-1].startswith(f"{other}-")}
+            assert not foreign, f"{registration.name} depends on {sorted(foreign)}"
+
+
+def test_every_domain_resource_is_parented_to_its_component(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    component = recording.named("dc2")
+    assert component.type == "gpu-pool:proxmox:GpuFailureDomain"
+    children = [r for r in recording.registrations if r.name.startswith("dc2-")]
+    assert {r.parent for r in children} == {component.urn}
+    assert len(children) == 7
+
+
+def test_stack_exports_each_domain_and_the_article_total_of_nine_slots(run_stack_program: Run, prod_config):
+    outputs = run_stack_program(prod_config).stack_outputs
+    assert outputs["schedulableGpuSlots"] == 9
+    assert outputs["failureDomains"]["dc1"] == {
+        "nodeName": "rke2-worker-dc1-gpu-a",
+        "vmId": 4101,
+        "zone": "dc1",
+        "sharingProfile": "a1000-x4",
+        "gpuSlots": 4,
+    }
+    assert outputs["failureDomains"]["dc3"]["gpuSlots"] == 1

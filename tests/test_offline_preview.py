@@ -1,0 +1,91 @@
+"""The offline preview of a stack: the README's main command, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from offline.preview import main
+from offline.runner import ROOT_DIR
+
+SENTINEL_TOKEN = "sentinel-rke2-token-7f3a91"
+SENTINEL_API = "pulumi@pve!gpu-pool=sentinel-0b1c"
+
+
+def preview(out: Path, *extra: str) -> int:
+    return main(["--stack", "prod", "--out", str(out), "--quiet", *extra])
+
+
+def test_prod_preview_succeeds_and_writes_plan_manifests_and_graph(tmp_path: Path) -> None:
+    assert preview(tmp_path) == 0
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert set(plan) == {"project", "stack", "resources", "outputs"}
+    assert (plan["project"], plan["stack"]) == ("gpu-pool", "prod")
+    for resource in plan["resources"]:
+        assert set(resource) == {"urn", "type", "name", "parent", "dependsOn", "protect", "inputs"}
+    assert plan["outputs"]["schedulableGpuSlots"] == 9
+    assert any(p.name.startswith("node-rke2-worker-dc1-gpu-a") for p in (tmp_path / "manifests").iterdir())
+    assert (tmp_path / "graph.mmd").read_text().startswith("flowchart")
+
+
+def test_unknown_values_are_shown_as_computed(tmp_path: Path) -> None:
+    preview(tmp_path)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    vm = next(r for r in plan["resources"] if r["name"] == "dc1-vm")
+    assert vm["inputs"]["initialization"]["userDataFileId"] == "<computed>"
+
+
+def test_two_previews_of_the_same_config_write_byte_identical_files(tmp_path: Path) -> None:
+    preview(tmp_path / "a")
+    preview(tmp_path / "b")
+    files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert files_a == files_b
+    for rel in files_a:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+
+
+def test_given_secrets_never_appear_in_stdout_plan_or_manifests(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "offline.preview", "--stack", "prod", "--out", str(tmp_path),
+            "--secret", f"rke2Token={SENTINEL_TOKEN}", "--secret", f"proxmoxApiToken={SENTINEL_API}",
+        ],
+        cwd=ROOT_DIR, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "[secret]" in result.stdout
+    for text in [result.stdout, result.stderr] + [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]:
+        assert SENTINEL_TOKEN not in text
+        assert SENTINEL_API not in text
+
+
+def test_the_join_token_is_shown_as_secret_in_the_plan(tmp_path: Path) -> None:
+    preview(tmp_path, "--secret", f"rke2Token={SENTINEL_TOKEN}")
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    snippet = next(r for r in plan["resources"] if r["name"] == "dc1-cloud-init")
+    assert snippet["inputs"]["sourceRaw"]["data"] == "[secret]"
+
+
+@pytest.fixture
+def bad_stack_dir(tmp_path: Path) -> Path:
+    config = yaml.safe_load((ROOT_DIR / "Pulumi.prod.yaml").read_text())
+    config["config"]["gpu-pool:failureDomains"][1]["gpu"]["pciAddress"] = "1:0"
+    (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(config))
+    return tmp_path
+
+
+def test_invalid_config_exits_non_zero_with_the_message_and_no_traceback(tmp_path: Path, bad_stack_dir: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "offline.preview", "--stack-dir", str(bad_stack_dir), "--out", str(tmp_path / "o")],
+        cwd=ROOT_DIR, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "gpu-pool:failureDomains[1].gpu.pciAddress: is not a PCI address" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "o" / "plan.json").exists()
