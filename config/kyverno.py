@@ -1,0 +1,130 @@
+"""`gpu-pool:kyverno`: the admission policy that gives every GPU pod the GPU taint toleration and node rule.
+
+With it, a GPU pod needs exactly one line, `resources.limits["nvidia.com/gpu"]` (article, "Keeping GPU
+pods on GPU nodes"); without it, forgetting the toleration or the node selector gives a confusing failure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from config.base import ConfigModel
+from config.validators import DNS_1123_SUBDOMAIN, dns_label
+
+# Why 1.13.0 and not 1.12: Kyverno 1.12 added `spec.webhookConfiguration` with only `matchConditions`
+# (kyverno/kyverno#9483, milestone 1.12.0); `webhookConfiguration.failurePolicy` and `.timeoutSeconds`
+# replaced the deprecated `spec.failurePolicy` / `spec.webhookTimeoutSeconds` in 1.13.0 (kyverno#10515),
+# and the per-rule `generate.generateExisting` the quota policy uses also arrived in 1.13.0 (kyverno#10441).
+# The v1.19 CRD marks the old spec-level fields "Deprecated, use ... under webhookConfiguration". On an
+# older Kyverno the API server prunes unknown fields without a word, so the policy would silently lose
+# its fail-closed scope: the version is a hard floor, written into `policies.kyverno.io/minversion`.
+MINIMUM_KYVERNO_VERSION = "1.13.0"
+# The other end: kyverno.io/v1 ClusterPolicy is deprecated since Kyverno 1.17 (1.19 prints a deprecation
+# warning on every access) and scheduled for removal in 1.20 (kyverno/website#2122), in favour of the CEL
+# policy types in policies.kyverno.io. These documents target 1.13 <= Kyverno < 1.20.
+
+# Kubernetes label/taint key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def label_key(value: str) -> str:
+    """A Kubernetes label (or taint) key: `[prefix/]name`, e.g. `nodepool` or `nvidia.com/gpu`."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and not DNS_1123_SUBDOMAIN.match(prefix):
+        raise ValueError(
+            f"prefix {prefix!r} is not a DNS subdomain; a label key is [prefix/]name, e.g. nodepool or nvidia.com/gpu"
+        )
+    if not _LABEL_NAME.match(name):
+        raise ValueError(
+            "must be a label key: [prefix/]name where name is at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit, e.g. nodepool or nvidia.com/gpu"
+        )
+    return value
+
+
+def label_value(value: str) -> str:
+    """A Kubernetes label value: at most 63 letters, digits, '-', '_', '.', alphanumeric at both ends (may be empty)."""
+    if not _LABEL_VALUE.match(value):
+        raise ValueError(
+            "must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a "
+            "letter or digit, e.g. gpu"
+        )
+    return value
+
+
+def _non_empty_label_value(value: str) -> str:
+    if not value:
+        raise ValueError("must not be empty: an empty value would match nodes and tolerations it should not")
+    return label_value(value)
+
+
+def extended_resource_name(value: str) -> str:
+    """An extended resource name such as `nvidia.com/gpu`: a domain prefix is required."""
+    prefix, slash, _ = value.rpartition("/")
+    if not slash:
+        raise ValueError("must be a vendor-prefixed extended resource name, e.g. nvidia.com/gpu")
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        raise ValueError("must not use the kubernetes.io domain: that namespace is reserved for native resources")
+    return label_key(value)
+
+
+class KyvernoConfig(ConfigModel):
+    """The Kyverno ClusterPolicy that mutates GPU pods on CREATE (DESIGN.md section 3)."""
+
+    enabled: bool = Field(default=True, description="create the GPU steering policy (needs Kyverno >= 1.13)")
+    policy_name: str = Field(default="gpu-pods-to-gpu-nodes", description="name of the ClusterPolicy")
+    gpu_node_label_key: str = Field(default="nodepool", description="node label key that marks a GPU worker")
+    gpu_node_label_value: str = Field(default="gpu", description="value of that label on GPU workers")
+    taint_key: str = Field(default="nvidia.com/gpu", description="key of the taint that keeps other pods off")
+    taint_value: str = Field(default="true", description="value of that taint")
+    taint_effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="effect of that taint"
+    )
+    excluded_namespaces: list[str] = Field(
+        default_factory=lambda: ["gpu-operator", "kube-system"],
+        description="namespaces whose pods are never mutated (the operator namespace is always added)",
+    )
+    failure_policy: Literal["Fail", "Ignore"] = Field(
+        default="Fail",
+        description="what the API server does with a GPU pod when Kyverno cannot answer; only GPU pods are sent",
+    )
+    webhook_timeout_seconds: int = Field(
+        default=10, ge=1, le=30, strict=True, description="admission webhook timeout, 1 to 30 seconds"
+    )
+    gpu_resource: str = Field(default="nvidia.com/gpu", description="extended resource a GPU pod asks for")
+
+    @field_validator("policy_name")
+    @classmethod
+    def _policy_name(cls, value: str) -> str:
+        if not DNS_1123_SUBDOMAIN.match(value):
+            raise ValueError("must be a Kubernetes object name: lowercase letters, digits, '-' and '.'")
+        return value
+
+    @field_validator("gpu_node_label_key", "taint_key")
+    @classmethod
+    def _label_key(cls, value: str) -> str:
+        return label_key(value)
+
+    @field_validator("gpu_node_label_value", "taint_value")
+    @classmethod
+    def _label_value(cls, value: str) -> str:
+        return _non_empty_label_value(value)
+
+    @field_validator("excluded_namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        for namespace in value:
+            try:
+                dns_label(namespace)
+            except ValueError as error:
+                raise ValueError(f"namespace {namespace!r} {error}") from None
+        return value
+
+    @field_validator("gpu_resource")
+    @classmethod
+    def _gpu_resource(cls, value: str) -> str:
+        return extended_resource_name(value)

@@ -1,0 +1,170 @@
+"""Both ClusterPolicies against the Kyverno v1.19 CRD schema, strictly; GPU quotas against Kubernetes' schema.
+
+The API server prunes fields a structural CRD schema does not know, silently: a misspelt or misplaced field
+would vanish and, for example, the fail-closed scope of the webhook with it. So the schema is made strict
+here (no unknown fields wherever the CRD lists properties and does not preserve unknown fields).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.gpu_quotas import build_gpu_quotas, build_resource_quota
+from components.kyverno_policies import build_gpu_quota_generate_policy, build_gpu_steering_policy
+from config.gpu_quotas import GpuQuotasConfig
+from config.kyverno import KyvernoConfig
+from tests.test_gpu_quotas import KUBEFLOW, KUBEFLOW_LABELS, TEAM, _generated, _namespace
+
+CRD = "kyverno/v1.19.0/kyverno.io_clusterpolicies.yaml"
+KUBERNETES_VERSIONS = sorted({"1.33", kubernetes_validate.latest_version()})
+
+
+def _strict(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    strict = {key: _strict(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        strict["additionalProperties"] = False
+    return strict
+
+
+@pytest.fixture(scope="module")
+def crd_schema(upstream: Path) -> dict[str, Any]:
+    # The CRD is large; libyaml's loader reads it in a fraction of the pure-Python loader's time.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load((upstream / CRD).read_text(), Loader=loader)
+    assert crd["spec"]["names"]["kind"] == "ClusterPolicy"
+    (v1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
+    schema: dict[str, Any] = v1["schema"]["openAPIV3Schema"]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def validator(crd_schema: dict[str, Any]) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(_strict(crd_schema))
+
+
+def _policies() -> dict[str, dict[str, Any]]:
+    quota_policy = build_gpu_quota_generate_policy(GpuQuotasConfig.model_validate({"selectors": [KUBEFLOW, TEAM]}))
+    assert quota_policy is not None
+    return {
+        "steering": build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator"),
+        "steering, custom": build_gpu_steering_policy(
+            KyvernoConfig.model_validate({"failurePolicy": "Ignore", "taintEffect": "NoExecute"}),
+            operator_namespace="nvidia",
+        ),
+        "quota generate": quota_policy,
+    }
+
+
+def _problems(validator: jsonschema.Draft7Validator, document: dict[str, Any]) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+@pytest.mark.parametrize("name", sorted(_policies()))
+def test_the_policy_validates_strictly_against_the_kyverno_v1_19_crd(
+    validator: jsonschema.Draft7Validator, name: str
+) -> None:
+    document = _policies()[name]
+    assert document["apiVersion"] == "kyverno.io/v1"
+    assert _problems(validator, document) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "right", "wrong"),
+    [
+        (["spec", "webhookConfiguration"], "failurePolicy", "failurPolicy"),
+        (["spec", "rules", 0], "preconditions", "preconditons"),
+        (["spec", "rules", 0, "match", "any", 0, "resources"], "operations", "operation"),
+        (["spec", "rules", 6, "mutate", "foreach", 0], "patchesJson6902", "patchesJson6092"),
+    ],
+)
+def test_a_misspelt_field_is_rejected_by_the_strict_schema(
+    validator: jsonschema.Draft7Validator, path: list[Any], right: str, wrong: str
+) -> None:
+    document = copy.deepcopy(_policies()["steering"])
+    parent = document
+    for part in path:
+        parent = parent[part]
+    parent[wrong] = parent.pop(right)
+    problems = _problems(validator, document)
+    assert problems and all(wrong in problem for problem in problems)
+
+
+def test_generate_existing_in_the_wrong_place_is_rejected(validator: jsonschema.Draft7Validator) -> None:
+    document = copy.deepcopy(_policies()["quota generate"])
+    document["spec"]["rules"][0]["generateExisting"] = document["spec"]["rules"][0]["generate"].pop("generateExisting")
+    assert _problems(validator, document)
+
+
+def _deprecated_fields_used(document: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(document, dict) and "properties" in schema:
+        for key, value in document.items():
+            child = schema["properties"].get(key)
+            if child is None:
+                continue
+            if str(child.get("description", "")).lower().startswith("deprecated"):
+                found.append(f"{path}.{key}")
+            found += _deprecated_fields_used(value, child, f"{path}.{key}")
+    elif isinstance(document, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(document):
+            found += _deprecated_fields_used(item, schema["items"], f"{path}[{index}]")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_policies()))
+def test_the_policy_uses_no_field_the_crd_marks_deprecated(crd_schema: dict[str, Any], name: str) -> None:
+    # e.g. spec.failurePolicy, spec.webhookTimeoutSeconds, spec.generateExisting: moved in Kyverno 1.13.
+    assert _deprecated_fields_used(_policies()[name], crd_schema) == []
+
+
+def test_the_deprecation_check_does_see_a_deprecated_field(crd_schema: dict[str, Any]) -> None:
+    document = copy.deepcopy(_policies()["steering"])
+    document["spec"]["failurePolicy"] = "Fail"
+    assert _deprecated_fields_used(document, crd_schema) == [".spec.failurePolicy"]
+
+
+def test_the_webhook_fields_the_policy_relies_on_exist_in_the_crd(crd_schema: dict[str, Any]) -> None:
+    hook = crd_schema["properties"]["spec"]["properties"]["webhookConfiguration"]["properties"]
+    assert {"failurePolicy", "timeoutSeconds", "matchConditions"} <= set(hook)
+    generate = crd_schema["properties"]["spec"]["properties"]["rules"]["items"]["properties"]["generate"]
+    assert "generateExisting" in generate["properties"]
+
+
+# --- ResourceQuota against the Kubernetes schema ------------------------------------------------------------
+
+
+def _quota_objects() -> list[dict[str, Any]]:
+    quotas = GpuQuotasConfig.model_validate({"namespaces": {"kubeflow-user": 2, "batch": 0}, "selectors": [KUBEFLOW]})
+    policy = build_gpu_quota_generate_policy(quotas)
+    assert policy is not None
+    generated = _generated(policy, _namespace("alice", KUBEFLOW_LABELS))
+    assert generated
+    return [*build_gpu_quotas(quotas), *generated]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_every_gpu_quota_validates_strictly_against_the_kubernetes_schema(version: str) -> None:
+    for quota in _quota_objects():
+        kubernetes_validate.validate(quota, version, strict=True)
+
+
+def test_the_kubernetes_schema_check_rejects_a_misspelt_quota_field() -> None:
+    quota = build_resource_quota("a", 1, name="gpu-quota")
+    quota["spec"]["hrad"] = quota["spec"].pop("hard")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(quota, kubernetes_validate.latest_version(), strict=True)
