@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 
 from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
+from components.gpu_platform import GpuPlatform, GpuPlatformArgs
+from components.host_preflight import PreflightError, run_preflight
 from components.providers import build_providers, proxmox_credential_env
 from config.errors import ConfigError
+from config.gpu_quotas import quota_warnings
 from config.loader import load_config
+
+# Set by the offline preview (`make preview`): there is no Proxmox API to look the cards up in.
+OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
 
 try:
     loaded = load_config()
@@ -16,22 +24,36 @@ except ConfigError as error:
     raise pulumi.RunError("invalid stack config:\n  " + "\n  ".join(error.messages)) from None
 
 cfg = loaded.stack
-providers = build_providers(loaded)
-credential_env = proxmox_credential_env(loaded)
+for warning in quota_warnings(cfg.gpu_quotas, cfg.total_slots):
+    pulumi.log.warn(warning)
 
+providers = build_providers(loaded)
+try:
+    preflight = run_preflight(
+        cfg.failure_domains,
+        enabled=cfg.preflight.enabled,
+        host_check=cfg.preflight.host_check,
+        ssh_user=cfg.proxmox.ssh.username,
+        node_addresses=cfg.proxmox.ssh.node_addresses,
+        provider=providers.proxmox,
+        offline=OFFLINE,
+    )
+except PreflightError as error:
+    raise pulumi.RunError("Proxmox host preflight failed:\n  " + "\n  ".join(error.messages)) from None
+
+platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=providers.kubernetes))
+credential_env = proxmox_credential_env(loaded)
 domains = {
     domain.name: GpuFailureDomain(
         domain.name,
         GpuFailureDomainArgs(
             domain=domain,
-            proxmox=cfg.proxmox,
-            rke2=cfg.rke2,
-            kubernetes=cfg.kubernetes,
-            gpu_slots=cfg.slots(domain),
+            stack=cfg,
             rke2_token=loaded.secrets.rke2_token,
             proxmox_credential_env=credential_env,
             proxmox_provider=providers.proxmox,
             kubernetes_provider=providers.kubernetes,
+            platform=platform.handles,
         ),
     )
     for domain in cfg.failure_domains
@@ -46,8 +68,10 @@ pulumi.export(
             "zone": domain.zone,
             "sharingProfile": domain.sharing_profile,
             "gpuSlots": domain.gpu_slots,
+            "preflight": preflight[name],
         }
         for name, domain in domains.items()
     },
 )
 pulumi.export("schedulableGpuSlots", cfg.total_slots)
+pulumi.export("gpuOperator", {"chart": cfg.gpu_operator.chart_version, "driver": cfg.gpu_operator.driver_version})

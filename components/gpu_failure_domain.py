@@ -21,9 +21,17 @@ from components.node_metadata import (
 )
 from components.power_cycle import power_cycle_environment, power_cycle_script, power_cycle_triggers
 from components.proxmox_vm import pci_mapping_args, vm_args
+from components.cuda_smoke_test import build_smoke_job, validated_stack
+from components.gpu_platform import PlatformHandles
+from components.kernel_upgrade import (
+    drain_command,
+    install_kernel_command,
+    uncordon_command,
+    wait_for_kernel_command,
+)
+from components.kubernetes_objects import register_object
 from config.failure_domain import FailureDomainConfig
-from config.proxmox import ProxmoxConfig
-from config.rke2 import KubernetesConfig, Rke2Config
+from config.stack import StackConfig
 
 TYPE_TOKEN = "gpu-pool:proxmox:GpuFailureDomain"
 
@@ -31,14 +39,12 @@ TYPE_TOKEN = "gpu-pool:proxmox:GpuFailureDomain"
 @dataclass(frozen=True)
 class GpuFailureDomainArgs:
     domain: FailureDomainConfig
-    proxmox: ProxmoxConfig
-    rke2: Rke2Config
-    kubernetes: KubernetesConfig
-    gpu_slots: int
+    stack: StackConfig
     rke2_token: pulumi.Output[str]
     proxmox_credential_env: dict[str, pulumi.Output[str]]
     proxmox_provider: proxmoxve.Provider
     kubernetes_provider: pulumi_kubernetes.provider.Provider
+    platform: PlatformHandles
 
 
 class GpuFailureDomain(pulumi.ComponentResource):
@@ -54,8 +60,9 @@ class GpuFailureDomain(pulumi.ComponentResource):
     ) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
         domain = args.domain
+        stack = args.stack
         proxmox_opts = pulumi.ResourceOptions(parent=self, provider=args.proxmox_provider)
-        kubectl = kubectl_prefix(args.kubernetes.kubeconfig, args.kubernetes.context)
+        kubectl = kubectl_prefix(stack.kubernetes.kubeconfig, stack.kubernetes.context)
 
         vm_depends: list[pulumi.Resource] = []
         if domain.gpu.passthrough == "mapping":
@@ -66,18 +73,18 @@ class GpuFailureDomain(pulumi.ComponentResource):
 
         # The user data carries the join token, so the whole snippet is a secret end to end.
         user_data: pulumi.Output[str] = pulumi.Output.secret(
-            args.rke2_token.apply(lambda token: build_user_data(domain, args.rke2, token))
+            args.rke2_token.apply(lambda token: build_user_data(domain, stack.rke2, token))
         )
         snippet = proxmoxve.FileLegacy(
             f"{name}-cloud-init",
             content_type="snippets",
-            datastore_id=args.proxmox.snippets_datastore,
+            datastore_id=stack.proxmox.snippets_datastore,
             node_name=domain.proxmox_node,
             source_raw={"data": user_data, "file_name": f"{domain.hostname}-user-data.yaml"},
             opts=proxmox_opts,
         )
 
-        spec = vm_args(domain, args.proxmox)
+        spec = vm_args(domain, stack.proxmox)
         spec["initialization"] = {**spec["initialization"], "user_data_file_id": snippet.id}
         vm = proxmoxve.VmLegacy(
             f"{name}-vm",
@@ -92,7 +99,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             f"{name}-power-cycle",
             create=power_cycle_script(),
             interpreter=["python3", "-c"],
-            environment={**power_cycle_environment(domain, args.proxmox), **args.proxmox_credential_env},
+            environment={**power_cycle_environment(domain, stack.proxmox), **args.proxmox_credential_env},
             triggers=power_cycle_triggers(domain),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
         )
@@ -105,7 +112,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[power_cycle]),
         )
 
-        kubernetes.core.v1.NodePatch(
+        labels = kubernetes.core.v1.NodePatch(
             f"{name}-node-labels",
             metadata={
                 "name": domain.hostname,
@@ -114,12 +121,15 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 # sharing profile converges instead of failing on an apply conflict.
                 "annotations": {"pulumi.com/patchForce": "true"},
             },
+            # The profile this label names must exist first, or that node's device plugin loses its card.
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.kubernetes_provider, depends_on=[self.node_ready]
+                parent=self,
+                provider=args.kubernetes_provider,
+                depends_on=[self.node_ready, args.platform.time_slicing_config],
             ),
         )
 
-        command.local.Command(
+        taint = command.local.Command(
             f"{name}-node-taint",
             create=taint_command(domain.hostname, kubectl),
             delete=untaint_command(domain.hostname, kubectl),
@@ -128,11 +138,45 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready]),
         )
 
+        gate: list[pulumi.Resource] = [labels, taint]
+        if domain.kernel is not None:
+            gate = self._kernel_upgrade(name, domain, stack, kubectl, gate)
+        smoke_job: pulumi.Resource | None = None
+        if stack.smoke_test.enabled and args.platform.smoke_namespace is not None:
+            validated = validated_stack(
+                chart_version=stack.gpu_operator.chart_version,
+                driver_version=stack.gpu_operator.driver_version,
+                node=domain.hostname,
+                image=stack.smoke_test.image,
+                kernel=domain.kernel,
+            )
+            policy = [args.platform.steering_policy] if args.platform.steering_policy is not None else []
+            # pulumi-kubernetes awaits a Job until it completes: `pulumi up` fails here, named after
+            # this domain, if the CUDA sample fails on its card.
+            smoke_job = register_object(
+                f"{name}-cuda-smoke-test",
+                build_smoke_job(domain.name, stack.smoke_test, validated, steered=stack.kyverno.enabled),
+                pulumi.ResourceOptions(
+                    parent=self,
+                    provider=args.kubernetes_provider,
+                    depends_on=[*gate, args.platform.operator, args.platform.smoke_namespace, *policy],
+                    delete_before_replace=True,
+                ),
+            )
+        if domain.kernel is not None:
+            command.local.Command(
+                f"{name}-kernel-uncordon",
+                create=uncordon_command(domain.hostname, kubectl),
+                interpreter=["/bin/sh", "-c"],
+                triggers=[domain.kernel],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[smoke_job] if smoke_job else gate),
+            )
+
         self.node_name = pulumi.Output.from_input(domain.hostname)
         self.vm_id = pulumi.Output.from_input(domain.vm_id)
         self.zone = pulumi.Output.from_input(domain.name)
         self.sharing_profile = pulumi.Output.from_input(domain.sharing)
-        self.gpu_slots = pulumi.Output.from_input(args.gpu_slots)
+        self.gpu_slots = pulumi.Output.from_input(stack.slots(domain))
         self.register_outputs(
             {
                 "nodeName": self.node_name,
@@ -142,3 +186,36 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 "gpuSlots": self.gpu_slots,
             }
         )
+
+    def _kernel_upgrade(
+        self, name: str, domain: FailureDomainConfig, stack: StackConfig, kubectl: str, after: list[pulumi.Resource]
+    ) -> list[pulumi.Resource]:
+        """Cordon and drain, install and hold the kernel, reboot, rebuild the driver: this domain only.
+
+        Every step is triggered by the kernel setting alone, so changing it re-runs the sequence.
+        """
+        assert domain.kernel is not None
+        local = pulumi.ResourceOptions(parent=self)
+        drain = command.local.Command(
+            f"{name}-kernel-drain",
+            create=drain_command(domain.hostname, kubectl),
+            interpreter=["/bin/sh", "-c"],
+            triggers=[domain.kernel],
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=after)),
+        )
+        host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
+        install = command.remote.Command(
+            f"{name}-kernel-install",
+            connection={"host": host, "user": domain.username},
+            create=install_kernel_command(domain.kernel),
+            triggers=[domain.kernel],
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[drain])),
+        )
+        rebuilt = command.local.Command(
+            f"{name}-kernel-driver-rebuild",
+            create=wait_for_kernel_command(domain.hostname, domain.kernel, kubectl, stack.gpu_operator.namespace),
+            interpreter=["/bin/sh", "-c"],
+            triggers=[domain.kernel],
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[install])),
+        )
+        return [rebuilt]

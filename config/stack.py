@@ -9,9 +9,15 @@ from pydantic import Field
 
 from config.base import ConfigModel
 from config.failure_domain import FailureDomainConfig
+from config.gpu_operator import GpuOperatorConfig
+from config.gpu_quotas import GpuQuotasConfig
+from config.kyverno import KyvernoConfig
+from config.monitoring import MonitoringConfig
+from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.sharing import SharingProfile
+from config.smoke_test import SmokeTestConfig
 
 
 class StackConfig(ConfigModel):
@@ -20,6 +26,12 @@ class StackConfig(ConfigModel):
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     sharing_profiles: dict[str, SharingProfile] = Field(min_length=1)
     failure_domains: list[FailureDomainConfig] = Field(min_length=1)
+    gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)
+    kyverno: KyvernoConfig = Field(default_factory=KyvernoConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    gpu_quotas: GpuQuotasConfig = Field(default_factory=GpuQuotasConfig)
+    smoke_test: SmokeTestConfig = Field(default_factory=SmokeTestConfig)
+    preflight: PreflightConfig = Field(default_factory=PreflightConfig)
 
     def slots(self, domain: FailureDomainConfig) -> int:
         """Schedulable `nvidia.com/gpu` the domain's card advertises under its sharing profile."""
@@ -74,4 +86,10 @@ def cross_key_problems(cfg: StackConfig) -> list[str]:
                 "allows root@pam to do (an API token fails with an unhelpful error); use 'mapping', or set "
                 "gpu-pool:proxmox.auth to rootPassword"
             )
+    operator_ns = cfg.gpu_operator.namespace
+    if cfg.smoke_test.namespace == operator_ns:
+        problems.append(
+            f"gpu-pool:smokeTest.namespace: {operator_ns!r} is the operator's privileged namespace; the smoke test "
+            "must prove a GPU pod works under the restricted Pod Security Standard"
+        )
     return problems

@@ -99,10 +99,10 @@ class PlanMocks(mocks.Mocks):
         resource_id = None if self.preview else f"{args.name}-id"
         return resource_id, dict(args.inputs)
 
-    def call(self, args: mocks.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]]]:
         if self.invoke is None:
             raise NotImplementedError(f"no mock answer for invoke {args.token}")
-        return self.invoke(args), None
+        return self.invoke(args), []
 
 
 class RecordingMonitor(mocks.MockMonitor):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from offline.recording import Recording, RecordingMonitor
+from tests.proxmox_hardware import answering
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
@@ -31,9 +32,15 @@ def upstream() -> Path:
 
 
 @pytest.fixture
-def monitor() -> RecordingMonitor:
+def pci_tables() -> dict[str, list[dict[str, Any]]]:
+    """Per Proxmox node, what `getPci` answers; empty means a good MS-01 with its A1000 everywhere."""
+    return {}
+
+
+@pytest.fixture
+def monitor(pci_tables: dict[str, list[dict[str, Any]]]) -> RecordingMonitor:
     """Fresh Pulumi mocks for each test (`pulumi.runtime.set_mocks` with a recording monitor)."""
-    return install_mocks("test", preview=True)
+    return install_mocks("test", preview=True, invoke=answering(pci_tables))
 
 
 @pytest.fixture

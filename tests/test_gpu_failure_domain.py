@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from offline.recording import Recording, Registration, is_secret, reveal
+from tests.proxmox_hardware import ms01_host
 
 Run = Callable[..., Recording]
 DOMAINS = ("dc1", "dc2", "dc3")
@@ -142,9 +143,12 @@ def test_power_cycle_runs_after_the_vm_and_before_the_node_wait(run_stack_progra
     assert is_secret(cycle.inputs["environment"]["PROXMOX_API_TOKEN"])
 
 
-def test_a_passthrough_change_changes_the_power_cycle_triggers(run_stack_program: Run, prod_config, monitor):
+def test_a_passthrough_change_changes_the_power_cycle_triggers(
+    run_stack_program: Run, prod_config, monitor, pci_tables
+):
     before = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
     monitor.recording.registrations.clear()
+    pci_tables["pve-dc1"] = ms01_host(gpu_at="0000:02:00")  # the card moved to another slot
     prod_config["gpu-pool:failureDomains"][0]["gpu"]["pciAddress"] = "0000:02:00"
     after = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
     assert before != after
@@ -192,7 +196,16 @@ def test_every_domain_resource_is_parented_to_its_component(run_stack_program: R
     assert component.type == "gpu-pool:proxmox:GpuFailureDomain"
     children = [r for r in recording.registrations if r.name.startswith("dc2-")]
     assert {r.parent for r in children} == {component.urn}
-    assert len(children) == 7
+    assert {r.name for r in children} == {
+        "dc2-pci-mapping",
+        "dc2-cloud-init",
+        "dc2-vm",
+        "dc2-power-cycle",
+        "dc2-node-ready",
+        "dc2-node-labels",
+        "dc2-node-taint",
+        "dc2-cuda-smoke-test",
+    }
 
 
 def test_stack_exports_each_domain_and_the_article_total_of_nine_slots(run_stack_program: Run, prod_config):
@@ -204,5 +217,6 @@ def test_stack_exports_each_domain_and_the_article_total_of_nine_slots(run_stack
         "zone": "dc1",
         "sharingProfile": "a1000-x4",
         "gpuSlots": 4,
+        "preflight": "passed: 10de:25b0 at 0000:01:00.0, 0000:01:00.1, IOMMU group 14 of its own",
     }
     assert outputs["failureDomains"]["dc3"]["gpuSlots"] == 1

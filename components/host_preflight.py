@@ -1,0 +1,186 @@
+"""Proxmox host preflight: the card is where the config says, is NVIDIA's, and sits in an IOMMU group of its own.
+
+Passthrough is the floor under the whole tower: a card that is not at its address, or shares its
+IOMMU group, fails late (at VM start) and says little. This runs at preview time, read-only.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig
+
+SKIPPED_OFFLINE = "skipped: the offline preview has no Proxmox API"
+SKIPPED_DISABLED = "skipped: gpu-pool:preflight.enabled is false"
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    id: str
+    vendor: str
+    device: str
+    subsystem_vendor: str
+    subsystem_device: str
+    iommu_group: int
+    name: str = ""
+
+    @property
+    def vendor_device(self) -> str:
+        return f"{_hex(self.vendor)}:{_hex(self.device)}"
+
+    @property
+    def subsystem(self) -> str:
+        return f"{_hex(self.subsystem_vendor)}:{_hex(self.subsystem_device)}"
+
+
+def _hex(value: str) -> str:
+    value = value.lower()
+    return value[2:] if value.startswith("0x") else value
+
+
+def pci_device(raw: Mapping[str, Any] | Any) -> PciDevice:
+    """From the provider's `getPci` device (an object or, under mocks, a dict)."""
+
+    def get(name: str, default: Any = "") -> Any:
+        if isinstance(raw, Mapping):
+            return raw.get(name, default)
+        return getattr(raw, name, default)
+
+    return PciDevice(
+        id=str(get("id")),
+        vendor=str(get("vendor")),
+        device=str(get("device")),
+        subsystem_vendor=str(get("subsystem_vendor") or get("subsystemVendor")),
+        subsystem_device=str(get("subsystem_device") or get("subsystemDevice")),
+        iommu_group=int(get("iommu_group", None) if get("iommu_group", None) is not None else get("iommuGroup", -1)),
+        name=str(get("device_name") or get("deviceName") or ""),
+    )
+
+
+def _slot(address: str) -> str:
+    """`0000:01:00.0` -> `0000:01:00`: all functions of one card share the slot."""
+    return address.split(".")[0]
+
+
+def pci_problems(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> list[str]:
+    """What is wrong with the card on its host, as one sentence each naming the domain and node."""
+    where = f"domain {domain.name} (node {domain.proxmox_node})"
+    devices = list(devices)
+    wanted = domain.gpu.pci_address
+    card = [d for d in devices if d.id == wanted or _slot(d.id) == wanted]
+    if not card:
+        nvidia = [f"{d.id} ({d.vendor_device})" for d in devices if _hex(d.vendor) == NVIDIA_VENDOR_ID]
+        found = ", ".join(nvidia) if nvidia else "no NVIDIA device at all"
+        return [f"{where}: no PCI device at {wanted}; NVIDIA devices on this host: {found}"]
+    gpu = next((d for d in card if d.id.endswith(".0") or d.id == wanted), card[0])
+    problems: list[str] = []
+    if _hex(gpu.vendor) != NVIDIA_VENDOR_ID:
+        problems.append(f"{where}: {gpu.id} is {gpu.vendor_device} {gpu.name!r}, not an NVIDIA device (10de)")
+    elif gpu.vendor_device != domain.gpu.vendor_device_id:
+        problems.append(
+            f"{where}: {gpu.id} is {gpu.vendor_device} {gpu.name!r}, "
+            f"but gpu.vendorDeviceId says {domain.gpu.vendor_device_id}"
+        )
+    if gpu.subsystem != domain.gpu.subsystem_id and _hex(gpu.subsystem_vendor):
+        problems.append(f"{where}: {gpu.id} has subsystem id {gpu.subsystem}, config says {domain.gpu.subsystem_id}")
+    if gpu.iommu_group < 0:
+        problems.append(f"{where}: {gpu.id} is in no IOMMU group: IOMMU is off on the host (intel_iommu=on?)")
+        return problems
+    if gpu.iommu_group != domain.gpu.iommu_group:
+        problems.append(
+            f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {domain.gpu.iommu_group}"
+        )
+    sharing = sorted(
+        d.id for d in devices if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id)
+    )
+    if sharing:
+        problems.append(
+            f"{where}: {gpu.id} shares IOMMU group {gpu.iommu_group} with {', '.join(sharing)}; only the card "
+            "and its own functions (audio) may be in it, or passthrough takes the others with it"
+        )
+    return problems
+
+
+def pci_summary(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> str:
+    card = [d for d in devices if _slot(d.id) == _slot(domain.gpu.pci_address)]
+    functions = ", ".join(sorted(d.id for d in card))
+    return f"passed: {domain.gpu.vendor_device_id} at {functions}, IOMMU group {domain.gpu.iommu_group} of its own"
+
+
+def host_check_command(domain: FailureDomainConfig, ssh_user: str, address: str) -> str:
+    """Read-only: which driver holds the card, and whether the kernel made any IOMMU groups."""
+    function = domain.gpu.pci_address if "." in domain.gpu.pci_address else f"{domain.gpu.pci_address}.0"
+    remote = (
+        f"basename \"$(readlink /sys/bus/pci/devices/{function}/driver)\"; "
+        "ls /sys/kernel/iommu_groups | wc -l"
+    )
+    return (
+        f"ssh -o BatchMode=yes -o ConnectTimeout=10 {shlex.quote(f'{ssh_user}@{address}')} {shlex.quote(remote)}"
+    )
+
+
+def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:
+    where = f"domain {domain.name} (node {domain.proxmox_node})"
+    lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
+    if len(lines) < 2:
+        return [f"{where}: host check printed {stdout!r}; expected the card's driver and the IOMMU group count"]
+    driver, groups = lines[0], lines[1]
+    problems: list[str] = []
+    if driver != "vfio-pci":
+        problems.append(
+            f"{where}: {domain.gpu.pci_address} is bound to {driver!r} on the host, not vfio-pci "
+            "(bind it with vfio-pci ids=... and blacklist nouveau/nvidia on the host)"
+        )
+    if not groups.isdigit() or int(groups) == 0:
+        problems.append(f"{where}: the host has no IOMMU groups: enable IOMMU (intel_iommu=on iommu=pt) and reboot")
+    return problems
+
+
+class PreflightError(Exception):
+    def __init__(self, messages: list[str]) -> None:
+        self.messages = messages
+        super().__init__("\n".join(messages))
+
+
+def run_preflight(
+    domains: Iterable[FailureDomainConfig],
+    *,
+    enabled: bool,
+    host_check: bool,
+    ssh_user: str,
+    node_addresses: Mapping[str, str],
+    provider: Any,
+    offline: bool,
+) -> dict[str, str]:
+    """Look every card up on its host (provider invokes, read-only). Raises PreflightError with every problem."""
+    import pulumi
+    import pulumi_command as command
+    import pulumi_proxmoxve as proxmoxve
+
+    domains = list(domains)
+    if offline:
+        return {domain.name: SKIPPED_OFFLINE for domain in domains}
+    if not enabled:
+        return {domain.name: SKIPPED_DISABLED for domain in domains}
+    problems: list[str] = []
+    report: dict[str, str] = {}
+    for domain in domains:
+        result = proxmoxve.hardware.get_pci(
+            node_name=domain.proxmox_node,
+            pci_class_blacklists=[],
+            opts=pulumi.InvokeOptions(provider=provider),
+        )
+        devices = [pci_device(d) for d in (result.devices or [])]
+        found = pci_problems(domain, devices)
+        if host_check and not found:
+            address = node_addresses.get(domain.proxmox_node, domain.proxmox_node)
+            ran = command.local.run(command=host_check_command(domain, ssh_user, address))
+            found = host_check_problems(domain, ran.stdout)
+        problems += found
+        report[domain.name] = pci_summary(domain, devices) + (", bound to vfio-pci" if host_check else "")
+    if problems:
+        raise PreflightError(problems)
+    return report

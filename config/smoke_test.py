@@ -1,0 +1,35 @@
+"""`gpu-pool:smokeTest`: the CUDA vector-add Job that proves each domain's whole GPU chain works."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, field_validator
+
+from config.base import ConfigModel
+from config.validators import dns_label
+
+# The article's proof: NVIDIA's CUDA sample, pinned by tag.
+ARTICLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+PINNED_IMAGE = re.compile(r"^[a-z0-9.\-/:_]+(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[0-9a-f]{64})$")
+
+
+class SmokeTestConfig(ConfigModel):
+    enabled: bool = Field(default=True, description="run the CUDA smoke test Job on every domain's node")
+    image: str = Field(default=ARTICLE_IMAGE, description="CUDA vector-add image, pinned by tag or digest")
+    namespace: str = Field(default="gpu-smoke-test", description="namespace for the Jobs (Pod Security restricted)")
+    timeout_seconds: int = Field(default=600, ge=60, le=7200, description="how long a Job may run before it fails")
+
+    _namespace = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        last = value.rsplit("/", 1)[-1]
+        if ":" not in last and "@" not in last:
+            raise ValueError("must be pinned by tag or digest, e.g. " + ARTICLE_IMAGE)
+        if last.endswith(":latest"):
+            raise ValueError("':latest' is not a pin: the test must re-run when its image changes, not drift")
+        if not PINNED_IMAGE.match(value):
+            raise ValueError("is not an image reference")
+        return value

@@ -1,0 +1,57 @@
+"""Hardware tables the Proxmox API would answer `getPci` with, for the preflight under mocks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pulumi.runtime.mocks import MockCallArgs
+
+GET_PCI = "proxmoxve:hardware/getPci:getPci"
+LOCAL_RUN = "command:local:run"
+
+
+def device(
+    address: str, vendor: str, device_id: str, group: int, *, subsystem: str = "10de:1757", name: str = ""
+) -> dict[str, Any]:
+    sub_vendor, sub_device = subsystem.split(":")
+    return {
+        "id": address,
+        "vendor": f"0x{vendor}",
+        "device": f"0x{device_id}",
+        "subsystemVendor": f"0x{sub_vendor}",
+        "subsystemDevice": f"0x{sub_device}",
+        "iommuGroup": group,
+        "deviceName": name,
+        "class": "0x030000",
+        "mdev": False,
+    }
+
+
+def ms01_host(*, gpu_group: int = 14, audio_group: int = 14, gpu_at: str = "0000:01:00") -> list[dict[str, Any]]:
+    """An MS-01 with an RTX A1000 in its PCIe slot: the card and its audio function alone in a group."""
+    return [
+        device("0000:00:02.0", "8086", "a7a0", 0, subsystem="8086:7270", name="Raptor Lake-P Iris Xe"),
+        device("0000:00:14.0", "8086", "51ed", 9, subsystem="8086:7270", name="USB controller"),
+        device(f"{gpu_at}.0", "10de", "25b0", gpu_group, name="GA107GL [RTX A1000]"),
+        device(f"{gpu_at}.1", "10de", "2291", audio_group, name="GA107 High Definition Audio"),
+    ]
+
+
+Invoke = Callable[[MockCallArgs], dict[str, Any]]
+
+
+def answering(
+    tables: dict[str, list[dict[str, Any]]] | None = None, host_check_stdout: str = "vfio-pci\n24\n"
+) -> Invoke:
+    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check."""
+
+    def invoke(args: MockCallArgs) -> dict[str, Any]:
+        if args.token == GET_PCI:
+            node = args.args.get("nodeName", "")
+            return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
+        if args.token == LOCAL_RUN:
+            return {"stdout": host_check_stdout, "stderr": "", "command": args.args.get("command", "")}
+        raise NotImplementedError(f"no mock answer for {args.token}")
+
+    return invoke
