@@ -46,10 +46,7 @@ def build_user_data(domain: FailureDomainConfig, rke2: Rke2Config, token: str) -
         # nouveau must never bind the card in the guest: the NVIDIA driver container cannot load beside it.
         "update-initramfs -u",
         "modprobe -r nouveau || true",
-        (
-            f"curl -sfL {RKE2_INSTALL_URL} | INSTALL_RKE2_TYPE=agent "
-            f'INSTALL_RKE2_VERSION="{rke2.version}" sh -'
-        ),
+        (f'curl -sfL {RKE2_INSTALL_URL} | INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh -'),
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]

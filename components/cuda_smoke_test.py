@@ -10,9 +10,7 @@ from config.smoke_test import SmokeTestConfig
 
 # Pod Security "restricted": the smoke test must pass where ordinary GPU workloads live, not only
 # in the privileged operator namespace.
-RESTRICTED_LABELS = {
-    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")
-}
+RESTRICTED_LABELS = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
 GPU_RESOURCE = "nvidia.com/gpu"
 # Lets the Job run on its node while a kernel upgrade keeps the node cordoned (NodeUnschedulable filter).
 UNSCHEDULABLE_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}

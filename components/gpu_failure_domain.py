@@ -11,6 +11,15 @@ import pulumi_kubernetes.provider
 import pulumi_proxmoxve as proxmoxve
 
 from components.cloud_init import build_user_data
+from components.cuda_smoke_test import build_smoke_job, validated_stack
+from components.gpu_platform import PlatformHandles
+from components.kernel_upgrade import (
+    drain_command,
+    install_kernel_command,
+    uncordon_command,
+    wait_for_kernel_command,
+)
+from components.kubernetes_objects import register_object
 from components.node_metadata import (
     gpu_taint,
     kubectl_prefix,
@@ -21,15 +30,6 @@ from components.node_metadata import (
 )
 from components.power_cycle import power_cycle_environment, power_cycle_script, power_cycle_triggers
 from components.proxmox_vm import pci_mapping_args, vm_args
-from components.cuda_smoke_test import build_smoke_job, validated_stack
-from components.gpu_platform import PlatformHandles
-from components.kernel_upgrade import (
-    drain_command,
-    install_kernel_command,
-    uncordon_command,
-    wait_for_kernel_command,
-)
-from components.kubernetes_objects import register_object
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 
@@ -55,9 +55,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
     gpu_slots: pulumi.Output[int]
     node_ready: command.local.Command
 
-    def __init__(
-        self, name: str, args: GpuFailureDomainArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: GpuFailureDomainArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
         domain = args.domain
         stack = args.stack

@@ -100,7 +100,9 @@ class GpuPlatform(pulumi.ComponentResource):
 
         smoke_namespace: pulumi.Resource | None = None
         if cfg.smoke_test.enabled:
-            smoke_namespace = register_object(f"{name}-smoke-test-namespace", build_smoke_namespace(cfg.smoke_test), k8s)
+            smoke_namespace = register_object(
+                f"{name}-smoke-test-namespace", build_smoke_namespace(cfg.smoke_test), k8s
+            )
 
         if cfg.monitoring.dashboard_enabled:
             register_object(f"{name}-dashboard", build_dashboard_configmap(cfg.monitoring), k8s)

@@ -90,12 +90,8 @@ def pci_problems(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> l
         problems.append(f"{where}: {gpu.id} is in no IOMMU group: IOMMU is off on the host (intel_iommu=on?)")
         return problems
     if gpu.iommu_group != domain.gpu.iommu_group:
-        problems.append(
-            f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {domain.gpu.iommu_group}"
-        )
-    sharing = sorted(
-        d.id for d in devices if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id)
-    )
+        problems.append(f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {domain.gpu.iommu_group}")
+    sharing = sorted(d.id for d in devices if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id))
     if sharing:
         problems.append(
             f"{where}: {gpu.id} shares IOMMU group {gpu.iommu_group} with {', '.join(sharing)}; only the card "
@@ -113,13 +109,8 @@ def pci_summary(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> st
 def host_check_command(domain: FailureDomainConfig, ssh_user: str, address: str) -> str:
     """Read-only: which driver holds the card, and whether the kernel made any IOMMU groups."""
     function = domain.gpu.pci_address if "." in domain.gpu.pci_address else f"{domain.gpu.pci_address}.0"
-    remote = (
-        f"basename \"$(readlink /sys/bus/pci/devices/{function}/driver)\"; "
-        "ls /sys/kernel/iommu_groups | wc -l"
-    )
-    return (
-        f"ssh -o BatchMode=yes -o ConnectTimeout=10 {shlex.quote(f'{ssh_user}@{address}')} {shlex.quote(remote)}"
-    )
+    remote = f'basename "$(readlink /sys/bus/pci/devices/{function}/driver)"; ls /sys/kernel/iommu_groups | wc -l'
+    return f"ssh -o BatchMode=yes -o ConnectTimeout=10 {shlex.quote(f'{ssh_user}@{address}')} {shlex.quote(remote)}"
 
 
 def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:

@@ -41,7 +41,7 @@ def wait_for_kernel_command(node: str, kernel: str, kubectl: str, namespace: str
     return (
         f"deadline=$(( $(date +%s) + {seconds} )); "
         f"until [ \"$({kubectl} get node {quoted} -o jsonpath='{{.status.nodeInfo.kernelVersion}}' 2>/dev/null)\" "
-        f'= {shlex.quote(kernel)} ]; do '
+        f"= {shlex.quote(kernel)} ]; do "
         f'if [ "$(date +%s)" -ge "$deadline" ]; then echo "node {node} did not come back on kernel {kernel}" >&2; '
         f"exit 1; fi; sleep 10; done; "
         f"{kubectl} wait --for=condition=Ready node/{quoted} --timeout={seconds}s && "

@@ -34,8 +34,7 @@ def build_providers(loaded: LoadedConfig) -> Providers:
     ssh: dict[str, object] = {"username": cfg.proxmox.ssh.username, "agent": cfg.proxmox.ssh.agent}
     if cfg.proxmox.ssh.node_addresses:
         ssh["nodes"] = [
-            {"name": node, "address": address}
-            for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
+            {"name": node, "address": address} for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
         ]
     root = cfg.proxmox.auth == "rootPassword"
     proxmox = proxmoxve.Provider(

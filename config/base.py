@@ -43,9 +43,7 @@ class ConfigModel(BaseModel):
         for key in data:
             if key not in valid:
                 suggestion = nearest(str(key), valid)
-                hint = (
-                    f"; did you mean '{suggestion}'?" if suggestion else f"; valid keys: {', '.join(valid)}"
-                )
+                hint = f"; did you mean '{suggestion}'?" if suggestion else f"; valid keys: {', '.join(valid)}"
                 raise PydanticCustomError(
                     "unknown_key",
                     "unknown key '{key}'{hint}",

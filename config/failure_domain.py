@@ -24,15 +24,11 @@ MIN_DISK_GIB = 40
 
 
 class GpuConfig(ConfigModel):
-    pci_address: str = Field(
-        description="the card's address on its Proxmox host, DDDD:BB:DD[.F], e.g. 0000:01:00"
-    )
+    pci_address: str = Field(description="the card's address on its Proxmox host, DDDD:BB:DD[.F], e.g. 0000:01:00")
     vendor_device_id: str = Field(description="PCI vendor:device id, e.g. 10de:25b0 for an RTX A1000")
     model: str = Field(description="human name of the card, e.g. NVIDIA RTX A1000")
     iommu_group: int = Field(ge=0, description="the card's IOMMU group (`pvesh get /nodes/<n>/hardware/pci`)")
-    subsystem_id: str = Field(
-        description="PCI subsystem vendor:device id; the mapping is incomplete without it"
-    )
+    subsystem_id: str = Field(description="PCI subsystem vendor:device id; the mapping is incomplete without it")
     passthrough: Literal["mapping", "raw"] = Field(
         default="mapping",
         description="mapping: PCI resource mapping (works with an API token); raw: raw hostpci id (root@pam only)",
@@ -108,16 +104,12 @@ class FailureDomainConfig(ConfigModel):
         description=f"root disk in GiB, at least {MIN_DISK_GIB}",
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig)
-    firmware: Literal["seabios", "ovmf"] = Field(
-        default="seabios", description="seabios (default) or ovmf (UEFI)"
-    )
+    firmware: Literal["seabios", "ovmf"] = Field(default="seabios", description="seabios (default) or ovmf (UEFI)")
     secure_boot: bool = Field(default=False, description="UEFI Secure Boot in the VM (ovmf only)")
     module_signing: bool = Field(
         default=False, description="you enrol a key and sign nvidia.ko yourself: required for secure boot"
     )
-    protect: bool = Field(
-        default=True, description="Pulumi protect on the VM: a rename never silently destroys it"
-    )
+    protect: bool = Field(default=True, description="Pulumi protect on the VM: a rename never silently destroys it")
     kernel: str | None = Field(
         default=None,
         description="pinned guest kernel release, e.g. 6.8.0-60-generic; changing it runs the kernel upgrade",
@@ -133,9 +125,7 @@ class FailureDomainConfig(ConfigModel):
     @classmethod
     def _kernel(cls, value: str | None) -> str | None:
         if value is not None and not KERNEL_RELEASE.match(value):
-            raise ValueError(
-                "is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic"
-            )
+            raise ValueError("is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic")
         return value
 
     @model_validator(mode="after")

@@ -46,9 +46,7 @@ def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
         if key not in valid
     ]
     try:
-        stack = StackConfig.model_validate(
-            {k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS}
-        )
+        stack = StackConfig.model_validate({k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS})
     except ValidationError as error:
         raise ConfigError(unknown + format_validation_error(error)) from None
     problems = unknown + cross_key_problems(stack)
@@ -85,9 +83,7 @@ def load_config() -> LoadedConfig:
     if stack.proxmox.auth == "apiToken" and api_token is None:
         problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))
     if stack.proxmox.auth == "rootPassword" and root_password is None:
-        problems.append(
-            _missing_secret("proxmoxRootPassword", "root@pam's password, for raw PCI passthrough")
-        )
+        problems.append(_missing_secret("proxmoxRootPassword", "root@pam's password, for raw PCI passthrough"))
     if rke2_token is None:
         problems.append(_missing_secret("rke2Token", "the RKE2 join token the GPU workers register with"))
     if problems or rke2_token is None:

@@ -25,17 +25,13 @@ class ProxmoxSshConfig(ConfigModel):
 
 class ProxmoxConfig(ConfigModel):
     endpoint: str = Field(description="Proxmox VE API URL, e.g. https://pve1.lab:8006/")
-    insecure: bool = Field(
-        default=False, description="skip TLS verification (self-signed Proxmox certificate)"
-    )
+    insecure: bool = Field(default=False, description="skip TLS verification (self-signed Proxmox certificate)")
     auth: Literal["apiToken", "rootPassword"] = Field(
         default="apiToken",
         description="apiToken (secret gpu-pool:proxmoxApiToken) or rootPassword (root@pam, only for raw PCI ids)",
     )
     snippets_datastore: str = Field(default="local", description="datastore with the `snippets` content type")
-    disk_datastore: str = Field(
-        default="local-lvm", description="datastore for VM disks and the cloud-init drive"
-    )
+    disk_datastore: str = Field(default="local-lvm", description="datastore for VM disks and the cloud-init drive")
     cloud_image: str = Field(
         description="file id of the cloud image the VM disk is imported from, e.g. local:import/noble.qcow2"
     )

@@ -35,7 +35,5 @@ class Rke2Config(ConfigModel):
 
 
 class KubernetesConfig(ConfigModel):
-    kubeconfig: str | None = Field(
-        default=None, description="kubeconfig path; default: the ambient kubeconfig"
-    )
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path; default: the ambient kubeconfig")
     context: str | None = Field(default=None, description="kubeconfig context; default: the current context")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from offline.recording import Recording, RecordingMonitor
-from tests.proxmox_hardware import answering
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
+from tests.proxmox_hardware import answering
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
 
