@@ -12,7 +12,7 @@ from components.cuda_smoke_test import build_smoke_namespace
 from components.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_configmap
 from components.gpu_alert_rules import build_gpu_alert_rules
 from components.gpu_operator_values import CHART_NAME, build_gpu_operator_values
-from components.gpu_quotas import build_gpu_quotas
+from components.gpu_quotas import build_gpu_quotas, build_kyverno_quota_rbac
 from components.grafana_dashboard import build_dashboard_configmap
 from components.kubernetes_objects import register_object
 from components.kyverno_policies import build_gpu_quota_generate_policy, build_gpu_steering_policy
@@ -122,7 +122,8 @@ class GpuPlatform(pulumi.ComponentResource):
             register_object(f"{name}-quota-{quota['metadata']['namespace']}", quota, k8s)
         quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
         if quota_policy is not None:
-            register_object(f"{name}-gpu-quota-policy", quota_policy, k8s)
+            rbac = register_object(f"{name}-kyverno-quota-rbac", build_kyverno_quota_rbac(), k8s)
+            register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
 
         self.handles = PlatformHandles(
             time_slicing_config=time_slicing,

@@ -55,3 +55,30 @@ def build_gpu_quotas(quotas: GpuQuotasConfig) -> list[dict[str, Any]]:
         build_resource_quota(namespace, max_gpus, name=quotas.quota_name)
         for namespace, max_gpus in sorted(quotas.namespaces.items())
     ]
+
+
+def build_kyverno_quota_rbac() -> dict[str, Any]:
+    """Lets Kyverno's controllers create and keep ResourceQuotas for the generate policy.
+
+    Kyverno refuses a generate policy for a kind its service accounts cannot manage; its
+    ClusterRoles aggregate every ClusterRole that carries these labels.
+    """
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": "gpu-pool:kyverno-manage-resourcequotas",
+            "labels": {
+                "app.kubernetes.io/part-of": "gpu-pool",
+                "rbac.kyverno.io/aggregate-to-admission-controller": "true",
+                "rbac.kyverno.io/aggregate-to-background-controller": "true",
+            },
+        },
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["resourcequotas"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            }
+        ],
+    }

@@ -18,6 +18,8 @@ def register_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
         return kubernetes.core.v1.ConfigMap(name, metadata=metadata, data=obj.get("data"), opts=opts)
     if kind == "ResourceQuota":
         return kubernetes.core.v1.ResourceQuota(name, metadata=metadata, spec=obj["spec"], opts=opts)
+    if kind == "ClusterRole":
+        return kubernetes.rbac.v1.ClusterRole(name, metadata=metadata, rules=obj["rules"], opts=opts)
     if kind == "Job":
         return kubernetes.batch.v1.Job(name, metadata=metadata, spec=obj["spec"], opts=opts)
     return kubernetes.apiextensions.CustomResource(
