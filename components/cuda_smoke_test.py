@@ -61,7 +61,11 @@ def build_smoke_job(
             "name": smoke_job_name(domain, validated),
             "namespace": cfg.namespace,
             "labels": {"app.kubernetes.io/name": "cuda-smoke-test", "gpu-pool/domain": domain},
-            "annotations": {f"gpu-pool/validated-{key}": value for key, value in validated.items()},
+            "annotations": {
+                # A failed test is replaced (re-run) on the next `pulumi up` instead of waited on again.
+                "pulumi.com/replaceUnready": "true",
+                **{f"gpu-pool/validated-{key}": value for key, value in validated.items()},
+            },
         },
         "spec": {
             "backoffLimit": 1,

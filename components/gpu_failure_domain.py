@@ -159,6 +159,8 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     provider=args.kubernetes_provider,
                     depends_on=[*gate, args.platform.operator, args.platform.smoke_namespace, *policy],
                     delete_before_replace=True,
+                    # The provider's Job await defaults to 10 minutes; the image pull comes on top of the run.
+                    custom_timeouts=pulumi.CustomTimeouts(create=f"{stack.smoke_test.timeout_seconds + 600}s"),
                 ),
             )
         if domain.kernel is not None:

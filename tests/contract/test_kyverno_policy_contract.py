@@ -14,47 +14,28 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
 import kubernetes_validate
 import pytest
-import yaml
 
 from components.gpu_quotas import build_gpu_quotas, build_resource_quota
 from components.kyverno_policies import build_gpu_quota_generate_policy, build_gpu_steering_policy
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
+from tests.contract import crd_schemas
 from tests.test_gpu_quotas import KUBEFLOW, KUBEFLOW_LABELS, TEAM, _generated, _namespace
 
-CRD = "kyverno/v1.19.0/kyverno.io_clusterpolicies.yaml"
+CRD = crd_schemas.KYVERNO_CLUSTER_POLICY_CRD
 KUBERNETES_VERSIONS = sorted({"1.33", kubernetes_validate.latest_version()})
-
-
-def _strict(schema: Any) -> Any:
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    strict = {key: _strict(value) for key, value in schema.items()}
-    if (
-        "properties" in schema
-        and "additionalProperties" not in schema
-        and not schema.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        strict["additionalProperties"] = False
-    return strict
 
 
 @pytest.fixture(scope="module")
 def crd_schema(upstream: Path) -> dict[str, Any]:
-    # The CRD is large; libyaml's loader reads it in a fraction of the pure-Python loader's time.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    crd = yaml.load((upstream / CRD).read_text(), Loader=loader)
-    assert crd["spec"]["names"]["kind"] == "ClusterPolicy"
-    (v1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
-    schema: dict[str, Any] = v1["schema"]["openAPIV3Schema"]
+    schema = crd_schemas.crd_schema(upstream, CRD)
+    assert schema["properties"]["kind"]["type"] == "string"
     return schema
 
 
 @pytest.fixture(scope="module")
 def validator(crd_schema: dict[str, Any]) -> jsonschema.Draft7Validator:
-    return jsonschema.Draft7Validator(_strict(crd_schema))
+    return jsonschema.Draft7Validator(crd_schemas.strict(crd_schema))
 
 
 def _policies() -> dict[str, dict[str, Any]]:

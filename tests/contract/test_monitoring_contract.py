@@ -17,11 +17,11 @@ from components.dcgm_metrics import DCGM_METRICS_KEY, DROPPED_DEFAULT_FIELDS, dc
 from components.gpu_alert_rules import KSM_METRICS_USED, build_gpu_alert_rules, rule_expressions
 from components.grafana_dashboard import build_dashboard, dashboard_queries
 from config.monitoring import MonitoringConfig
+from tests.contract import crd_schemas
 from tests.test_gpu_alert_rules import ARTICLE_NODES, metric_names
 
 # The chart version the project pins; its dcgm-exporter is 4.5.3-4.8.2, the exporter files' version.
 PINNED_CHART = "v26.3.2"
-PROMETHEUS_OPERATOR = "v0.93.0"
 EXPORTER_DEFAULT_FILES = ("default-counters.csv", "dcp-metrics-included.csv")
 
 
@@ -35,29 +35,9 @@ def article_rule() -> dict[str, Any]:
     return build_gpu_alert_rules(MonitoringConfig(), expected_slots_by_node=ARTICLE_NODES, namespace="gpu-operator")
 
 
-def strict(schema: Any) -> Any:
-    """The schema with `additionalProperties: false` on every object that lists its properties, so a
-    misspelt key fails instead of being pruned silently by the API server."""
-    if isinstance(schema, dict):
-        out = {key: strict(value) for key, value in schema.items()}
-        if "properties" in out and "additionalProperties" not in out:
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [strict(item) for item in schema]
-    return schema
-
-
 @pytest.fixture(scope="module")
 def rule_validator(upstream: Path) -> jsonschema.Draft7Validator:
-    crd = yaml.safe_load(
-        (
-            upstream / "prometheus-operator" / PROMETHEUS_OPERATOR / "monitoring.coreos.com_prometheusrules.yaml"
-        ).read_text()
-    )
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    assert version["served"] and version["storage"]
-    return jsonschema.Draft7Validator(strict(version["schema"]["openAPIV3Schema"]))
+    return crd_schemas.strict_validator(upstream, crd_schemas.PROMETHEUS_RULE_CRD)
 
 
 # --- DCGM ---------------------------------------------------------------------------------------------

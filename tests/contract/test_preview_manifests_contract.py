@@ -1,0 +1,56 @@
+"""Every Kubernetes object the prod preview writes is one the API server (or the CRD) accepts as written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from offline.preview import main
+from tests.contract import crd_schemas
+
+CUSTOM_KINDS = {
+    "ClusterPolicy": crd_schemas.KYVERNO_CLUSTER_POLICY_CRD,
+    "PrometheusRule": crd_schemas.PROMETHEUS_RULE_CRD,
+}
+
+
+@pytest.fixture(scope="module")
+def manifests(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("prod")
+    assert main(["--stack", "prod", "--out", str(out), "--quiet"]) == 0
+    return {path.name: yaml.safe_load(path.read_text()) for path in sorted((out / "manifests").glob("*.yaml"))}
+
+
+def test_the_prod_preview_writes_every_kind_the_gpu_tier_needs(manifests: dict[str, dict[str, Any]]) -> None:
+    kinds = {obj["kind"] for obj in manifests.values()}
+    assert kinds >= {"Namespace", "ConfigMap", "ClusterPolicy", "PrometheusRule", "Job", "Node", "ResourceQuota"}
+
+
+def test_every_core_object_validates_strictly_against_the_kubernetes_schema(
+    manifests: dict[str, dict[str, Any]],
+) -> None:
+    version = kubernetes_validate.latest_version()
+    for name, obj in manifests.items():
+        if obj["kind"] in CUSTOM_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as error:  # pragma: no cover - the message is the point
+            pytest.fail(f"{name}: {error}")
+
+
+def test_every_custom_resource_validates_strictly_against_its_crd(
+    manifests: dict[str, dict[str, Any]], upstream: Path
+) -> None:
+    validators = {kind: crd_schemas.strict_validator(upstream, crd) for kind, crd in CUSTOM_KINDS.items()}
+    checked = 0
+    for name, obj in manifests.items():
+        if obj["kind"] in validators:
+            problems = [e.message for e in validators[obj["kind"]].iter_errors(obj)]
+            assert not problems, f"{name}: {problems}"
+            checked += 1
+    assert checked == 3  # steering policy, quota generate policy, alert rules
