@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from components.node_metadata import gpu_taint, node_labels
+from components.node_metadata import ARTICLE_MARKING, GpuNodeMarking, node_labels
 from config.failure_domain import FailureDomainConfig
 from config.rke2 import Rke2Config
 
@@ -16,18 +16,22 @@ RKE2_INSTALL_URL = "https://get.rke2.io"
 HELD_KERNEL_PACKAGES = ("linux-generic", "linux-image-generic", "linux-headers-generic", "linux-virtual")
 
 
-def rke2_agent_config(domain: FailureDomainConfig, rke2: Rke2Config, token: str) -> dict[str, Any]:
+def rke2_agent_config(
+    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+) -> dict[str, Any]:
     """/etc/rancher/rke2/config.yaml: labels and the taint are set at registration, before any pod can land."""
     return {
         "server": rke2.server_url,
         "token": token,
         "node-name": domain.hostname,
-        "node-label": [f"{key}={value}" for key, value in sorted(node_labels(domain).items())],
-        "node-taint": [gpu_taint()],
+        "node-label": [f"{key}={value}" for key, value in sorted(node_labels(domain, marking).items())],
+        "node-taint": [marking.taint],
     }
 
 
-def build_user_data(domain: FailureDomainConfig, rke2: Rke2Config, token: str) -> str:
+def build_user_data(
+    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+) -> str:
     """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
     kernel = "$(uname -r)" if domain.kernel is None else domain.kernel
     user: dict[str, Any] = {
@@ -65,7 +69,7 @@ def build_user_data(domain: FailureDomainConfig, rke2: Rke2Config, token: str) -
             {
                 "path": "/etc/rancher/rke2/config.yaml",
                 "permissions": "0600",
-                "content": yaml.safe_dump(rke2_agent_config(domain, rke2, token), sort_keys=True),
+                "content": yaml.safe_dump(rke2_agent_config(domain, rke2, token, marking), sort_keys=True),
             },
             {
                 "path": "/etc/apt/apt.conf.d/51gpu-pool-no-kernel-upgrades",

@@ -17,13 +17,14 @@ UNSCHEDULABLE_TOLERATION = {"key": "node.kubernetes.io/unschedulable", "operator
 
 
 def validated_stack(
-    *, chart_version: str, driver_version: str, node: str, image: str, kernel: str | None
+    *, chart_version: str, driver_version: str, node: str, device: str, image: str, kernel: str | None
 ) -> dict[str, str]:
     """What the test proves. A change to any of these gives the Job a new name, so it runs again."""
     return {
         "chart": chart_version,
         "driver": driver_version,
         "node": node,
+        "device": device,
         "image": image,
         "kernel": kernel or "as-booted",
     }
@@ -42,18 +43,15 @@ def build_smoke_namespace(cfg: SmokeTestConfig) -> dict[str, Any]:
     }
 
 
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-
-
 def build_smoke_job(
-    domain: str, cfg: SmokeTestConfig, validated: dict[str, str], *, steered: bool = True
+    domain: str, cfg: SmokeTestConfig, validated: dict[str, str], *, toleration: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """A Job pinned to the domain's node that asks for one GPU and nothing else GPU-related.
 
-    With the Kyverno policy on (`steered`), no GPU toleration on purpose: the policy must add it, so
-    a passing Job also proves the mutation. Without the policy the Job carries it itself.
+    With the Kyverno policy on, no GPU toleration on purpose (`toleration=None`): the policy must add
+    it, so a passing Job also proves the mutation. Without the policy the Job carries it itself.
     """
-    tolerations = [dict(UNSCHEDULABLE_TOLERATION)] + ([] if steered else [dict(GPU_TOLERATION)])
+    tolerations = [dict(UNSCHEDULABLE_TOLERATION)] + ([dict(toleration)] if toleration else [])
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

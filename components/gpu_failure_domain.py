@@ -21,7 +21,7 @@ from components.kernel_upgrade import (
 )
 from components.kubernetes_objects import register_object
 from components.node_metadata import (
-    gpu_taint,
+    GpuNodeMarking,
     kubectl_prefix,
     node_labels,
     node_ready_command,
@@ -59,6 +59,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         domain = args.domain
         stack = args.stack
+        marking = GpuNodeMarking.from_kyverno(stack.kyverno)
         proxmox_opts = pulumi.ResourceOptions(parent=self, provider=args.proxmox_provider)
         kubectl = kubectl_prefix(stack.kubernetes.kubeconfig, stack.kubernetes.context)
 
@@ -71,7 +72,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
 
         # The user data carries the join token, so the whole snippet is a secret end to end.
         user_data: pulumi.Output[str] = pulumi.Output.secret(
-            args.rke2_token.apply(lambda token: build_user_data(domain, stack.rke2, token))
+            args.rke2_token.apply(lambda token: build_user_data(domain, stack.rke2, token, marking))
         )
         snippet = proxmoxve.FileLegacy(
             f"{name}-cloud-init",
@@ -114,7 +115,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             f"{name}-node-labels",
             metadata={
                 "name": domain.hostname,
-                "labels": node_labels(domain),
+                "labels": node_labels(domain, marking),
                 # RKE2 registered these labels under its own field manager; take them over so a changed
                 # sharing profile converges instead of failing on an apply conflict.
                 "annotations": {"pulumi.com/patchForce": "true"},
@@ -129,10 +130,10 @@ class GpuFailureDomain(pulumi.ComponentResource):
 
         taint = command.local.Command(
             f"{name}-node-taint",
-            create=taint_command(domain.hostname, kubectl),
-            delete=untaint_command(domain.hostname, kubectl),
+            create=taint_command(domain.hostname, kubectl, marking),
+            delete=untaint_command(domain.hostname, kubectl, marking),
             interpreter=["/bin/sh", "-c"],
-            triggers=[domain.hostname, gpu_taint()],
+            triggers=[domain.hostname, marking.taint],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready]),
         )
 
@@ -145,6 +146,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 chart_version=stack.gpu_operator.chart_version,
                 driver_version=stack.gpu_operator.driver_version,
                 node=domain.hostname,
+                device=f"{domain.gpu.vendor_device_id}@{domain.proxmox_node}/{domain.gpu.pci_address}",
                 image=stack.smoke_test.image,
                 kernel=domain.kernel,
             )
@@ -153,7 +155,12 @@ class GpuFailureDomain(pulumi.ComponentResource):
             # this domain, if the CUDA sample fails on its card.
             smoke_job = register_object(
                 f"{name}-cuda-smoke-test",
-                build_smoke_job(domain.name, stack.smoke_test, validated, steered=stack.kyverno.enabled),
+                build_smoke_job(
+                    domain.name,
+                    stack.smoke_test,
+                    validated,
+                    toleration=None if stack.kyverno.enabled else marking.toleration,
+                ),
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.kubernetes_provider,

@@ -95,8 +95,11 @@ def build_gpu_operator_values(
     default_profile: str | None,
     dcgm_metrics_configmap: str,
     service_monitor: bool,
+    gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
+
+    `gpu_node_tolerations`: the taint the GPU nodes really carry, when it is not the chart's default.
 
     Never sets `operator.defaultRuntime` or `psp`: the chart no longer reads them.
     """
@@ -113,7 +116,7 @@ def build_gpu_operator_values(
             "priorityClassName": "system-node-critical",
             # Device plugin Pending on tainted GPU nodes ("Insufficient nvidia.com/gpu" with idle
             # cards): Helm replaces lists, so the chart's nvidia.com/gpu toleration is re-included.
-            "tolerations": _tolerations(DAEMONSETS_DEFAULT_TOLERATIONS),
+            "tolerations": _tolerations(DAEMONSETS_DEFAULT_TOLERATIONS, gpu_node_tolerations),
         },
         "operator": {
             # The RuntimeClass the operator creates must name the handler the toolkit registers,

@@ -16,6 +16,7 @@ from components.gpu_quotas import build_gpu_quotas, build_kyverno_quota_rbac
 from components.grafana_dashboard import build_dashboard_configmap
 from components.kubernetes_objects import register_object
 from components.kyverno_policies import build_gpu_quota_generate_policy, build_gpu_steering_policy
+from components.node_metadata import GpuNodeMarking
 from components.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
 from config.stack import StackConfig
 
@@ -49,6 +50,7 @@ class GpuPlatform(pulumi.ComponentResource):
         cfg = args.stack
         operator_cfg = cfg.gpu_operator
         k8s = pulumi.ResourceOptions(parent=self, provider=args.kubernetes_provider)
+        marking = GpuNodeMarking.from_kyverno(cfg.kyverno)
 
         def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=list(deps)))
@@ -74,6 +76,8 @@ class GpuPlatform(pulumi.ComponentResource):
             default_profile=None,
             dcgm_metrics_configmap=DCGM_METRICS_CONFIGMAP,
             service_monitor=cfg.monitoring.service_monitor,
+            # Operands must tolerate the taint the GPU nodes really carry (Exists: any value).
+            gpu_node_tolerations=[{"key": marking.taint_key, "operator": "Exists", "effect": marking.taint_effect}],
         )
         # helm.v3.Release, not helm.v4.Chart: the chart's CRD-upgrade and pre-delete hooks must run.
         self.release = kubernetes.helm.v3.Release(

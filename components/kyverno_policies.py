@@ -284,6 +284,9 @@ def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) ->
                 # namespaces, so a Kyverno outage delays GPU pods and never blocks the rest of the cluster,
                 # nor the operator's own validator pods, which request a GPU in its namespace.
                 "matchConditions": [
+                    # On DELETE `object` is null: evaluating object.spec would be an error, and with
+                    # failurePolicy Fail an error refuses the request. A false condition skips the webhook.
+                    {"name": "not-a-delete", "expression": "request.operation != 'DELETE'"},
                     {"name": "asks-for-gpu", "expression": _gpu_cel_condition(cfg.gpu_resource)},
                     {
                         "name": "not-in-excluded-namespace",

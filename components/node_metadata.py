@@ -3,30 +3,61 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from config.failure_domain import FailureDomainConfig
+from config.kyverno import KyvernoConfig
 
-GPU_POOL_LABEL = ("nodepool", "gpu")
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # The device plugin reads its time-slicing profile from this label (DESIGN.md section 3).
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-GPU_TAINT_KEY = "nvidia.com/gpu"
-GPU_TAINT_VALUE = "true"
-GPU_TAINT_EFFECT = "NoSchedule"
 
 
-def node_labels(domain: FailureDomainConfig) -> dict[str, str]:
+@dataclass(frozen=True)
+class GpuNodeMarking:
+    """The label GPU pods are steered to and the taint that keeps other pods off.
+
+    One source for the nodes (RKE2 registration, NodePatch, kubectl taint), the Kyverno policy, the
+    operator's tolerations and the smoke test: if they disagreed, GPU pods would be steered to nodes
+    they cannot land on.
+    """
+
+    label_key: str = "nodepool"
+    label_value: str = "gpu"
+    taint_key: str = "nvidia.com/gpu"
+    taint_value: str = "true"
+    taint_effect: str = "NoSchedule"
+
+    @classmethod
+    def from_kyverno(cls, cfg: KyvernoConfig) -> GpuNodeMarking:
+        return cls(
+            label_key=cfg.gpu_node_label_key,
+            label_value=cfg.gpu_node_label_value,
+            taint_key=cfg.taint_key,
+            taint_value=cfg.taint_value,
+            taint_effect=cfg.taint_effect,
+        )
+
+    @property
+    def taint(self) -> str:
+        """`key=value:effect`, the form RKE2's `node-taint` and `kubectl taint` both take."""
+        return f"{self.taint_key}={self.taint_value}:{self.taint_effect}"
+
+    @property
+    def toleration(self) -> dict[str, str]:
+        return {"key": self.taint_key, "operator": "Equal", "value": self.taint_value, "effect": self.taint_effect}
+
+
+ARTICLE_MARKING = GpuNodeMarking()
+
+
+def node_labels(domain: FailureDomainConfig, marking: GpuNodeMarking = ARTICLE_MARKING) -> dict[str, str]:
     """Labels that let GPU workloads find the node and let the device plugin pick the domain's profile."""
     return {
-        GPU_POOL_LABEL[0]: GPU_POOL_LABEL[1],
+        marking.label_key: marking.label_value,
         ZONE_LABEL: domain.name,
         DEVICE_PLUGIN_CONFIG_LABEL: domain.sharing,
     }
-
-
-def gpu_taint() -> str:
-    """`key=value:effect`, the form RKE2's `node-taint` and `kubectl taint` both take."""
-    return f"{GPU_TAINT_KEY}={GPU_TAINT_VALUE}:{GPU_TAINT_EFFECT}"
 
 
 def kubectl_prefix(kubeconfig: str | None, context: str | None) -> str:
@@ -38,15 +69,15 @@ def kubectl_prefix(kubeconfig: str | None, context: str | None) -> str:
     return shlex.join(parts)
 
 
-def taint_command(node: str, kubectl: str) -> str:
+def taint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
     # `kubectl taint --overwrite` merges one taint by key. Server-side apply of spec.taints would
     # replace the whole atomic list and wipe taints other controllers own (cordon, unreachable).
-    return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(gpu_taint())} --overwrite"
+    return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(marking.taint)} --overwrite"
 
 
-def untaint_command(node: str, kubectl: str) -> str:
+def untaint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
     # The node may already be gone when its domain is destroyed: removing its taint is then moot.
-    return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(GPU_TAINT_KEY + '-')} || true"
+    return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(marking.taint_key + '-')} || true"
 
 
 def node_ready_command(node: str, kubectl: str, timeout_minutes: int = 30) -> str:

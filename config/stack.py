@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -40,6 +41,10 @@ class StackConfig(ConfigModel):
     @property
     def total_slots(self) -> int:
         return sum(self.slots(domain) for domain in self.failure_domains)
+
+
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
 
 
 def _duplicates(values: Iterable[object]) -> set[object]:
@@ -86,6 +91,19 @@ def cross_key_problems(cfg: StackConfig) -> list[str]:
                 "allows root@pam to do (an API token fails with an unhelpful error); use 'mapping', or set "
                 "gpu-pool:proxmox.auth to rootPassword"
             )
+    for name in cfg.sharing_profiles:
+        if not PROFILE_NAME.match(name):
+            problems.append(
+                f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
+                "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
+                "ending with a letter or digit"
+            )
+    if cfg.kyverno.gpu_resource != DEVICE_PLUGIN_RESOURCE:
+        problems.append(
+            f"gpu-pool:kyverno.gpuResource: {cfg.kyverno.gpu_resource!r} is not what the device plugin advertises "
+            f"({DEVICE_PLUGIN_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
+            "would never see a GPU pod"
+        )
     operator_ns = cfg.gpu_operator.namespace
     if cfg.smoke_test.namespace == operator_ns:
         problems.append(

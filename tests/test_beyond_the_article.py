@@ -66,6 +66,17 @@ def test_smoke_test_name_changes_exactly_when_what_it_validates_changes(run_stac
     assert all(after_driver[d] != after_kernel[d] for d in after_driver)
 
 
+def test_moving_the_card_to_another_slot_re_runs_that_domains_smoke_test(
+    run_stack_program: Run, prod_config, monitor, pci_tables
+):
+    base = _job_names(run_stack_program(prod_config))
+    monitor.recording.registrations.clear()
+    pci_tables["pve-dc3"] = ms01_host(gpu_at="0000:02:00")
+    prod_config["gpu-pool:failureDomains"][2]["gpu"]["pciAddress"] = "0000:02:00"
+    after = _job_names(run_stack_program(prod_config))
+    assert after["dc3"] != base["dc3"] and after["dc1"] == base["dc1"]
+
+
 def test_smoke_test_can_be_turned_off_per_stack(run_stack_program: Run, prod_config):
     prod_config["gpu-pool:smokeTest"] = {"enabled": False}
     names = {r.name for r in run_stack_program(prod_config).registrations}
@@ -121,6 +132,11 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     assert "linux-headers-6.8.0-60-generic" in install["create"] and "apt-mark hold" in install["create"]
     rebuild = recording.named("dc2-kernel-driver-rebuild").inputs["create"]
     assert "kernelVersion" in rebuild and "--field-selector spec.nodeName=rke2-worker-dc2-gpu-a" in rebuild
+    # The driver DaemonSet is OnDelete: `rollout status` would refuse it, so the new pod itself is awaited.
+    assert "rollout status" not in rebuild
+    assert rebuild.index("delete pod") < rebuild.index("wait --for=condition=Ready pod")
+    assert "Advanced options for Ubuntu>Ubuntu, with Linux 6.8.0-60-generic" in install["create"]
+    assert "linux-virtual" in install["create"].split("apt-mark hold", 1)[1]
     tolerations = job(recording, "dc2")["spec"]["template"]["spec"]["tolerations"]
     assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in tolerations
 

@@ -103,6 +103,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:sharingProfiles.a1000-x4.replicas: Input should be a valid integer"],
     ),
     (
+        "a sharing profile name that cannot be a node label value",
+        lambda c: c["gpu-pool:sharingProfiles"].update({"a1000 x4": {"replicas": 4}}),
+        ["gpu-pool:sharingProfiles.a1000 x4: the profile name is also the value of the node label"],
+    ),
+    (
+        "a GPU resource the device plugin does not advertise",
+        lambda c: c.update({"gpu-pool:kyverno": {"gpuResource": "nvidia.com/mig-1g.10gb"}}),
+        ["gpu-pool:kyverno.gpuResource: 'nvidia.com/mig-1g.10gb' is not what the device plugin advertises"],
+    ),
+    (
         "zero cores",
         lambda c: domain(c, 0).update({"cores": 0}),
         ["gpu-pool:failureDomains[0].cores: Input should be greater than or equal to 1"],

@@ -131,3 +131,19 @@ def test_a_quota_above_the_pool_is_a_warning_and_a_negative_one_an_error(run_sta
     prod_config["gpu-pool:gpuQuotas"] = {"namespaces": {"big": -1}}
     with pytest.raises(pulumi.RunError, match=r"gpu-pool:gpuQuotas\.namespaces\.big"):
         run_stack_program(prod_config)
+
+
+def test_a_custom_gpu_label_and_taint_reach_nodes_policy_operator_and_smoke_test(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:kyverno"] = {
+        "gpuNodeLabelKey": "accelerator",
+        "gpuNodeLabelValue": "nvidia",
+        "taintKey": "gpu.lab/dedicated",
+        "taintValue": "yes",
+    }
+    recording = run_stack_program(prod_config)
+    assert recording.named("dc1-node-labels").inputs["metadata"]["labels"]["accelerator"] == "nvidia"
+    assert "gpu.lab/dedicated=yes:NoSchedule --overwrite" in recording.named("dc1-node-taint").inputs["create"]
+    operator_tolerations = recording.named(f"{P}-gpu-operator").inputs["values"]["daemonsets"]["tolerations"]
+    assert {"key": "gpu.lab/dedicated", "operator": "Exists", "effect": "NoSchedule"} in operator_tolerations
+    policy = yaml.safe_dump(recording.named(f"{P}-gpu-steering-policy").inputs)
+    assert "gpu.lab/dedicated" in policy and "accelerator" in policy

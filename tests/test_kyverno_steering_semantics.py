@@ -195,6 +195,12 @@ def webhook_called(policy: Mapping[str, Any], request: dict[str, Any]) -> bool:
     return True
 
 
+def test_deleting_a_gpu_pod_never_reaches_the_fail_closed_webhook() -> None:
+    policy = build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator")
+    request = {"operation": "DELETE", "namespace": "team-a", "object": None}
+    assert webhook_called(policy, request) is False
+
+
 def run_rules(policy: Mapping[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """Kyverno's side alone (as the Kyverno CLI runs it): rules in order, chained."""
     _only(policy["spec"], {"admission", "background", "webhookConfiguration", "rules"}, "spec")
