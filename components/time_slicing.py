@@ -8,20 +8,19 @@ ConfigMap that did not exist yet: one card went from 1 to 0 schedulable GPUs) ca
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 import yaml
 
 from config.sharing import SharingProfile
+from config.validators import LABEL_VALUE
 
 TIME_SLICING_CONFIGMAP: Final = "time-slicing-config"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 
 # A profile name is both a ConfigMap data key and the value of the node label
 # nvidia.com/device-plugin.config, so it must satisfy the stricter of the two: a label value.
-_PROFILE_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 def _profile_document(profile: SharingProfile) -> dict[str, Any]:
@@ -53,7 +52,7 @@ def build_time_slicing_config(profiles: Mapping[str, SharingProfile]) -> dict[st
     """The ConfigMap `data`: one key per sharing profile, sorted, each a device-plugin config document."""
     data: dict[str, str] = {}
     for name in sorted(profiles):
-        if not _PROFILE_NAME.match(name):
+        if not name or not LABEL_VALUE.match(name):
             raise ValueError(
                 f"sharing profile name '{name}' must be usable as a node label value: at most 63 "
                 "letters, digits, '-', '_' or '.', starting and ending with a letter or digit"

@@ -13,8 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from config.base import ConfigModel
-from config.kyverno import label_key, label_value
-from config.validators import dns_label
+from config.validators import dns_label, dns_labels, labels
 
 
 def _namespace_cap(value: int) -> int:
@@ -42,16 +41,7 @@ class NamespaceQuotaRule(ConfigModel):
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         if not value:
             raise ValueError("must name at least one label: a rule without labels would cap every namespace")
-        for key, label in value.items():
-            try:
-                label_key(key)
-            except ValueError as error:
-                raise ValueError(f"label key {key!r} {error}") from None
-            try:
-                label_value(label)
-            except ValueError as error:
-                raise ValueError(f"label {key!r}: value {label!r} {error}") from None
-        return value
+        return labels(value)
 
 
 class GpuQuotasConfig(ConfigModel):
@@ -75,11 +65,7 @@ class GpuQuotasConfig(ConfigModel):
     @field_validator("namespaces")
     @classmethod
     def _namespace_names(cls, value: dict[str, int]) -> dict[str, int]:
-        for namespace in value:
-            try:
-                dns_label(namespace)
-            except ValueError as error:
-                raise ValueError(f"namespace {namespace!r} {error}") from None
+        dns_labels(value)
         return value
 
     @field_validator("quota_name")

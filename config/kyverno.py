@@ -6,13 +6,12 @@ pods on GPU nodes"); without it, forgetting the toleration or the node selector 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from config.base import ConfigModel
-from config.validators import DNS_1123_SUBDOMAIN, dns_label
+from config.validators import DNS_1123_SUBDOMAIN, dns_labels, label_key, label_value
 
 # Why 1.13.0 and not 1.12: Kyverno 1.12 added `spec.webhookConfiguration` with only `matchConditions`
 # (kyverno/kyverno#9483, milestone 1.12.0); `webhookConfiguration.failurePolicy` and `.timeoutSeconds`
@@ -25,35 +24,6 @@ MINIMUM_KYVERNO_VERSION = "1.13.0"
 # The other end: kyverno.io/v1 ClusterPolicy is deprecated since Kyverno 1.17 (1.19 prints a deprecation
 # warning on every access) and scheduled for removal in 1.20 (kyverno/website#2122), in favour of the CEL
 # policy types in policies.kyverno.io. These documents target 1.13 <= Kyverno < 1.20.
-
-# Kubernetes label/taint key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters.
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-def label_key(value: str) -> str:
-    """A Kubernetes label (or taint) key: `[prefix/]name`, e.g. `nodepool` or `nvidia.com/gpu`."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and not DNS_1123_SUBDOMAIN.match(prefix):
-        raise ValueError(
-            f"prefix {prefix!r} is not a DNS subdomain; a label key is [prefix/]name, e.g. nodepool or nvidia.com/gpu"
-        )
-    if not _LABEL_NAME.match(name):
-        raise ValueError(
-            "must be a label key: [prefix/]name where name is at most 63 letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit, e.g. nodepool or nvidia.com/gpu"
-        )
-    return value
-
-
-def label_value(value: str) -> str:
-    """A Kubernetes label value: at most 63 letters, digits, '-', '_', '.', alphanumeric at both ends (may be empty)."""
-    if not _LABEL_VALUE.match(value):
-        raise ValueError(
-            "must be a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a "
-            "letter or digit, e.g. gpu"
-        )
-    return value
 
 
 def _non_empty_label_value(value: str) -> str:
@@ -117,11 +87,7 @@ class KyvernoConfig(ConfigModel):
     @field_validator("excluded_namespaces")
     @classmethod
     def _namespaces(cls, value: list[str]) -> list[str]:
-        for namespace in value:
-            try:
-                dns_label(namespace)
-            except ValueError as error:
-                raise ValueError(f"namespace {namespace!r} {error}") from None
+        dns_labels(value)
         return value
 
     @field_validator("gpu_resource")

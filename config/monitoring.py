@@ -2,50 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
-from config.validators import dns_label
-
-# Kubernetes label syntax (apimachinery IsQualifiedName / IsValidLabelValue).
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_PREFIX = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def label_key(key: str) -> str:
-    """A Kubernetes label key: `[prefix/]name`, name at most 63 characters, prefix a DNS subdomain."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and not _LABEL_PREFIX.match(prefix):
-        raise ValueError(
-            f"label key '{key}' has an invalid prefix '{prefix}': it must be a DNS subdomain "
-            "(lowercase letters, digits, '-' and '.')"
-        )
-    if len(name) > 63 or not _LABEL_NAME.match(name):
-        raise ValueError(
-            f"label key '{key}' is not a valid Kubernetes label name: at most 63 characters of letters, "
-            "digits, '-', '_' and '.', starting and ending with a letter or digit"
-        )
-    return key
-
-
-def label_value(key: str, value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        raise ValueError(
-            f"label '{key}' has an invalid value '{value}': at most 63 characters of letters, digits, "
-            "'-', '_' and '.', starting and ending with a letter or digit (or empty)"
-        )
-    return value
-
-
-def labels(value: dict[str, str]) -> dict[str, str]:
-    for key, val in value.items():
-        label_key(key)
-        label_value(key, val)
-    return value
+from config.validators import dns_label, labels
 
 
 class AlertThresholds(ConfigModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -19,6 +18,7 @@ from config.proxmox import ProxmoxConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
+from config.validators import LABEL_VALUE
 
 
 class StackConfig(ConfigModel):
@@ -43,7 +43,6 @@ class StackConfig(ConfigModel):
         return sum(self.slots(domain) for domain in self.failure_domains)
 
 
-PROFILE_NAME = re.compile(r"^[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
 
 
@@ -92,7 +91,7 @@ def cross_key_problems(cfg: StackConfig) -> list[str]:
                 "gpu-pool:proxmox.auth to rootPassword"
             )
     for name in cfg.sharing_profiles:
-        if not PROFILE_NAME.match(name):
+        if not name or not LABEL_VALUE.match(name):
             problems.append(
                 f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
                 "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "

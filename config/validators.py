@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from urllib.parse import urlparse
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_1123_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F](\.[0-7])?$")
 VENDOR_DEVICE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
+# Kubernetes label syntax (apimachinery IsQualifiedName / IsValidLabelValue).
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def dns_label(value: str) -> str:
@@ -48,3 +52,44 @@ def https_url(value: str, *, port: int | None = None) -> str:
     if port is not None and parsed.port != port:
         raise ValueError(f"must name port {port} explicitly, e.g. https://<server>:{port}")
     return value.rstrip("/")
+
+
+def label_key(value: str) -> str:
+    """A Kubernetes label (or taint) key: `[prefix/]name`, e.g. `nodepool` or `nvidia.com/gpu`."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and not DNS_1123_SUBDOMAIN.match(prefix):
+        raise ValueError(
+            f"label key {value!r} has an invalid prefix {prefix!r}: it must be a DNS subdomain "
+            "(lowercase letters, digits, '-' and '.'), e.g. nvidia.com/gpu"
+        )
+    if not LABEL_NAME.match(name):
+        raise ValueError(
+            f"label key {value!r} is not a valid label name: [prefix/]name where name is at most 63 letters, "
+            "digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. nodepool"
+        )
+    return value
+
+
+def label_value(value: str, *, key: str | None = None) -> str:
+    """A Kubernetes label value: at most 63 letters, digits, '-', '_', '.', alphanumeric at both ends (may be empty)."""
+    if not LABEL_VALUE.match(value):
+        of = f"label {key!r} has an invalid value {value!r}" if key else f"{value!r} is an invalid label value"
+        raise ValueError(
+            f"{of}: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+def labels(value: dict[str, str]) -> dict[str, str]:
+    for key, item in value.items():
+        label_key(key)
+        label_value(item, key=key)
+    return value
+
+
+def dns_labels(values: Iterable[str], what: str = "namespace") -> None:
+    for item in values:
+        try:
+            dns_label(item)
+        except ValueError as error:
+            raise ValueError(f"{what} {item!r} {error}") from None
