@@ -7,6 +7,9 @@ UV := $(TOOLS)/bin/uv
 # uv must use this machine's python3, never download a Python build of its own.
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3
+# Compile the SDKs to bytecode once at install: where PYTHONDONTWRITEBYTECODE is set (as on CI), every
+# Python process would otherwise recompile pulumi_kubernetes' sources (~3 s each).
+export UV_COMPILE_BYTECODE := 1
 
 STACK ?= prod
 OUT ?= build/$(STACK)
@@ -34,6 +37,9 @@ lint: .venv/.synced
 
 test: lint
 	$(UV) run --no-sync pytest
+
+bench: .venv/.synced
+	$(UV) run --no-sync python -m benchmarks.run
 
 clean:
 	rm -rf build .venv $(TOOLS)

@@ -1,0 +1,1 @@
+"""`make bench`: what a plan costs to preview and how it grows with the number of failure domains."""
