@@ -9,7 +9,11 @@ from pydantic import Field, field_validator
 from config.base import ConfigModel
 from config.validators import https_url
 
-RKE2_VERSION = re.compile(r"^v\d+\.\d+\.\d+\+rke2r\d+$")
+RKE2_VERSION = re.compile(r"^v(\d+)\.(\d+)\.\d+\+rke2r\d+$")
+# CDI needs containerd 1.7 or newer, or the toolkit writes /etc/cdi/nvidia.yaml and containerd never reads
+# it: pods schedule and nvidia-smi hangs (the article's CDI trap). Every RKE2 line from v1.30 ships
+# containerd 1.7 or 2.x; the older lines are end of life.
+MINIMUM_RKE2 = (1, 30)
 
 
 class Rke2Config(ConfigModel):
@@ -29,8 +33,15 @@ class Rke2Config(ConfigModel):
                 f"'{value}' is a channel, not a version: a GPU node must run the release the servers run; "
                 "pin one like v1.33.5+rke2r1"
             )
-        if not RKE2_VERSION.match(value):
+        match = RKE2_VERSION.match(value)
+        if not match:
             raise ValueError("is not an RKE2 release; expected vX.Y.Z+rke2rN, e.g. v1.33.5+rke2r1")
+        if (int(match[1]), int(match[2])) < MINIMUM_RKE2:
+            raise ValueError(
+                f"is older than v{MINIMUM_RKE2[0]}.{MINIMUM_RKE2[1]}: CDI (on, to survive RKE2 regenerating "
+                "containerd's config) needs containerd 1.7+, or containerd never reads the CDI spec and "
+                "nvidia-smi hangs in every GPU pod"
+            )
         return value
 
 

@@ -28,6 +28,22 @@ def test_smoke_test_is_pinned_to_its_domain_node_and_asks_only_for_one_gpu(run_s
     assert "affinity" not in spec
 
 
+def test_a_gpu_chain_broken_below_the_scheduler_fails_that_domains_smoke_test_not_silently(
+    run_stack_program: Run, prod_config
+):
+    # Toolkit blocked (KubeArmor), CDI spec never read, nvidia not the default runtime: the pod then runs
+    # with no GPU injected or hangs. The Job uses the default runtime like any workload, so it fails, and
+    # its deadline turns a hang into a failure that `pulumi up` reports under the domain's name.
+    recording = run_stack_program(prod_config)
+    job_inputs = job(recording, "dc1")
+    spec = job_inputs["spec"]
+    assert "runtimeClassName" not in spec["template"]["spec"]
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert spec["backoffLimit"] == 1
+    assert spec["activeDeadlineSeconds"] == 600
+    assert job_inputs["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+
+
 def test_smoke_test_runs_under_the_restricted_pod_security_standard(run_stack_program: Run, prod_config):
     recording = run_stack_program(prod_config)
     namespace = recording.named("gpu-platform-smoke-test-namespace").inputs["metadata"]

@@ -143,6 +143,11 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:rke2.version: 'latest' is a channel, not a version"],
     ),
     (
+        "an RKE2 release whose containerd cannot read the CDI spec",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.26.9+rke2r1"}),
+        ["gpu-pool:rke2.version: is older than v1.30", "containerd 1.7+"],
+    ),
+    (
         "an RKE2 server URL without the supervisor port",
         lambda c: c["gpu-pool:rke2"].update({"serverUrl": "https://rke2.lab.internal:6443"}),
         ["gpu-pool:rke2.serverUrl: must name port 9345"],
