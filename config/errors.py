@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from pydantic import ValidationError
@@ -30,7 +31,12 @@ def key_path(loc: Iterable[int | str]) -> str:
     return path or NAMESPACE
 
 
+_MODEL_CLASS = re.compile(r" or instance of \w+")
+
+
 def _clean(msg: str) -> str:
+    """Pydantic's wording without its internals (class names, error-kind prefixes)."""
+    msg = _MODEL_CLASS.sub("", msg)
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             return msg[len(prefix) :]

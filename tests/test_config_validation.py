@@ -163,6 +163,11 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:proxmox.cloudImage: is required but not set"],
     ),
     (
+        "a section given as a plain value instead of a map",
+        lambda c: c.update({"gpu-pool:proxmox": "https://pve:8006"}),
+        ["gpu-pool:proxmox: Input should be a valid dictionary (got 'https://pve:8006')"],
+    ),
+    (
         "no failure domains",
         lambda c: c.update({FD: []}),
         ["gpu-pool:failureDomains: List should have at least 1 item"],
