@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pulumi
+
 from config.errors import ConfigError
 from offline.render import tree, write_all
 from offline.runner import PROJECT, StackFileError, read_stack_file, run_stack
@@ -45,12 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         for message in error.messages:
             print(f"  {message}", file=sys.stderr)
         return 1
-    except Exception as error:
-        # A RunError raised by __main__.py carries the validation messages already formatted.
-        if type(error).__name__ == "RunError":
-            print(str(error), file=sys.stderr)
-            return 1
-        raise
+    except pulumi.RunError as error:
+        # Raised by __main__.py with the validation messages already formatted, as `pulumi preview` shows them.
+        print(str(error), file=sys.stderr)
+        return 1
     finally:
         if previous is None:
             os.environ.pop("GPU_POOL_OFFLINE", None)
