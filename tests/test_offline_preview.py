@@ -33,6 +33,16 @@ def test_prod_preview_succeeds_and_writes_plan_manifests_and_graph(tmp_path: Pat
     assert (tmp_path / "graph.mmd").read_text().startswith("flowchart")
 
 
+def test_plan_json_carries_the_operator_release_values_as_helm_would_get_them(tmp_path: Path) -> None:
+    preview(tmp_path)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    release = next(r for r in plan["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")
+    values = release["inputs"]["values"]
+    assert values["driver"]["version"] == "570.211.01"
+    assert values["devicePlugin"]["config"]["name"] == "time-slicing-config"
+    assert release["dependsOn"], "the release must wait for its namespace and ConfigMaps"
+
+
 def test_unknown_values_are_shown_as_computed(tmp_path: Path) -> None:
     preview(tmp_path)
     plan = json.loads((tmp_path / "plan.json").read_text())
