@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as kubernetes
@@ -39,7 +39,6 @@ class PlatformHandles:
     operator: pulumi.Resource
     smoke_namespace: pulumi.Resource | None
     steering_policy: pulumi.Resource | None
-    extra: list[pulumi.Resource] = field(default_factory=list)
 
 
 class GpuPlatform(pulumi.ComponentResource):
