@@ -7,9 +7,9 @@ import os
 import pulumi
 
 from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
+from components.gpu_failure_domain.host_preflight import PreflightError, run_preflight
 from components.gpu_platform import GpuPlatform, GpuPlatformArgs
-from components.host_preflight import PreflightError, run_preflight
-from components.providers import build_providers, proxmox_credential_env
+from components.shared.providers import build_providers, proxmox_credential_env
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config

@@ -13,18 +13,6 @@ from pydantic import Field, field_validator
 from config.base import ConfigModel
 from config.validators import DNS_1123_SUBDOMAIN, dns_labels, label_key, label_value
 
-# Why 1.13.0 and not 1.12: Kyverno 1.12 added `spec.webhookConfiguration` with only `matchConditions`
-# (kyverno/kyverno#9483, milestone 1.12.0); `webhookConfiguration.failurePolicy` and `.timeoutSeconds`
-# replaced the deprecated `spec.failurePolicy` / `spec.webhookTimeoutSeconds` in 1.13.0 (kyverno#10515),
-# and the per-rule `generate.generateExisting` the quota policy uses also arrived in 1.13.0 (kyverno#10441).
-# The v1.19 CRD marks the old spec-level fields "Deprecated, use ... under webhookConfiguration". On an
-# older Kyverno the API server prunes unknown fields without a word, so the policy would silently lose
-# its fail-closed scope: the version is a hard floor, written into `policies.kyverno.io/minversion`.
-MINIMUM_KYVERNO_VERSION = "1.13.0"
-# The other end: kyverno.io/v1 ClusterPolicy is deprecated since Kyverno 1.17 (1.19 prints a deprecation
-# warning on every access) and scheduled for removal in 1.20 (kyverno/website#2122), in favour of the CEL
-# policy types in policies.kyverno.io. These documents target 1.13 <= Kyverno < 1.20.
-
 
 def _non_empty_label_value(value: str) -> str:
     if not value:

@@ -8,12 +8,9 @@ from pydantic import Field, field_validator
 
 from config.base import ConfigModel
 from config.validators import https_url
+from knowledge.rke2 import MINIMUM_RKE2
 
 RKE2_VERSION = re.compile(r"^v(\d+)\.(\d+)\.\d+\+rke2r\d+$")
-# CDI needs containerd 1.7 or newer, or the toolkit writes /etc/cdi/nvidia.yaml and containerd never reads
-# it: pods schedule and nvidia-smi hangs (the article's CDI trap). Every RKE2 line from v1.30 ships
-# containerd 1.7 or 2.x; the older lines are end of life.
-MINIMUM_RKE2 = (1, 30)
 
 
 class Rke2Config(ConfigModel):

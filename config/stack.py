@@ -19,6 +19,7 @@ from config.rke2 import KubernetesConfig, Rke2Config
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.validators import LABEL_VALUE
+from knowledge.gpu_operator import GPU_RESOURCE
 
 
 class StackConfig(ConfigModel):
@@ -41,9 +42,6 @@ class StackConfig(ConfigModel):
     @property
     def total_slots(self) -> int:
         return sum(self.slots(domain) for domain in self.failure_domains)
-
-
-DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
 
 
 def _duplicates(values: Iterable[object]) -> set[object]:
@@ -97,10 +95,10 @@ def cross_key_problems(cfg: StackConfig) -> list[str]:
                 "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
                 "ending with a letter or digit"
             )
-    if cfg.kyverno.gpu_resource != DEVICE_PLUGIN_RESOURCE:
+    if cfg.kyverno.gpu_resource != GPU_RESOURCE:
         problems.append(
             f"gpu-pool:kyverno.gpuResource: {cfg.kyverno.gpu_resource!r} is not what the device plugin advertises "
-            f"({DEVICE_PLUGIN_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
+            f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
             "would never see a GPU pod"
         )
     operator_ns = cfg.gpu_operator.namespace

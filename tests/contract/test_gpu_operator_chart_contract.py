@@ -10,17 +10,18 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 import yaml
 
-from components.driver_compatibility import supported_drivers
-from components.gpu_operator_values import (
+from components.gpu_platform.operator_values import build_gpu_operator_values, set_value_paths
+from components.gpu_platform.time_slicing import build_time_slicing_config
+from config.gpu_operator import GpuOperatorConfig
+from config.sharing import SharingProfile
+from knowledge.driver_matrix import supported_drivers
+from knowledge.gpu_operator_chart import (
     DAEMONSETS_DEFAULT_TOLERATIONS,
+    DEAD_KEYS,
+    KNOWN_CHART_SECTIONS,
     NFD_MASTER_DEFAULT_TOLERATIONS,
     TEMPLATE_ONLY_KEYS,
-    build_gpu_operator_values,
-    set_value_paths,
 )
-from components.time_slicing import build_time_slicing_config
-from config.gpu_operator import DEAD_KEYS, KNOWN_CHART_SECTIONS, GpuOperatorConfig
-from config.sharing import SharingProfile
 
 NFD_PREFIX = "node-feature-discovery."
 # Options our profiles carry that NVIDIA's time-slicing examples leave at their defaults.

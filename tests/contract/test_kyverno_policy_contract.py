@@ -15,12 +15,14 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
 import kubernetes_validate
 import pytest
 
-from components.gpu_quotas import build_gpu_quotas, build_resource_quota
-from components.kyverno_policies import build_gpu_quota_generate_policy, build_gpu_steering_policy
+from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
+from components.gpu_platform.quotas import build_gpu_quotas, build_resource_quota
+from components.gpu_platform.steering_policy import build_gpu_steering_policy
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from tests.contract import crd_schemas
-from tests.test_gpu_quotas import KUBEFLOW, KUBEFLOW_LABELS, TEAM, _generated, _namespace
+from tests.gpu_platform.kyverno_admission import generated
+from tests.gpu_platform.quota_rules import KUBEFLOW, KUBEFLOW_LABELS, TEAM, namespace
 
 CRD = crd_schemas.KYVERNO_CLUSTER_POLICY_CRD
 KUBERNETES_VERSIONS = sorted({"1.33", kubernetes_validate.latest_version()})
@@ -133,9 +135,9 @@ def _quota_objects() -> list[dict[str, Any]]:
     quotas = GpuQuotasConfig.model_validate({"namespaces": {"kubeflow-user": 2, "batch": 0}, "selectors": [KUBEFLOW]})
     policy = build_gpu_quota_generate_policy(quotas)
     assert policy is not None
-    generated = _generated(policy, _namespace("alice", KUBEFLOW_LABELS))
-    assert generated
-    return [*build_gpu_quotas(quotas), *generated]
+    made = generated(policy, namespace("alice", KUBEFLOW_LABELS))
+    assert made
+    return [*build_gpu_quotas(quotas), *made]
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)

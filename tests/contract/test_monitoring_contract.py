@@ -13,12 +13,14 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
 import pytest
 import yaml
 
-from components.dcgm_metrics import DCGM_METRICS_KEY, DROPPED_DEFAULT_FIELDS, dcgm_fields
-from components.gpu_alert_rules import KSM_METRICS_USED, build_gpu_alert_rules, rule_expressions
-from components.grafana_dashboard import build_dashboard, dashboard_queries
+from components.gpu_platform.alert_rules import build_gpu_alert_rules, rule_expressions
+from components.gpu_platform.dashboard import build_dashboard, dashboard_queries
+from components.gpu_platform.promql import KSM_METRICS_USED
 from config.monitoring import MonitoringConfig
+from knowledge.dcgm_fields import DROPPED_DEFAULT_FIELDS, dcgm_fields
+from knowledge.gpu_operator import DCGM_METRICS_KEY
 from tests.contract import crd_schemas
-from tests.test_gpu_alert_rules import ARTICLE_NODES, metric_names
+from tests.gpu_platform.promql_inspection import ARTICLE_NODES, metric_names
 
 # The chart version the project pins; its dcgm-exporter is 4.5.3-4.8.2, the exporter files' version.
 PINNED_CHART = "v26.3.2"

@@ -1,0 +1,320 @@
+"""BENCHMARKS.md: the machine, the measurements, the targets and where the time goes."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks.cases import Measurement
+from benchmarks.profile_summary import WAITING, Profile
+from benchmarks.settings import (
+    BYTECODE_CACHED,
+    MAX_LARGEST_OVER_SMALLEST,
+    MAX_LARGEST_RSS_MB,
+    MAX_PROD_OVER_BASELINE,
+    MAX_TEST_SUITE_S,
+    SDK_DISTRIBUTIONS,
+)
+from benchmarks.suite_timing import SLOWEST_TESTS, Timed
+
+
+def machine() -> list[tuple[str, str]]:
+    cpu = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        models = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = models[0] if models else cpu
+    memory = "unknown"
+    meminfo = Path("/proc/meminfo")
+    if meminfo.is_file():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    versions = []
+    for distribution in SDK_DISTRIBUTIONS:
+        try:
+            versions.append(f"{distribution} {metadata.version(distribution)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{distribution} (not installed)")
+    return [
+        ("CPU", cpu),
+        ("cores", f"{os.cpu_count()} logical, {usable} usable by this process"),
+        ("memory", memory),
+        ("OS", platform.platform()),
+        ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
+        ("SDKs", ", ".join(versions)),
+        ("bytecode as configured", bytecode_setting()),
+    ]
+
+
+def bytecode_setting() -> str:
+    """Whether this environment caches compiled SDK modules at all (see the module docstring)."""
+    spec = importlib.util.find_spec("pulumi_kubernetes")
+    cached = "unknown"
+    if spec is not None and spec.origin:
+        package = Path(spec.origin).parent
+        cached = "yes" if any(package.glob("**/__pycache__/*.pyc")) else "no"
+    flag = os.environ.get("PYTHONDONTWRITEBYTECODE") or "unset"
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX") or "unset"
+    return f"PYTHONDONTWRITEBYTECODE={flag}, PYTHONPYCACHEPREFIX={prefix}, .pyc files in the installed SDK: {cached}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _spread(m: Measurement) -> str:
+    return f"{min(m.walls):.2f}-{max(m.walls):.2f}"
+
+
+@dataclass(frozen=True)
+class Report:
+    runs: int
+    warmups: int
+    baseline_packages: Measurement
+    baseline: Measurement
+    prod: Measurement
+    scale: list[Measurement]
+    uncached: list[Measurement]
+    tests: list[Timed]
+    profiles: list[Profile]
+    imports: list[tuple[str, list[tuple[str, float]]]]
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    started: str
+    duration: float
+
+
+def _check(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def render(report: Report) -> str:
+    from offline.critical_path import critical_path, critical_path_length, critical_path_shape
+
+    base = report.baseline.wall
+    smallest, largest = report.scale[0], report.scale[-1]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m benchmarks.run`); rerun it to refresh this file. Each case is a fresh",
+        "subprocess running the offline preview (`python -m offline.preview --stack-dir DIR --stack NAME --quiet`):",
+        f"{report.warmups} warm-up run, then the median of {report.runs} runs (cases interleaved round-robin).",
+        "Wall time includes interpreter start and every import; peak RSS is each run's own `ru_maxrss`.",
+        "",
+        "## Machine",
+        "",
+        *_table(["", ""], machine()),
+        "",
+        f"Run started {report.started}, took {report.duration:.0f} s. Load average (1, 5, 15 min): "
+        f"{'/'.join(f'{x:.2f}' for x in report.load_before)} before, "
+        f"{'/'.join(f'{x:.2f}' for x in report.load_after)} after; other work on the machine shows up in the spread.",
+        "",
+        "## Cost of a plan",
+        "",
+        "The baseline runs `benchmarks/baseline_program.py` through the same offline runner (mocks, config,",
+        "stack resource, plan files): it imports the SDK modules a prod preview loads and registers nothing.",
+        "The packages-only baseline imports just the top-level packages (the SDKs load submodules lazily).",
+        "",
+    ]
+    plan_rows = []
+    uncached_base = report.uncached[0].wall if report.uncached else 0.0
+    for m in (report.baseline_packages, report.baseline, report.prod, *report.uncached):
+        floor = base if m.case.bytecode == BYTECODE_CACHED else uncached_base
+        plan_rows.append(
+            [
+                m.case.label,
+                m.case.bytecode,
+                str(len(m.walls)),
+                str(m.resources),
+                f"{m.wall:.2f}",
+                _spread(m),
+                f"{m.rss_mb:.0f}",
+                f"{m.wall / floor:.2f}",
+            ]
+        )
+    lines += _table(
+        ["case", "bytecode", "runs", "resources", "median wall (s)", "min-max (s)", "peak RSS (MB)", "x baseline"],
+        plan_rows,
+    )
+    own = report.prod.wall - base
+    lines += [
+        "",
+        "`cached`: bytecode in a private PYTHONPYCACHEPREFIX, filled by the warm-up (a normal machine's steady",
+        "state). `as configured`: this environment's own setting (see Machine), no warm-up needed; the ratio",
+        "is then against the baseline run the same way.",
+        "",
+        f"What prod itself costs above the floor: {own:.2f} s for {report.prod.resources} resources (validating",
+        "the config, importing our modules and the libraries only they use, building and registering the",
+        "resources, writing plan.json, manifests and graph).",
+    ]
+    lines += [
+        "",
+        "## Scale",
+        "",
+        "Generated stacks (`benchmarks/stack_generator.py`): prod's domains repeated on distinct Proxmox nodes with",
+        "distinct VM ids, hostnames and subnets; one more sharing profile per ten domains; where the stack has",
+        "`gpu-pool:gpuQuotas`, one more quota namespace per domain. A generated stack equal to prod's own config",
+        "(3 domains) is not measured twice: its row is prod's measurement.",
+        "Marginal time is the time above the baseline, per registered resource.",
+        "",
+    ]
+    scale_rows = []
+    for m in report.scale:
+        marginal = (m.wall - base) / m.resources * 1000 if m.resources else 0.0
+        scale_rows.append(
+            [
+                f"{m.case.domains} (prod)" if m.case.same_as_prod else str(m.case.domains),
+                str(m.case.sharing_profiles),
+                "-" if m.case.quota_namespaces is None else str(m.case.quota_namespaces),
+                str(m.resources),
+                f"{m.wall:.2f}",
+                _spread(m),
+                f"{m.rss_mb:.0f}",
+                f"{m.wall / m.resources * 1000:.1f}" if m.resources else "-",
+                f"{marginal:.1f}",
+                str(critical_path_length(m.plan)),
+            ]
+        )
+    lines += _table(
+        [
+            "domains", "sharing profiles", "quota namespaces", "resources", "median wall (s)", "min-max (s)",
+            "peak RSS (MB)", "ms / resource", "marginal ms / resource", "critical path",
+        ],
+        scale_rows,
+    )  # fmt: skip
+    ratio = largest.wall / smallest.wall
+    lines += [
+        "",
+        f"{largest.case.domains}-domain / {smallest.case.domains}-domain time: **{ratio:.2f}x** for "
+        f"{largest.resources / max(smallest.resources, 1):.1f}x the resources.",
+        "",
+        "## Critical path",
+        "",
+        "The longest chain of custom resources Pulumi must create one after another (`offline/critical_path.py`:",
+        "dependsOn and parent edges as the SDK awaits them, through components, providers left out).",
+        "Domains are independent when the chain does not grow with the number of domains.",
+        "",
+    ]
+    path_rows = []
+    for m in [report.prod, *report.scale]:
+        path_rows.append(
+            [
+                m.case.label,
+                str(critical_path_length(m.plan)),
+                " -> ".join(f"`{name}`" for name in critical_path(m.plan)),
+                " -> ".join(critical_path_shape(m.plan)),
+            ]
+        )
+    lines += _table(["stack", "length", "chain", "types"], path_rows)
+    same_path = all(critical_path_shape(m.plan) == critical_path_shape(smallest.plan) for m in report.scale)
+    test_rows = [[t.label, f"{t.wall:.1f}", str(t.exit_code), t.summary] for t in report.tests]
+    lines += ["", "## Test suite", ""]
+    if test_rows:
+        lines += [
+            "Environment setup (`uv sync`) excluded: `.venv/.synced` was brought up to date before timing. Run as",
+            "the environment is configured (bytecode setting in Machine), as a developer would run it.",
+            "",
+            *_table(["command", "wall (s)", "exit", "result"], test_rows),
+        ]
+        if report.uncached:
+            compile_cost = report.uncached[-1].wall - report.prod.wall
+            lines += [
+                "",
+                f"With bytecode as configured here, every Python process recompiles the SDK sources it imports: "
+                f"{compile_cost:.1f} s per",
+                "process (prod as configured minus prod cached, above). The suite runs in one process plus one per",
+                "test that starts `python -m offline.preview` itself.",
+            ]
+        slowest = next((t.slowest for t in report.tests if t.slowest), [])
+        if slowest:
+            lines += ["", f"Slowest tests (pytest `--durations={SLOWEST_TESTS}`):", ""]
+            lines += _table(["test", "s"], [[f"`{name}`", f"{seconds:.2f}"] for name, seconds in slowest])
+    else:
+        lines.append("Not measured in this run (`--skip-tests`).")
+    make_test = next((t for t in report.tests if t.label.startswith("`make test`")), None)
+    prod_ratio = report.prod.wall / base
+    targets = [
+        ["prod preview <= 2x baseline", f"{prod_ratio:.2f}x", _check(prod_ratio <= MAX_PROD_OVER_BASELINE)],
+        [
+            f"{largest.case.domains} domains <= 15x {smallest.case.domains}-domain time",
+            f"{ratio:.2f}x",
+            _check(ratio <= MAX_LARGEST_OVER_SMALLEST),
+        ],
+        [
+            f"{largest.case.domains} domains under 400 MB peak",
+            f"{largest.rss_mb:.0f} MB",
+            _check(largest.rss_mb < MAX_LARGEST_RSS_MB),
+        ],
+        [
+            "critical path identical for all domain counts",
+            ", ".join(str(critical_path_length(m.plan)) for m in report.scale),
+            _check(same_path),
+        ],
+    ]
+    if make_test is not None:
+        passed = make_test.exit_code == 0 and make_test.wall < MAX_TEST_SUITE_S
+        measured = f"{make_test.wall:.1f} s" + ("" if make_test.exit_code == 0 else f" (exit {make_test.exit_code})")
+        targets.append(["test suite under 60 s", measured, _check(passed)])
+    lines += ["", "## Targets", "", *_table(["target", "measured", "status"], targets)]
+    lines += render_profiles(report)
+    return "\n".join(lines) + "\n"
+
+
+def render_profiles(report: Report) -> list[str]:
+    if not report.profiles and not report.imports:
+        return []
+    lines = [
+        "",
+        "## Where the time goes",
+        "",
+        "Import time per top-level package (`python -X importtime`, self time of every module, one run), then a",
+        "cProfile of one run by where the code lives: self time summed over the main thread and the SDK's",
+        "executor threads (where the mock monitor's RegisterResource runs), so it is CPU time, not wall time, and",
+        "the profiler roughly doubles it; the shares are what counts. Everything under the Pulumi SDKs, pydantic",
+        "and protobuf is the SDKs' cost; the gpu-pool rows and our calls into PyYAML are ours to change.",
+        "The profiled stack is the largest one when a scale target is missed, otherwise the next size down.",
+    ]
+    for label, packages in report.imports:
+        total = sum(seconds for _, seconds in packages)
+        rows = [[name, f"{seconds:.2f}", f"{seconds / total * 100:.0f}%"] for name, seconds in packages[:10]]
+        lines += ["", f"### Imports: {label} ({total:.2f} s in all)", "", *_table(["package", "s", "share"], rows)]
+    for profile in report.profiles:
+        rows = []
+        for name, seconds in profile.buckets:
+            charged = profile.charged.get(name, 0.0)
+            waiting = name == WAITING
+            rows.append(
+                [
+                    name,
+                    f"{seconds:.2f}",
+                    "-" if waiting else f"{seconds / profile.total * 100:.0f}%",
+                    "-" if waiting else f"{charged:.2f}",
+                    "-" if waiting else f"{charged / profile.total * 100:.0f}%",
+                ]
+            )
+        lines += ["", f"### Profile: {profile.label} ({profile.total:.2f} s profiled)", ""]
+        lines += [
+            "The last two columns charge stdlib time (event loop, futures, typing...) to the package whose code",
+            "called it, which is the fairer split between our code and the SDKs.",
+            "",
+        ]
+        lines += _table(["where", "self s", "share", "stdlib charged to caller (s)", "share"], rows)
+        lines += ["", "Largest self times:", ""]
+        lines += _table(["function", "self s"], [[f"`{n}`", f"{s:.3f}"] for n, s in profile.top_self])
+        lines += ["", "Our functions by cumulative time (includes the SDK calls they make):", ""]
+        lines += _table(["function", "cumulative s"], [[f"`{n}`", f"{s:.3f}"] for n, s in profile.ours_cumulative])
+        if profile.our_yaml_calls:
+            lines += ["", "Our calls into PyYAML (time inside PyYAML, by calling function):", ""]
+            lines += _table(["caller", "s in PyYAML"], [[f"`{n}`", f"{s:.3f}"] for n, s in profile.our_yaml_calls])
+    return lines

@@ -1,0 +1,28 @@
+"""Paths, defaults and targets every part of `make bench` shares."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE_PROGRAM = Path(__file__).resolve().parent / "baseline_program.py"
+OUTPUT = ROOT / "BENCHMARKS.md"
+SDK_MODULES_ENV = "GPU_POOL_BENCH_SDK_MODULES"
+# The SDKs the baseline may import: Pulumi and its provider SDKs, and pydantic (the config models' engine).
+SDK_MODULE = re.compile(r"^(pulumi|pydantic)(_[a-z0-9]+)*(\.|$)")
+SDK_DISTRIBUTIONS = ("pulumi", "pulumi-kubernetes", "pulumi-proxmoxve", "pulumi-command", "pydantic")
+DEFAULT_DOMAINS = (3, 30, 100)
+BYTECODE_CACHED = "cached"
+BYTECODE_AS_CONFIGURED = "as configured"
+MIN_RUNS = 5
+
+# The issue's targets, measured on the project's 2-core machine.
+MAX_PROD_OVER_BASELINE = 2.0
+MAX_LARGEST_OVER_SMALLEST = 15.0
+MAX_LARGEST_RSS_MB = 400.0
+MAX_TEST_SUITE_S = 60.0
+
+
+class BenchError(RuntimeError):
+    pass

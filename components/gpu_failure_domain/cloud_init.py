@@ -1,0 +1,83 @@
+"""Cloud-init user data that turns a fresh Ubuntu cloud image into an RKE2 GPU worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from components.gpu_failure_domain.node_metadata import node_labels
+from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
+from config.failure_domain import FailureDomainConfig
+from config.rke2 import Rke2Config
+
+RKE2_INSTALL_URL = "https://get.rke2.io"
+# Kernel packages held so no unattended upgrade swaps the kernel under the driver: a new kernel
+# without a rebuilt module is the article's "Unknown symbol __register_chrdev" trap.
+HELD_KERNEL_PACKAGES = ("linux-generic", "linux-image-generic", "linux-headers-generic", "linux-virtual")
+
+
+def rke2_agent_config(
+    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+) -> dict[str, Any]:
+    """/etc/rancher/rke2/config.yaml: labels and the taint are set at registration, before any pod can land."""
+    return {
+        "server": rke2.server_url,
+        "token": token,
+        "node-name": domain.hostname,
+        "node-label": [f"{key}={value}" for key, value in sorted(node_labels(domain, marking).items())],
+        "node-taint": [marking.taint],
+    }
+
+
+def build_user_data(
+    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+) -> str:
+    """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
+    kernel = "$(uname -r)" if domain.kernel is None else domain.kernel
+    user: dict[str, Any] = {
+        "name": domain.username,
+        "groups": ["sudo"],
+        "shell": "/bin/bash",
+        "sudo": "ALL=(ALL) NOPASSWD:ALL",
+    }
+    if domain.ssh_authorized_keys:
+        user["ssh_authorized_keys"] = list(domain.ssh_authorized_keys)
+    runcmd: list[str] = [
+        # The driver container compiles nvidia.ko against the running kernel's headers (missing-headers trap).
+        f'DEBIAN_FRONTEND=noninteractive apt-get install -y "linux-headers-{kernel}" "linux-image-{kernel}"',
+        # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op).
+        f'apt-mark hold {" ".join(HELD_KERNEL_PACKAGES)} "linux-image-{kernel}" "linux-headers-{kernel}"',
+        # nouveau must never bind the card in the guest: the NVIDIA driver container cannot load beside it.
+        "update-initramfs -u",
+        "modprobe -r nouveau || true",
+        (f'curl -sfL {RKE2_INSTALL_URL} | INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh -'),
+        "systemctl enable --now qemu-guest-agent",
+        "systemctl enable --now rke2-agent.service",
+    ]
+    document: dict[str, Any] = {
+        "hostname": domain.hostname,
+        "manage_etc_hosts": True,
+        "users": [user],
+        "package_update": True,
+        "packages": ["qemu-guest-agent", "curl", "ca-certificates"],
+        "write_files": [
+            {
+                "path": "/etc/modprobe.d/blacklist-nouveau.conf",
+                "permissions": "0644",
+                "content": "blacklist nouveau\noptions nouveau modeset=0\n",
+            },
+            {
+                "path": "/etc/rancher/rke2/config.yaml",
+                "permissions": "0600",
+                "content": yaml.safe_dump(rke2_agent_config(domain, rke2, token, marking), sort_keys=True),
+            },
+            {
+                "path": "/etc/apt/apt.conf.d/51gpu-pool-no-kernel-upgrades",
+                "permissions": "0644",
+                "content": 'Unattended-Upgrade::Package-Blacklist { "linux-"; };\n',
+            },
+        ],
+        "runcmd": runcmd,
+    }
+    return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False, width=1000)

@@ -1,0 +1,132 @@
+"""GpuPlatform: the cluster-wide half of the GPU tier (operator, sharing, steering, metrics, quotas, alerts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+import pulumi_kubernetes.provider
+
+from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.dashboard import build_dashboard_configmap
+from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_configmap
+from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
+from components.gpu_platform.operator_values import build_gpu_operator_values
+from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
+from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
+from components.gpu_platform.steering_policy import build_gpu_steering_policy
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
+from components.shared.kubernetes_objects import register_object
+from components.shared.node_marking import GpuNodeMarking
+from components.shared.platform_handles import PlatformHandles
+from config.stack import StackConfig
+from knowledge.gpu_operator_chart import CHART_NAME
+
+TYPE_TOKEN = "gpu-pool:kubernetes:GpuPlatform"
+
+
+@dataclass(frozen=True)
+class GpuPlatformArgs:
+    stack: StackConfig
+    kubernetes_provider: pulumi_kubernetes.provider.Provider
+
+
+class GpuPlatform(pulumi.ComponentResource):
+    handles: PlatformHandles
+
+    def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        cfg = args.stack
+        operator_cfg = cfg.gpu_operator
+        k8s = pulumi.ResourceOptions(parent=self, provider=args.kubernetes_provider)
+        marking = GpuNodeMarking.from_kyverno(cfg.kyverno)
+
+        def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=list(deps)))
+
+        namespace = register_object(f"{name}-namespace", build_operator_namespace(operator_cfg.namespace), k8s)
+        # Created before the release: a ClusterPolicy that names a missing ConfigMap takes a card from one
+        # schedulable GPU to zero (the article's time-slicing trap).
+        time_slicing = register_object(
+            f"{name}-time-slicing-config",
+            build_time_slicing_configmap(cfg.sharing_profiles, operator_cfg.namespace),
+            after(namespace),
+        )
+        dcgm_metrics = register_object(
+            f"{name}-dcgm-metrics", build_dcgm_metrics_configmap(operator_cfg.namespace), after(namespace)
+        )
+        values = build_gpu_operator_values(
+            operator_cfg,
+            time_slicing_configmap=TIME_SLICING_CONFIGMAP,
+            default_profile=None,
+            dcgm_metrics_configmap=DCGM_METRICS_CONFIGMAP,
+            service_monitor=cfg.monitoring.service_monitor,
+            # Operands must tolerate the taint the GPU nodes really carry (Exists: any value).
+            gpu_node_tolerations=[{"key": marking.taint_key, "operator": "Exists", "effect": marking.taint_effect}],
+        )
+        # helm.v3.Release, not helm.v4.Chart: the chart's CRD-upgrade and pre-delete hooks must run.
+        self.release = kubernetes.helm.v3.Release(
+            f"{name}-gpu-operator",
+            name=CHART_NAME,
+            chart=CHART_NAME,
+            version=operator_cfg.chart_version,
+            repository_opts={"repo": operator_cfg.chart_repository},
+            namespace=operator_cfg.namespace,
+            create_namespace=False,
+            values=values,
+            timeout=900,
+            opts=after(namespace, time_slicing, dcgm_metrics),
+        )
+
+        steering: pulumi.Resource | None = None
+        if cfg.kyverno.enabled:
+            # Independent of the release: GPU pods can be steered before the operator is up.
+            steering = register_object(
+                f"{name}-gpu-steering-policy",
+                build_gpu_steering_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace),
+                k8s,
+            )
+
+        smoke_namespace: pulumi.Resource | None = None
+        if cfg.smoke_test.enabled:
+            smoke_namespace = register_object(
+                f"{name}-smoke-test-namespace", build_smoke_namespace(cfg.smoke_test), k8s
+            )
+
+        if cfg.monitoring.dashboard_enabled:
+            register_object(f"{name}-dashboard", build_dashboard_configmap(cfg.monitoring), k8s)
+        if cfg.monitoring.alerts_enabled:
+            register_object(
+                f"{name}-alert-rules",
+                build_gpu_alert_rules(
+                    cfg.monitoring,
+                    expected_slots_by_node={d.hostname: cfg.slots(d) for d in cfg.failure_domains},
+                    # The exporter's namespace: DcgmExporterDown filters its `up` series on it.
+                    namespace=operator_cfg.namespace,
+                ),
+                k8s,
+            )
+
+        for quota in build_gpu_quotas(cfg.gpu_quotas):
+            register_object(f"{name}-quota-{quota['metadata']['namespace']}", quota, k8s)
+        quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
+        if quota_policy is not None:
+            rbac = register_object(f"{name}-kyverno-quota-rbac", build_kyverno_quota_rbac(), k8s)
+            register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
+
+        self.handles = PlatformHandles(
+            time_slicing_config=time_slicing,
+            operator=self.release,
+            smoke_namespace=smoke_namespace,
+            steering_policy=steering,
+        )
+        self.register_outputs(
+            {
+                "operatorNamespace": operator_cfg.namespace,
+                "chartVersion": operator_cfg.chart_version,
+                "driverVersion": operator_cfg.driver_version,
+                "sharingProfiles": {n: p.replicas for n, p in sorted(cfg.sharing_profiles.items())},
+                "schedulableGpuSlots": cfg.total_slots,
+            }
+        )

@@ -1,0 +1,158 @@
+"""Helm values of the NVIDIA GPU Operator release, built from `GpuOperatorConfig`.
+
+Every value set here fixes one of the article's traps ("The traps, from the driver up") or a fact
+in DESIGN.md section 3; the comment next to it names which. `extraValues` is merged last, and the
+config model already refused any extra value that would undo one of these fixes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from config.chart_values_guard import leaf_paths
+from config.gpu_operator import GpuOperatorConfig, ToolkitConfig
+from knowledge.gpu_operator_chart import (
+    CONTROL_PLANE_TOLERATION,
+    DAEMONSETS_DEFAULT_TOLERATIONS,
+    NFD_MASTER_DEFAULT_TOLERATIONS,
+)
+
+
+def _tolerations(*groups: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """The union of toleration lists, first occurrence kept, no duplicates."""
+    merged: list[dict[str, str]] = []
+    for group in groups:
+        for toleration in group:
+            if dict(toleration) not in merged:
+                merged.append(dict(toleration))
+    return merged
+
+
+def _toolkit_env(toolkit: ToolkitConfig) -> list[dict[str, str]]:
+    default = "true" if toolkit.set_as_default else "false"
+    return [
+        # NVML "Driver/library version mismatch" / lost runtime after reboot: the toolkit edits RKE2's
+        # generated config.toml and re-applies itself whenever it restarts; never the .tmpl
+        # (gpu-operator#992, #623; the config model refuses a .tmpl path).
+        {"name": "CONTAINERD_CONFIG", "value": toolkit.containerd_config},
+        # 'no runtime for "nvidia" is configured': RKE2's containerd is not at /run/containerd.
+        {"name": "CONTAINERD_SOCKET", "value": toolkit.containerd_socket},
+        # The article's setting; the operator derives it from operator.runtimeClass too (set below
+        # to the same name), so the handler and the RuntimeClass object always agree.
+        {"name": "CONTAINERD_RUNTIME_CLASS", "value": toolkit.runtime_class},
+        # "Missing runtimeClassName: nvidia": with cdi.enabled the operator injects
+        # NVIDIA_RUNTIME_SET_AS_DEFAULT=false, which outvotes CONTAINERD_SET_AS_DEFAULT, so the
+        # article's setting alone is silently ineffective on a v26 chart. toolkit.env is applied after
+        # the operator's own env, so this entry wins. Both names carry the same value, so which one a
+        # toolkit version reads first cannot matter (CONTAINERD_SET_AS_DEFAULT for older toolkits).
+        {"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": default},
+        {"name": "CONTAINERD_SET_AS_DEFAULT", "value": default},
+    ]
+
+
+def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Helm's merge of a values overlay: mappings merge key by key, anything else is replaced.
+
+    Returns new objects throughout, so neither input is shared with (or changed through) the result.
+    """
+    merged: dict[str, Any] = copy.deepcopy(dict(base))
+    for key, value in overlay.items():
+        current = merged.get(key)
+        if isinstance(current, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(current, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def build_gpu_operator_values(
+    cfg: GpuOperatorConfig,
+    *,
+    time_slicing_configmap: str,
+    default_profile: str | None,
+    dcgm_metrics_configmap: str,
+    service_monitor: bool,
+    gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """The values of the gpu-operator release. Pure: same config in, same values out.
+
+    `gpu_node_tolerations`: the taint the GPU nodes really carry, when it is not the chart's default.
+
+    Never sets `operator.defaultRuntime` or `psp`: the chart no longer reads them.
+    """
+    if not time_slicing_configmap:
+        raise ValueError("time_slicing_configmap must name the time-slicing ConfigMap")
+    if not dcgm_metrics_configmap:
+        raise ValueError("dcgm_metrics_configmap must name the DCGM custom-metrics ConfigMap")
+    values: dict[str, Any] = {
+        # NVML mismatch after RKE2 regenerates config.toml: CDI injects devices from /etc/cdi instead
+        # of relying on a patched runtime. NRI stays off: it needs containerd 2.1 and is experimental.
+        "cdi": {"enabled": True, "nriPluginEnabled": False},
+        "daemonsets": {
+            # Operands keep their place on a full node; an evicted driver pod takes the GPU with it.
+            "priorityClassName": "system-node-critical",
+            # Device plugin Pending on tainted GPU nodes ("Insufficient nvidia.com/gpu" with idle
+            # cards): Helm replaces lists, so the chart's nvidia.com/gpu toleration is re-included.
+            "tolerations": _tolerations(DAEMONSETS_DEFAULT_TOLERATIONS, gpu_node_tolerations),
+        },
+        "operator": {
+            # The RuntimeClass the operator creates must name the handler the toolkit registers,
+            # or pods using it fail with 'no runtime for "<name>" is configured'.
+            "runtimeClass": cfg.toolkit.runtime_class,
+        },
+        "driver": {
+            # Pinned and checked against the chart's supported drivers (article: 570.133.20 and the
+            # R570 NVML bug, gpu-operator#1361).
+            "version": cfg.driver_version,
+            "kernelModuleType": cfg.kernel_module_type,
+            # "distro 'ubuntu24.04' not supported": build from source unless asked otherwise.
+            "usePrecompiled": cfg.use_precompiled,
+            # Driver OOM-killed, exit 137: gcc compiling nvidia.ko needs more than 512Mi.
+            "resources": cfg.driver_resources.as_values(),
+        },
+        "toolkit": {"env": _toolkit_env(cfg.toolkit)},
+        "devicePlugin": {
+            "config": {
+                # The program creates this ConfigMap before the release, so the chart must not
+                # (create false) and the plugin never points at a missing one (card 1 -> 0 GPUs).
+                "create": False,
+                "name": time_slicing_configmap,
+                # Empty: a node without the nvidia.com/device-plugin.config label is not shared.
+                "default": default_profile or "",
+            }
+        },
+        # Standalone host engine off: the exporter embeds its own.
+        "dcgm": {"enabled": False},
+        "dcgmExporter": {
+            # DCGM exporter OOM-killed right after "DCGM successfully initialized!": 256Mi is too little.
+            "resources": cfg.dcgm_exporter_resources.as_values(),
+            # The counters the dashboard and alerts query (key dcgm-metrics.csv, release namespace).
+            "config": {"name": dcgm_metrics_configmap},
+            # The chart skips the ServiceMonitor when its CRD is missing; enabled only where it exists.
+            "serviceMonitor": {"enabled": service_monitor},
+        },
+        # The A1000 has neither MIG nor vGPU; migManager and vgpuDeviceManager default to ON and would
+        # run on every GPU node for nothing. Sandboxes, GPUDirect Storage and GDRCopy are not used.
+        "migManager": {"enabled": False},
+        "vgpuManager": {"enabled": False},
+        "vgpuDeviceManager": {"enabled": False},
+        "sandboxWorkloads": {"enabled": False},
+        "gds": {"enabled": False},
+        "gdrcopy": {"enabled": False},
+        "node-feature-discovery": {
+            "master": {
+                # NFD's master without its control-plane toleration never labels anything, so nothing
+                # else schedules. The article put this under `nfd.master`, which the subchart never
+                # reads; the subchart's key is node-feature-discovery.master.
+                "tolerations": _tolerations(NFD_MASTER_DEFAULT_TOLERATIONS, [CONTROL_PLANE_TOLERATION]),
+            }
+        },
+    }
+    return deep_merge(values, cfg.extra_values)
+
+
+def set_value_paths(values: Mapping[str, Any]) -> list[str]:
+    """Every dotted leaf path set in a values tree, sorted; a list counts as its own path."""
+    return sorted(path for path, _ in leaf_paths(values))

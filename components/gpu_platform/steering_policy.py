@@ -1,0 +1,295 @@
+"""The Kyverno ClusterPolicy `gpu-pods-to-gpu-nodes` as a plain dict: GPU pods tolerate the taint, need a GPU node.
+
+Researched against the Kyverno v1.19 ClusterPolicy CRD (DESIGN.md section 3). Kyverno cannot run here;
+tests/gpu_platform/test_steering_policy_semantics.py evaluates the document with real CEL, JMESPath and
+JSON-patch libraries, and tests/contract/ validates it against the upstream CRD schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import yaml
+
+from components.shared.kubernetes_objects import managed_labels
+from config.kyverno import KyvernoConfig
+from knowledge.kyverno import MINIMUM_KYVERNO_VERSION
+
+AUTOGEN_ANNOTATION = "pod-policies.kyverno.io/autogen-controllers"
+
+_SPEC = "request.object.spec"
+_AFFINITY = f"{_SPEC}.affinity"
+_NODE_AFFINITY = f"{_AFFINITY}.nodeAffinity"
+_REQUIRED = f"{_NODE_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution"
+_TERMS = f"{_REQUIRED}.nodeSelectorTerms"
+_TERMS_POINTER = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+_EMPTY = "`[]`"
+# Requirements in one node-selector term; zero means an empty term, which matches no node.
+_TERM_SIZE = f"length([element.matchExpressions || {_EMPTY}, element.matchFields || {_EMPTY}][])"
+
+
+def _var(expression: str) -> str:
+    """A Kyverno variable. A key that is one whole `{{ }}` keeps the JSON type of its result."""
+    return "{{ " + expression + " }}"
+
+
+def _condition(expression: str, operator: str, value: Any) -> dict[str, Any]:
+    return {"key": _var(expression), "operator": operator, "value": value}
+
+
+def _patch(*operations: dict[str, Any]) -> str:
+    """`patchesJson6902` is a YAML string; Kyverno converts it to JSON before applying it."""
+    return yaml.safe_dump(list(operations), sort_keys=False, default_flow_style=False)
+
+
+def _gpu_limits_expression(resource: str) -> str:
+    """How many containers and initContainers set a non-zero limit for the GPU resource.
+
+    Limits, not requests: an extended resource must be set in limits (a request alone is refused). The
+    API server sends quantities in canonical form, so every zero ("0", "0m", 0) arrives as "0".
+    Every value defaults to [] so no expression ever resolves to null.
+    """
+    return (
+        f"[{_SPEC}.containers || {_EMPTY}, {_SPEC}.initContainers || {_EMPTY}][]"
+        f".resources.limits.\"{resource}\" | [?to_string(@) != '0'] | length(@)"
+    )
+
+
+def _gpu_cel_condition(resource: str) -> str:
+    """CEL: does any container or initContainer set a non-zero limit for the GPU resource?"""
+    has_gpu = (
+        f"has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits"
+        f" && string(c.resources.limits['{resource}']) != '0'"
+    )
+    return (
+        f"object.spec.containers.exists(c, {has_gpu}) || "
+        f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {has_gpu}))"
+    )
+
+
+def _cel_string_list(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def _excluded(cfg: KyvernoConfig, operator_namespace: str) -> list[str]:
+    return sorted({operator_namespace, *cfg.excluded_namespaces})
+
+
+def _toleration(cfg: KyvernoConfig) -> dict[str, str]:
+    return {"key": cfg.taint_key, "operator": "Equal", "value": cfg.taint_value, "effect": cfg.taint_effect}
+
+
+def _node_expression(cfg: KyvernoConfig) -> dict[str, Any]:
+    return {"key": cfg.gpu_node_label_key, "operator": "In", "values": [cfg.gpu_node_label_value]}
+
+
+def _term_has_expression(cfg: KyvernoConfig) -> str:
+    values = json.dumps([cfg.gpu_node_label_value])
+    return (
+        f"(element.matchExpressions || {_EMPTY})"
+        f"[?key=='{cfg.gpu_node_label_key}' && operator=='In' && values==`{values}`] | length(@)"
+    )
+
+
+def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, Any]]:
+    match = {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]}
+    exclude = {"any": [{"resources": {"namespaces": excluded}}]}
+    asks_for_gpu = _condition(_gpu_limits_expression(cfg.gpu_resource), "GreaterThan", 0)
+    toleration = _toleration(cfg)
+    expression = _node_expression(cfg)
+    term = {"matchExpressions": [expression]}
+    tolerations = f"{_SPEC}.tolerations || {_EMPTY}"
+    same_toleration = (
+        f"({tolerations})[?key=='{cfg.taint_key}' && (operator=='Equal' || !operator)"
+        f" && value=='{cfg.taint_value}' && effect=='{cfg.taint_effect}'] | length(@)"
+    )
+
+    def rule(name: str, conditions: list[dict[str, Any]], mutate: dict[str, Any]) -> dict[str, Any]:
+        # Fresh copies per rule: a caller editing one rule must not silently edit the others through shared dicts.
+        return copy.deepcopy(
+            {
+                "name": name,
+                "match": match,
+                "exclude": exclude,
+                "preconditions": {"all": [asks_for_gpu, *conditions]},
+                "mutate": mutate,
+            }
+        )
+
+    # JSON patches, not patchStrategicMerge: strategic merge replaces lists without a merge key (the pod's
+    # tolerations) and its +() anchor adds nothing once `affinity` exists. A JSON patch cannot test whether a
+    # path exists, so each shape of the pod has its own rule, and the preconditions make them mutually
+    # exclusive. Kyverno chains rules (each sees the pod as the previous rule left it) and re-invokes webhooks,
+    # so every rule also checks that its addition is not already there.
+    return [
+        rule(
+            "tolerate-gpu-taint-new-list",
+            [_condition(f"length({tolerations})", "Equals", 0)],
+            {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations", "value": [toleration]})},
+        ),
+        rule(
+            "tolerate-gpu-taint",
+            [
+                _condition(f"length({tolerations})", "GreaterThan", 0),
+                _condition(same_toleration, "Equals", 0),
+            ],
+            {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations/-", "value": toleration})},
+        ),
+        rule(
+            "require-gpu-node-new-affinity",
+            [_condition(f"type({_AFFINITY})", "Equals", "null")],
+            {
+                "patchesJson6902": _patch(
+                    {
+                        "op": "add",
+                        "path": "/spec/affinity",
+                        "value": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+                            }
+                        },
+                    }
+                )
+            },
+        ),
+        rule(
+            "require-gpu-node-new-node-affinity",
+            [
+                _condition(f"type({_AFFINITY})", "Equals", "object"),
+                _condition(f"type({_NODE_AFFINITY})", "Equals", "null"),
+            ],
+            {
+                "patchesJson6902": _patch(
+                    {
+                        "op": "add",
+                        "path": "/spec/affinity/nodeAffinity",
+                        "value": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}},
+                    }
+                )
+            },
+        ),
+        # A pod with only preferred node affinity keeps it untouched: the required rule is added beside it.
+        rule(
+            "require-gpu-node-new-required-terms",
+            [
+                _condition(f"type({_NODE_AFFINITY})", "Equals", "object"),
+                _condition(f"type({_REQUIRED})", "Equals", "null"),
+            ],
+            {
+                "patchesJson6902": _patch(
+                    {
+                        "op": "add",
+                        "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
+                        "value": {"nodeSelectorTerms": [term]},
+                    }
+                )
+            },
+        ),
+        rule(
+            "require-gpu-node-empty-required-terms",
+            [
+                _condition(f"type({_REQUIRED})", "Equals", "object"),
+                _condition(f"length({_TERMS} || {_EMPTY})", "Equals", 0),
+            ],
+            {"patchesJson6902": _patch({"op": "add", "path": _TERMS_POINTER, "value": [term]})},
+        ),
+        # Required terms are ORed: the pod's own terms stay, and each gains the GPU expression (ANDed inside
+        # the term), so the pod still lands only where the user said, and only on GPU nodes. An empty term
+        # matches no node; extending it would make it match every GPU node, so it is left alone.
+        rule(
+            "require-gpu-node-in-every-term",
+            [_condition(f"length({_TERMS} || {_EMPTY})", "GreaterThan", 0)],
+            {
+                "foreach": [
+                    {
+                        "list": _TERMS,
+                        "preconditions": {
+                            "all": [
+                                _condition("type(element.matchExpressions)", "Equals", "array"),
+                                _condition(_TERM_SIZE, "GreaterThan", 0),
+                                _condition(_term_has_expression(cfg), "Equals", 0),
+                            ]
+                        },
+                        "patchesJson6902": _patch(
+                            {
+                                "op": "add",
+                                "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions/-",
+                                "value": expression,
+                            }
+                        ),
+                    },
+                    {
+                        "list": _TERMS,
+                        "preconditions": {
+                            "all": [
+                                _condition("type(element.matchExpressions)", "Equals", "null"),
+                                _condition(f"length(element.matchFields || {_EMPTY})", "GreaterThan", 0),
+                            ]
+                        },
+                        "patchesJson6902": _patch(
+                            {
+                                "op": "add",
+                                "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions",
+                                "value": [expression],
+                            }
+                        ),
+                    },
+                ]
+            },
+        ),
+    ]
+
+
+def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) -> dict[str, Any]:
+    """ClusterPolicy `gpu-pods-to-gpu-nodes`: GPU pods tolerate the GPU taint and require a GPU node."""
+    excluded = _excluded(cfg, operator_namespace)
+    label = f"{cfg.gpu_node_label_key}={cfg.gpu_node_label_value}"
+    taint = f"{cfg.taint_key}={cfg.taint_value}:{cfg.taint_effect}"
+    return {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": cfg.policy_name,
+            "labels": managed_labels(),
+            "annotations": {
+                "policies.kyverno.io/title": "Steer GPU pods to GPU nodes",
+                "policies.kyverno.io/category": "GPU",
+                "policies.kyverno.io/subject": "Pod",
+                "policies.kyverno.io/minversion": MINIMUM_KYVERNO_VERSION,
+                "policies.kyverno.io/description": (
+                    f"A Pod whose containers or initContainers set a non-zero {cfg.gpu_resource} limit gets a "
+                    f"toleration for the GPU taint {taint} and a required node affinity {label}, added to every "
+                    "required node-selector term it already has. Pods without GPUs are never sent to Kyverno."
+                ),
+                # Autogen off: rewriting Deployments and Jobs would make Pulumi-managed workloads drift.
+                # Their pods are still mutated, at pod CREATE.
+                AUTOGEN_ANNOTATION: "none",
+            },
+        },
+        "spec": {
+            "admission": True,
+            # Mutating admission only: there is nothing to scan in the background.
+            "background": False,
+            "webhookConfiguration": {
+                "failurePolicy": cfg.failure_policy,
+                "timeoutSeconds": cfg.webhook_timeout_seconds,
+                # Fail closed but scoped: the API server only calls Kyverno for GPU pods outside the excluded
+                # namespaces, so a Kyverno outage delays GPU pods and never blocks the rest of the cluster,
+                # nor the operator's own validator pods, which request a GPU in its namespace.
+                "matchConditions": [
+                    # On DELETE `object` is null: evaluating object.spec would be an error, and with
+                    # failurePolicy Fail an error refuses the request. A false condition skips the webhook.
+                    {"name": "not-a-delete", "expression": "request.operation != 'DELETE'"},
+                    {"name": "asks-for-gpu", "expression": _gpu_cel_condition(cfg.gpu_resource)},
+                    {
+                        "name": "not-in-excluded-namespace",
+                        "expression": f"!(request.namespace in {_cel_string_list(excluded)})",
+                    },
+                ],
+            },
+            # CREATE only: node affinity is immutable on a running pod, so an UPDATE patch would be refused.
+            "rules": _steering_rules(cfg, excluded),
+        },
+    }

@@ -1,0 +1,1 @@
+"""What both components use: explicit providers, Kubernetes object registration, the GPU node marking."""

@@ -1,0 +1,37 @@
+"""Registering a plain Kubernetes object dict as the matching typed pulumi-kubernetes resource."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+
+
+def managed_labels() -> dict[str, str]:
+    """Labels on the objects gpu-pool owns, so `kubectl get -l app.kubernetes.io/part-of=gpu-pool` finds them."""
+    return {"app.kubernetes.io/part-of": "gpu-pool", "app.kubernetes.io/managed-by": "pulumi"}
+
+
+def register_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """Typed resources where the kind is core (server-side validated, awaited), CustomResource otherwise."""
+    kind = obj["kind"]
+    metadata = obj["metadata"]
+    if kind == "Namespace":
+        return kubernetes.core.v1.Namespace(name, metadata=metadata, opts=opts)
+    if kind == "ConfigMap":
+        return kubernetes.core.v1.ConfigMap(name, metadata=metadata, data=obj.get("data"), opts=opts)
+    if kind == "ResourceQuota":
+        return kubernetes.core.v1.ResourceQuota(name, metadata=metadata, spec=obj["spec"], opts=opts)
+    if kind == "ClusterRole":
+        return kubernetes.rbac.v1.ClusterRole(name, metadata=metadata, rules=obj["rules"], opts=opts)
+    if kind == "Job":
+        return kubernetes.batch.v1.Job(name, metadata=metadata, spec=obj["spec"], opts=opts)
+    return kubernetes.apiextensions.CustomResource(
+        name,
+        api_version=obj["apiVersion"],
+        kind=kind,
+        metadata=metadata,
+        spec=obj.get("spec"),
+        opts=opts,
+    )

@@ -1,0 +1,91 @@
+"""Which chart values gpu-pool sets to prevent a trap, so `extraValues` cannot quietly undo them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, NamedTuple
+
+
+class GuardedKey(NamedTuple):
+    """A chart value the program sets to prevent a trap, and where the user controls it instead."""
+
+    trap: str
+    instead: str
+
+
+# Chart values the program sets to prevent one of the article's traps. `extraValues` must not
+# override them, or the escape hatch would quietly re-open the trap.
+GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
+    "driver.version": GuardedKey(
+        "a driver the chart does not support (the article's 570.133.20 and its NVML bug)",
+        "gpuOperator.driverVersion, which is checked against the chart's supported drivers",
+    ),
+    "driver.kernelModuleType": GuardedKey(
+        "the wrong kernel module flavour for the card", "gpuOperator.kernelModuleType"
+    ),
+    "driver.usePrecompiled": GuardedKey(
+        "\"failed to install nvidia kernel module: distro 'ubuntu24.04' not supported\"",
+        "gpuOperator.usePrecompiled",
+    ),
+    "driver.resources": GuardedKey(
+        "the driver OOM-killed (exit 137) while compiling the kernel module", "gpuOperator.driverResources"
+    ),
+    "cdi.enabled": GuardedKey(
+        "'Failed to initialize NVML: Driver/library version mismatch' after RKE2 regenerates config.toml",
+        "nothing: CDI stays on",
+    ),
+    "cdi.nriPluginEnabled": GuardedKey(
+        "the experimental NRI plugin, which needs containerd 2.1", "nothing: the NRI plugin stays off"
+    ),
+    "toolkit.env": GuardedKey(
+        "'no runtime for \"nvidia\" is configured' (RKE2's containerd socket) and the nvidia runtime "
+        "lost after a reboot (config.toml.tmpl)",
+        "gpuOperator.toolkit",
+    ),
+    "operator.runtimeClass": GuardedKey(
+        "a RuntimeClass whose handler containerd does not know ('no runtime for \"nvidia\" is configured')",
+        "gpuOperator.toolkit.runtimeClass",
+    ),
+    "daemonsets.tolerations": GuardedKey(
+        "the device plugin Pending on tainted GPU nodes ('Insufficient nvidia.com/gpu'): Helm replaces the whole list",
+        "nothing: the list already tolerates the nvidia.com/gpu taint",
+    ),
+    "node-feature-discovery.master.tolerations": GuardedKey(
+        "NFD's master without its control-plane toleration, which never labels a node",
+        "nothing: the list already tolerates the control-plane taint",
+    ),
+    "devicePlugin.config": GuardedKey(
+        "the device plugin pointed at a ConfigMap that does not exist yet (a card drops from 1 to 0 GPUs)",
+        "gpu-pool's sharing profiles, whose ConfigMap is created before the release",
+    ),
+    "dcgmExporter.resources": GuardedKey(
+        "the DCGM exporter OOM-killed right after 'DCGM successfully initialized!'",
+        "gpuOperator.dcgmExporterResources",
+    ),
+    "dcgmExporter.config": GuardedKey(
+        "dashboards and alerts querying metrics the exporter no longer emits",
+        "gpu-pool's DCGM metrics settings",
+    ),
+}
+
+
+def leaf_paths(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every dotted leaf path of a Helm values tree with its value.
+
+    Non-empty mappings are descended into; anything else (scalars, None, lists, empty mappings) is a
+    leaf: Helm replaces a list as a whole, so a list item counts as the list's path.
+    """
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            yield from leaf_paths(value, path)
+        else:
+            yield path, value
+
+
+def overlaps(path: str, value: Any, guarded: str) -> bool:
+    if path == guarded or path.startswith(guarded + "."):
+        return True
+    # A non-mapping value above a guarded key replaces (or, as null, deletes) the whole section.
+    # An empty mapping merges to nothing in Helm, so it touches nothing.
+    return guarded.startswith(path + ".") and not (isinstance(value, Mapping) and not value)

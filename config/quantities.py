@@ -1,0 +1,101 @@
+"""Kubernetes resource quantities ("4Gi", "500m") and container requests/limits in the stack config."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Final
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import ConfigModel
+
+# Kubernetes resource.Quantity, unsigned (the ClusterPolicy CRD's pattern without the sign).
+_QUANTITY = re.compile(
+    r"^(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
+)
+_BINARY_SUFFIX: Final[Mapping[str, int]] = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL_SUFFIX: Final[Mapping[str, int]] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+
+
+def parse_quantity(text: str) -> Decimal:
+    """The numeric value of a Kubernetes quantity ("4Gi" -> 4294967296, "500m" -> 0.5)."""
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"'{text}' is not a Kubernetes quantity")
+    number = Decimal(match["number"])
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIX:
+        return number * (Decimal(1024) ** _BINARY_SUFFIX[suffix])
+    if suffix in _DECIMAL_SUFFIX:
+        return number.scaleb(_DECIMAL_SUFFIX[suffix])
+    return number.scaleb(int(Decimal(suffix[1:])))
+
+
+def _check_quantity(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    if not _QUANTITY.match(value):
+        raise ValueError(f"must be a Kubernetes {what} quantity such as {'2 or 500m' if what == 'cpu' else '4Gi'}")
+    if parse_quantity(value) <= 0:
+        raise ValueError(f"must be a {what} quantity above zero")
+    return value
+
+
+class ComputeQuantities(ConfigModel):
+    """CPU and memory amounts of a container's requests or limits."""
+
+    cpu: str | None = Field(default=None, description="CPU quantity, e.g. '2' or '500m'; unset leaves it open")
+    memory: str | None = Field(default=None, description="memory quantity, e.g. '4Gi'; unset leaves it open")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu_is_quantity(cls, value: str | None) -> str | None:
+        return _check_quantity(value, "cpu")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_is_quantity(cls, value: str | None) -> str | None:
+        return _check_quantity(value, "memory")
+
+    def as_values(self) -> dict[str, str]:
+        """Only the quantities that are set, in Kubernetes' own key order."""
+        return {key: value for key, value in (("cpu", self.cpu), ("memory", self.memory)) if value is not None}
+
+
+class ResourceRequirements(ConfigModel):
+    """Requests and limits of an operand container (the chart's `<operand>.resources`)."""
+
+    requests: ComputeQuantities = Field(
+        default_factory=ComputeQuantities, description="what the scheduler reserves on the node"
+    )
+    limits: ComputeQuantities = Field(default_factory=ComputeQuantities, description="where the container is killed")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> ResourceRequirements:
+        # Kubernetes rejects such a pod at creation, so the DaemonSet would show no pods at all.
+        for name in ("cpu", "memory"):
+            request, limit = getattr(self.requests, name), getattr(self.limits, name)
+            if request is not None and limit is not None and parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(
+                    f"requests.{name} ({request}) is more than limits.{name} ({limit}); Kubernetes refuses such a pod"
+                )
+        return self
+
+    def as_values(self) -> dict[str, dict[str, str]]:
+        """The chart's resources block; empty sections left out."""
+        blocks = {"limits": self.limits.as_values(), "requests": self.requests.as_values()}
+        return {key: block for key, block in blocks.items() if block}

@@ -1,0 +1,225 @@
+"""Bad stack config: one clear message naming the key, and nothing registered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from offline.recording import Recording
+
+Run = Callable[..., Recording]
+FD = "gpu-pool:failureDomains"
+
+
+def refused(run: Run, config: dict[str, Any], monitor: Any, secrets: dict[str, str] | None = None) -> str:
+    """Run the program, expect the clean RunError, and check nothing at all was registered."""
+    with pytest.raises(pulumi.RunError) as raised:
+        run(config, secrets)
+    assert monitor.recording.registrations == [], "a refused config must register nothing"
+    return str(raised.value)
+
+
+def domain(config: dict[str, Any], index: int) -> dict[str, Any]:
+    return config[FD][index]  # type: ignore[no-any-return]
+
+
+CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
+    (
+        "a misspelt key is refused with the nearest valid key",
+        lambda c: domain(c, 0).update({"vmid": domain(c, 0).pop("vmId")}),
+        ["gpu-pool:failureDomains[0].vmid: unknown key 'vmid'; did you mean 'vmId'?"],
+    ),
+    (
+        "an unknown top-level key is refused with the nearest valid key",
+        lambda c: c.update({"gpu-pool:failureDomain": c[FD]}),
+        ["gpu-pool:failureDomain: unknown config key; did you mean 'gpu-pool:failureDomains'?"],
+    ),
+    (
+        "a domain name that is not a DNS label",
+        lambda c: domain(c, 1).update({"name": "DC_2"}),
+        ["gpu-pool:failureDomains[1].name: must be a DNS label", "(got 'DC_2')"],
+    ),
+    (
+        "duplicate domain names",
+        lambda c: domain(c, 2).update({"name": "dc1"}),
+        ["gpu-pool:failureDomains[2].name: 'dc1' is already used by failureDomains[0]"],
+    ),
+    (
+        "a hostname that is not a DNS-1123 name",
+        lambda c: domain(c, 0).update({"hostname": "Worker_1"}),
+        ["gpu-pool:failureDomains[0].hostname: must be a DNS-1123 name"],
+    ),
+    (
+        "duplicate hostnames",
+        lambda c: domain(c, 1).update({"hostname": "rke2-worker-dc1-gpu-a"}),
+        ["gpu-pool:failureDomains[1].hostname: 'rke2-worker-dc1-gpu-a' is already used by failureDomains[0]"],
+    ),
+    (
+        "duplicate VM ids",
+        lambda c: domain(c, 2).update({"vmId": 4101}),
+        ["gpu-pool:failureDomains[2].vmId: 4101 is already used by failureDomains[0]"],
+    ),
+    (
+        "a VM id below Proxmox's range",
+        lambda c: domain(c, 0).update({"vmId": 99}),
+        ["gpu-pool:failureDomains[0].vmId: Input should be greater than or equal to 100", "(got 99)"],
+    ),
+    (
+        "two GPU domains on one Proxmox host",
+        lambda c: domain(c, 1).update({"proxmoxNode": "pve-dc1"}),
+        ["gpu-pool:failureDomains[1].proxmoxNode: 'pve-dc1' is already used by failureDomains[0]", "physical host"],
+    ),
+    (
+        "a PCI address in the wrong form",
+        lambda c: domain(c, 1)["gpu"].update({"pciAddress": "01:00.0"}),
+        ["gpu-pool:failureDomains[1].gpu.pciAddress: is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F"],
+    ),
+    (
+        "a vendor:device id in the wrong form",
+        lambda c: domain(c, 0)["gpu"].update({"vendorDeviceId": "10de-25b0"}),
+        ["gpu-pool:failureDomains[0].gpu.vendorDeviceId: is not a vendor:device id; expected vvvv:dddd"],
+    ),
+    (
+        "a card that is not NVIDIA's",
+        lambda c: domain(c, 0)["gpu"].update({"vendorDeviceId": "1002:73bf"}),
+        ["gpu-pool:failureDomains[0].gpu.vendorDeviceId: is not an NVIDIA device"],
+    ),
+    (
+        "a sharing profile that does not exist",
+        lambda c: domain(c, 2).update({"sharing": "a1000-x8"}),
+        ["gpu-pool:failureDomains[2].sharing: 'a1000-x8' is not a defined sharing profile", "a1000-x4, whole"],
+    ),
+    (
+        "replicas above 64",
+        lambda c: c["gpu-pool:sharingProfiles"]["a1000-x4"].update({"replicas": 65}),
+        ["gpu-pool:sharingProfiles.a1000-x4.replicas: Input should be less than or equal to 64"],
+    ),
+    (
+        "replicas that are not an integer",
+        lambda c: c["gpu-pool:sharingProfiles"]["a1000-x4"].update({"replicas": 2.5}),
+        ["gpu-pool:sharingProfiles.a1000-x4.replicas: Input should be a valid integer"],
+    ),
+    (
+        "a sharing profile name that cannot be a node label value",
+        lambda c: c["gpu-pool:sharingProfiles"].update({"a1000 x4": {"replicas": 4}}),
+        ["gpu-pool:sharingProfiles.a1000 x4: the profile name is also the value of the node label"],
+    ),
+    (
+        "a GPU resource the device plugin does not advertise",
+        lambda c: c.update({"gpu-pool:kyverno": {"gpuResource": "nvidia.com/mig-1g.10gb"}}),
+        ["gpu-pool:kyverno.gpuResource: 'nvidia.com/mig-1g.10gb' is not what the device plugin advertises"],
+    ),
+    (
+        "zero cores",
+        lambda c: domain(c, 0).update({"cores": 0}),
+        ["gpu-pool:failureDomains[0].cores: Input should be greater than or equal to 1"],
+    ),
+    (
+        "too little memory for the driver build",
+        lambda c: domain(c, 0).update({"memoryMiB": 4096}),
+        ["gpu-pool:failureDomains[0].memoryMiB: Input should be greater than or equal to 8192"],
+    ),
+    (
+        "too small a disk for the GPU images",
+        lambda c: domain(c, 0).update({"diskGiB": 20}),
+        ["gpu-pool:failureDomains[0].diskGiB: Input should be greater than or equal to 40"],
+    ),
+    (
+        "UEFI Secure Boot without module signing",
+        lambda c: domain(c, 0).update({"firmware": "ovmf", "secureBoot": True}),
+        ["gpu-pool:failureDomains[0]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
+    ),
+    (
+        "a raw PCI id with an API token",
+        lambda c: domain(c, 0)["gpu"].update({"passthrough": "raw"}),
+        ["gpu-pool:failureDomains[0].gpu.passthrough: 'raw' assigns a raw PCI id", "root@pam"],
+    ),
+    (
+        "an RKE2 channel instead of a pinned version",
+        lambda c: c["gpu-pool:rke2"].update({"version": "latest"}),
+        ["gpu-pool:rke2.version: 'latest' is a channel, not a version"],
+    ),
+    (
+        "an RKE2 release whose containerd cannot read the CDI spec",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.26.9+rke2r1"}),
+        ["gpu-pool:rke2.version: is older than v1.30", "containerd 1.7+"],
+    ),
+    (
+        "an RKE2 server URL without the supervisor port",
+        lambda c: c["gpu-pool:rke2"].update({"serverUrl": "https://rke2.lab.internal:6443"}),
+        ["gpu-pool:rke2.serverUrl: must name port 9345"],
+    ),
+    (
+        "a Proxmox endpoint over plain http",
+        lambda c: c["gpu-pool:proxmox"].update({"endpoint": "http://pve:8006"}),
+        ["gpu-pool:proxmox.endpoint: must be an https:// URL"],
+    ),
+    (
+        "a missing required key",
+        lambda c: c["gpu-pool:proxmox"].pop("cloudImage"),
+        ["gpu-pool:proxmox.cloudImage: is required but not set"],
+    ),
+    (
+        "a section given as a plain value instead of a map",
+        lambda c: c.update({"gpu-pool:proxmox": "https://pve:8006"}),
+        ["gpu-pool:proxmox: Input should be a valid dictionary (got 'https://pve:8006')"],
+    ),
+    (
+        "no failure domains",
+        lambda c: c.update({FD: []}),
+        ["gpu-pool:failureDomains: List should have at least 1 item"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("mistake", "break_config", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_bad_config_is_refused_with_a_message_naming_the_key(
+    mistake: str,
+    break_config: Callable[[dict[str, Any]], None],
+    expected: list[str],
+    run_stack_program: Run,
+    prod_config: dict[str, Any],
+    monitor: Any,
+) -> None:
+    break_config(prod_config)
+    message = refused(run_stack_program, prod_config, monitor)
+    for fragment in expected:
+        assert fragment in message, f"{mistake}: {fragment!r} not in {message!r}"
+
+
+def test_every_mistake_is_reported_at_once_not_one_per_run(run_stack_program: Run, prod_config, monitor):
+    domain(prod_config, 0).update({"cores": 0})
+    domain(prod_config, 1)["gpu"].update({"pciAddress": "bad"})
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "failureDomains[0].cores" in message and "failureDomains[1].gpu.pciAddress" in message
+
+
+def test_a_missing_secret_says_the_exact_command_to_set_it(monitor: Any, prod_config: dict[str, Any]) -> None:
+    from offline.runner import run_main, set_config, to_engine_config
+
+    engine, secret_keys = to_engine_config(prod_config, {})
+    del engine["gpu-pool:rke2Token"]
+    set_config(engine, [k for k in secret_keys if k != "gpu-pool:rke2Token"])
+    with pytest.raises(pulumi.RunError) as raised:
+        run_main()
+    assert "run: pulumi config set --secret gpu-pool:rke2Token <value>" in str(raised.value)
+    assert monitor.recording.registrations == []
+
+
+def test_secure_boot_is_accepted_once_module_signing_is_declared(run_stack_program: Run, prod_config):
+    domain(prod_config, 0).update({"firmware": "ovmf", "secureBoot": True, "moduleSigning": True})
+    vm = run_stack_program(prod_config).named("dc1-vm").inputs
+    assert vm["bios"] == "ovmf" and vm["efiDisk"]["preEnrolledKeys"] is True
+
+
+def test_the_articles_driver_on_the_pinned_chart_is_refused_with_the_supported_r570(
+    run_stack_program: Run, prod_config, monitor
+):
+    prod_config["gpu-pool:gpuOperator"]["driverVersion"] = "570.133.20"
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack_program(prod_config)
+    assert "gpu-pool:gpuOperator" in str(raised.value) and "570.211.01" in str(raised.value)
+    assert monitor.recording.registrations == []

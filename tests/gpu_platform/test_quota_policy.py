@@ -1,0 +1,88 @@
+"""The quota generate policy, evaluated by the Kyverno model: which namespaces get which quota, what reaches Kyverno."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME, build_gpu_quota_generate_policy
+from tests.gpu_platform.kyverno_admission import generated, namespace_request, webhook_called
+from tests.gpu_platform.quota_rules import KUBEFLOW, KUBEFLOW_LABELS, TEAM, TEAM_LABELS, namespace, quotas
+
+
+@pytest.fixture(scope="module")
+def quota_policy() -> dict[str, Any]:
+    policy = build_gpu_quota_generate_policy(quotas(selectors=[KUBEFLOW, TEAM]))
+    assert policy is not None
+    return policy
+
+
+def test_the_generate_policy_has_one_rule_per_selector_each_matching_namespaces_by_labels(
+    quota_policy: dict[str, Any],
+) -> None:
+    assert quota_policy["metadata"]["name"] == QUOTA_POLICY_NAME
+    assert [r["name"] for r in quota_policy["spec"]["rules"]] == ["kubeflow-profiles", "research"]
+    assert quota_policy["spec"]["rules"][1]["match"] == {
+        "any": [{"resources": {"kinds": ["Namespace"], "selector": {"matchLabels": TEAM_LABELS}}}]
+    }
+
+
+def test_each_rule_generates_a_synchronised_gpu_quota_in_existing_namespaces_too(quota_policy: dict[str, Any]) -> None:
+    assert quota_policy["spec"]["background"] is True
+    for rule in quota_policy["spec"]["rules"]:
+        generate = rule["generate"]
+        assert generate["synchronize"] is True
+        assert generate["generateExisting"] is True
+        assert (generate["apiVersion"], generate["kind"]) == ("v1", "ResourceQuota")
+        assert generate["namespace"] == "{{request.object.metadata.name}}"
+    # The rule-level field, not the deprecated spec-level one.
+    assert "generateExisting" not in quota_policy["spec"]
+
+
+def test_a_labelled_namespace_gets_its_rules_quota_in_itself(quota_policy: dict[str, Any]) -> None:
+    made = generated(quota_policy, namespace("alice", KUBEFLOW_LABELS))
+    assert made == [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {
+                "labels": {"app.kubernetes.io/part-of": "gpu-pool"},
+                "name": "gpu-quota-kubeflow-profiles",
+                "namespace": "alice",
+            },
+            "spec": {"hard": {"requests.nvidia.com/gpu": "1"}},
+        }
+    ]
+
+
+def test_a_namespace_matching_two_rules_gets_two_quotas_so_the_smaller_cap_wins(quota_policy: dict[str, Any]) -> None:
+    labels = {**KUBEFLOW_LABELS, **TEAM_LABELS}
+    made = generated(quota_policy, namespace("bob", labels))
+    assert sorted(q["metadata"]["name"] for q in made) == ["gpu-quota-kubeflow-profiles", "gpu-quota-research"]
+    assert min(int(q["spec"]["hard"]["requests.nvidia.com/gpu"]) for q in made) == 1
+
+
+def test_a_namespace_with_only_some_of_a_rules_labels_gets_no_quota(quota_policy: dict[str, Any]) -> None:
+    assert generated(quota_policy, namespace("carol", {"example.org/team": "research"})) == []
+
+
+def test_only_labelled_namespaces_are_sent_to_kyverno_so_an_outage_blocks_nothing_else(
+    quota_policy: dict[str, Any],
+) -> None:
+    assert webhook_called(quota_policy, namespace_request(namespace("alice", KUBEFLOW_LABELS)))
+    assert webhook_called(quota_policy, namespace_request(namespace("bob", TEAM_LABELS), "UPDATE"))
+    assert not webhook_called(quota_policy, namespace_request(namespace("carol", {"example.org/team": "research"})))
+    assert not webhook_called(
+        quota_policy, namespace_request({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d"}})
+    )
+    assert not webhook_called(quota_policy, namespace_request(None, "DELETE"))
+
+
+def test_the_generate_policy_fails_closed_by_default_and_declares_its_minimum_kyverno(
+    quota_policy: dict[str, Any],
+) -> None:
+    assert quota_policy["spec"]["webhookConfiguration"]["failurePolicy"] == "Fail"
+    assert quota_policy["metadata"]["annotations"]["policies.kyverno.io/minversion"] == "1.13.0"
+    relaxed = build_gpu_quota_generate_policy(quotas(selectors=[KUBEFLOW], failurePolicy="Ignore"))
+    assert relaxed is not None and relaxed["spec"]["webhookConfiguration"]["failurePolicy"] == "Ignore"

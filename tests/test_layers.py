@@ -1,0 +1,105 @@
+"""The layers only import downwards: knowledge <- config <- components <- the program and its tools.
+
+A config model that imports a builder drags Pulumi and every provider SDK into validation, and a builder that
+the other component imports couples the two halves; both used to happen. This walks every import statement
+of the project's own code (not only what happens to be imported at run time) and names each bad edge.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("knowledge", "config", "components", "offline", "day2", "benchmarks", "tests")
+# What each package (or sub-package) may import from the project, besides itself.
+ALLOWED: dict[str, set[str]] = {
+    "knowledge": set(),
+    "config": {"knowledge"},
+    "components.shared": {"config", "knowledge"},
+    "components.gpu_failure_domain": {"components.shared", "config", "knowledge"},
+    "components.gpu_platform": {"components.shared", "config", "knowledge"},
+    "components": {"config", "knowledge"},
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_imports(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in PACKAGES:
+                yield node.lineno, name
+
+
+def _layer(module: str) -> str | None:
+    """The most specific entry of ALLOWED that the module belongs to."""
+    matches = [layer for layer in ALLOWED if module == layer or module.startswith(layer + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def bad_edges(root: Path = ROOT) -> list[str]:
+    edges: list[str] = []
+    files = [root / "__main__.py", *(p for package in PACKAGES for p in sorted((root / package).rglob("*.py")))]
+    for path in files:
+        if not path.is_file():
+            continue
+        module = _module_name(path, root)
+        layer = _layer(module)
+        for line, imported in _project_imports(path):
+            where = f"{path.relative_to(root)}:{line} imports {imported}"
+            if not _within(module, "tests") and _within(imported, "tests"):
+                edges.append(f"{where}: only tests may import tests")
+                continue
+            if layer is None or _within(imported, layer):
+                continue
+            if not any(_within(imported, allowed) for allowed in ALLOWED[layer]):
+                edges.append(f"{where}: {layer} may import only {', '.join(sorted(ALLOWED[layer])) or 'nothing'}")
+    return edges
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    assert bad_edges() == []
+
+
+def test_no_module_under_config_imports_from_components() -> None:
+    assert not [edge for edge in bad_edges() if edge.startswith("config/") and " components" in edge]
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        ("config/x.py", "from components.gpu_platform.operator_values import build_gpu_operator_values\n", "config"),
+        ("knowledge/x.py", "import config.base\n", "knowledge"),
+        ("components/gpu_failure_domain/x.py", "from components.gpu_platform import GpuPlatform\n", "gpu_failure"),
+        ("components/shared/x.py", "from components.gpu_failure_domain.cloud_init import x\n", "shared"),
+        ("offline/x.py", "from tests.conftest import x\n", "only tests"),
+    ],
+)
+def test_the_walk_catches_an_upward_or_sideways_edge(tmp_path: Path, path: str, source: str, expected: str) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+    target = tmp_path / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("def f():\n    " + source.replace("\n", "\n    ") + "\n", encoding="utf-8")
+    (edge,) = bad_edges(tmp_path)
+    assert path in edge and expected in edge
