@@ -38,13 +38,12 @@ GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
         "the experimental NRI plugin, which needs containerd 2.1", "nothing: the NRI plugin stays off"
     ),
     "toolkit.env": GuardedKey(
-        "'no runtime for \"nvidia\" is configured' (RKE2's containerd socket) and the nvidia runtime "
-        "lost after a reboot (config.toml.tmpl)",
-        "gpuOperator.toolkit",
+        "'no runtime for \"nvidia\" is configured' (the toolkit must reach RKE2's containerd socket)",
+        "gpuOperator.toolkit.containerdSocket",
     ),
     "operator.runtimeClass": GuardedKey(
-        "a RuntimeClass whose handler containerd does not know ('no runtime for \"nvidia\" is configured')",
-        "gpuOperator.toolkit.runtimeClass",
+        "a RuntimeClass whose handler RKE2 does not register ('no runtime for \"nvidia\" is configured')",
+        "nothing: RKE2 registers the nvidia handler itself",
     ),
     "daemonsets.tolerations": GuardedKey(
         "the device plugin Pending on tainted GPU nodes ('Insufficient nvidia.com/gpu'): Helm replaces the whole list",
@@ -61,6 +60,10 @@ GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
     "dcgmExporter.resources": GuardedKey(
         "the DCGM exporter OOM-killed right after 'DCGM successfully initialized!'",
         "gpuOperator.dcgmExporterResources",
+    ),
+    "dcgmExporter.annotations.gpu-pool/dcgm-metrics-sha256": GuardedKey(
+        "exporters that never see a changed metric list (the CSV is mounted with subPath)",
+        "nothing: the digest follows the CSV",
     ),
     "dcgmExporter.config": GuardedKey(
         "dashboards and alerts querying metrics the exporter no longer emits",

@@ -49,7 +49,7 @@ def format_validation_error(error: ValidationError) -> list[str]:
     for item in error.errors(include_url=False):
         loc = [part for part in item["loc"] if not (isinstance(part, str) and part.startswith("function-"))]
         ctx = item.get("ctx") or {}
-        if item["type"] == "unknown_key":
+        if item["type"] in ("unknown_key", "removed_key"):
             messages.append(f"{key_path([*loc, ctx['key']])}: {_clean(item['msg'])}")
             continue
         if item["type"] == "missing":

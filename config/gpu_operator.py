@@ -8,17 +8,19 @@ driver and DCGM exporter resources, RKE2 containerd paths) or fixed by the value
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel, nearest
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
 from config.quantities import ComputeQuantities, ResourceRequirements
 from knowledge.driver_matrix import driver_problem, is_branch
 from knowledge.gpu_operator_chart import DEAD_KEYS, KNOWN_CHART_SECTIONS
-from knowledge.rke2 import RKE2_CONTAINERD_CONFIG, RKE2_CONTAINERD_SOCKET
+from knowledge.rke2 import RKE2_CONTAINERD_SOCKET
 
 _SEMVER_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
@@ -36,52 +38,48 @@ def _dcgm_exporter_resources_default() -> ResourceRequirements:
     return ResourceRequirements(limits=ComputeQuantities(memory="1Gi"))
 
 
+# Settings earlier gpu-pool versions had under gpuOperator.toolkit, and why they are gone: a stack file that
+# still sets one is told what happened instead of "unknown key".
+REMOVED_TOOLKIT_KEYS: Final[Mapping[str, str]] = {
+    "containerdConfig": (
+        "RKE2 regenerates containerd's config.toml at every start and drops the toolkit's import of its "
+        "drop-in file, so CONTAINERD_CONFIG had no effect; RKE2 registers the nvidia runtime itself once the "
+        "toolkit is installed (rke2-docs add-ons/gpu_operators.md sets only the socket). Remove the key"
+    ),
+    "runtimeClass": (
+        "the RuntimeClass must name a handler RKE2 registers itself (nvidia), so it is fixed. Remove the key"
+    ),
+    "setAsDefault": (
+        "nvidia as containerd's default runtime cannot be set through the toolkit on RKE2 (RKE2 regenerates the "
+        "config) and is not needed: with CDI, containerd injects the GPU into any pod that requests "
+        "nvidia.com/gpu with the default runtime. RKE2's own switch is `default-runtime` in its config.yaml. "
+        "Remove the key"
+    ),
+}
+
+
 class ToolkitConfig(ConfigModel):
     """Where the NVIDIA container toolkit finds RKE2's containerd (the chart's `toolkit.env`)."""
 
-    containerd_config: str = Field(
-        default=RKE2_CONTAINERD_CONFIG,
-        description="containerd config the toolkit edits: RKE2's generated config.toml, never the .tmpl",
-    )
     containerd_socket: str = Field(
         default=RKE2_CONTAINERD_SOCKET,
         description="containerd socket; RKE2 runs its own containerd under /run/k3s",
     )
-    runtime_class: str = Field(
-        default="nvidia",
-        description="name of the containerd runtime handler and of its Kubernetes RuntimeClass",
-    )
-    set_as_default: bool = Field(
-        default=True,
-        description="make nvidia the node's default runtime, so GPU pods need no runtimeClassName",
-    )
 
-    @field_validator("containerd_config")
+    @model_validator(mode="before")
     @classmethod
-    def _generated_config_not_template(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path on the node, e.g. " + RKE2_CONTAINERD_CONFIG)
-        if value.lower().endswith(".tmpl"):
-            raise ValueError(
-                "must be RKE2's generated config.toml, not the .tmpl template: the toolkit re-applies "
-                "itself to the generated file after every restart, while a toolkit pointed at the template "
-                "leaves the live config without the nvidia runtime after a reboot until rke2-agent is "
-                "restarted by hand (gpu-operator#992, #623); use " + RKE2_CONTAINERD_CONFIG
-            )
-        return value
+    def _removed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in REMOVED_TOOLKIT_KEYS.items():
+                if key in data:
+                    raise PydanticCustomError("removed_key", "'{key}' was removed: {why}", {"key": key, "why": why})
+        return data
 
     @field_validator("containerd_socket")
     @classmethod
     def _socket_is_absolute(cls, value: str) -> str:
         if not value.startswith("/"):
             raise ValueError("must be an absolute path on the node, e.g. " + RKE2_CONTAINERD_SOCKET)
-        return value
-
-    @field_validator("runtime_class")
-    @classmethod
-    def _runtime_class_is_dns_label(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value):
-            raise ValueError("must be a DNS label (lowercase letters, digits, '-'), e.g. nvidia")
         return value
 
 

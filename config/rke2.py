@@ -8,9 +8,38 @@ from pydantic import Field, field_validator
 
 from config.base import ConfigModel
 from config.validators import https_url
-from knowledge.rke2 import MINIMUM_RKE2
+from knowledge.rke2 import ALL_RELEASES_CONTAINERD_2_FROM, FIRST_CONTAINERD_2_RELEASE
 
-RKE2_VERSION = re.compile(r"^v(\d+)\.(\d+)\.\d+\+rke2r\d+$")
+RKE2_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)\+rke2r(\d+)$")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    match = RKE2_VERSION.match(version)
+    assert match is not None
+    return tuple(int(part) for part in match.groups())
+
+
+def containerd_problem(version: str) -> str | None:
+    """Why an RKE2 release cannot run the CDI-based GPU Operator (its containerd is older than 2.0), or None."""
+    release = _release(version)
+    minor = (release[0], release[1])
+    if minor >= ALL_RELEASES_CONTAINERD_2_FROM:
+        return None
+    need = (
+        "the CDI-based GPU Operator needs containerd 2.0: on containerd 1.7 the device plugin's CDI devices are "
+        "never injected and GPU pods run without a GPU"
+    )
+    first = FIRST_CONTAINERD_2_RELEASE.get(minor)
+    if first is None:
+        oldest = min(FIRST_CONTAINERD_2_RELEASE.values(), key=_release)
+        return (
+            f"no RKE2 v{minor[0]}.{minor[1]} release ships containerd 2.0, and {need}; "
+            f"pin {oldest} or later (or any v1.33+ release)"
+        )
+    if release >= _release(first):
+        return None
+    line = f"v{minor[0]}.{minor[1]}"
+    return f"ships containerd 1.7, and {need}; the first release on the {line} line with containerd 2.0 is {first}"
 
 
 class Rke2Config(ConfigModel):
@@ -33,12 +62,9 @@ class Rke2Config(ConfigModel):
         match = RKE2_VERSION.match(value)
         if not match:
             raise ValueError("is not an RKE2 release; expected vX.Y.Z+rke2rN, e.g. v1.33.5+rke2r1")
-        if (int(match[1]), int(match[2])) < MINIMUM_RKE2:
-            raise ValueError(
-                f"is older than v{MINIMUM_RKE2[0]}.{MINIMUM_RKE2[1]}: CDI (on, to survive RKE2 regenerating "
-                "containerd's config) needs containerd 1.7+, or containerd never reads the CDI spec and "
-                "nvidia-smi hangs in every GPU pod"
-            )
+        problem = containerd_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 

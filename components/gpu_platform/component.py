@@ -10,7 +10,12 @@ import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
 from components.gpu_platform.dashboard import build_dashboard_configmap
-from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_configmap
+from components.gpu_platform.dcgm_metrics import (
+    DCGM_METRICS_CONFIGMAP,
+    build_dcgm_metrics_configmap,
+    build_dcgm_metrics_csv,
+    metrics_digest,
+)
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_values import build_gpu_operator_values
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
@@ -61,6 +66,7 @@ class GpuPlatform(pulumi.ComponentResource):
             time_slicing_configmap=TIME_SLICING_CONFIGMAP,
             default_profile=None,
             dcgm_metrics_configmap=DCGM_METRICS_CONFIGMAP,
+            dcgm_metrics_digest=metrics_digest(build_dcgm_metrics_csv()),
             service_monitor=cfg.monitoring.service_monitor,
             # Operands must tolerate the taint the GPU nodes really carry (Exists: any value).
             gpu_node_tolerations=[{"key": marking.taint_key, "operator": "Exists", "effect": marking.taint_effect}],

@@ -8,6 +8,7 @@ checked against `exported_metric_names()`, so none of them can watch a metric th
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from knowledge.dcgm_fields import DEFAULT_FIELDS, EXTRA_FIELDS, PROFILING_FIELDS, DcgmField
@@ -42,6 +43,11 @@ def build_dcgm_metrics_csv() -> str:
         *(csv_line(field) for field in PROFILING_FIELDS),
     ]
     return "\n".join(lines) + "\n"
+
+
+def metrics_digest(csv: str) -> str:
+    """What the exporter pods are annotated with, so a changed CSV rolls them."""
+    return hashlib.sha256(csv.encode()).hexdigest()[:16]
 
 
 def build_dcgm_metrics_configmap(namespace: str) -> dict[str, Any]:

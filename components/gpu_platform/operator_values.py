@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from config.chart_values_guard import leaf_paths
 from config.gpu_operator import GpuOperatorConfig, ToolkitConfig
@@ -18,6 +18,9 @@ from knowledge.gpu_operator_chart import (
     DAEMONSETS_DEFAULT_TOLERATIONS,
     NFD_MASTER_DEFAULT_TOLERATIONS,
 )
+from knowledge.rke2 import RKE2_NVIDIA_RUNTIMES
+
+DCGM_METRICS_DIGEST_ANNOTATION: Final = "gpu-pool/dcgm-metrics-sha256"
 
 
 def _tolerations(*groups: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
@@ -31,25 +34,11 @@ def _tolerations(*groups: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
 
 
 def _toolkit_env(toolkit: ToolkitConfig) -> list[dict[str, str]]:
-    default = "true" if toolkit.set_as_default else "false"
-    return [
-        # NVML "Driver/library version mismatch" / lost runtime after reboot: the toolkit edits RKE2's
-        # generated config.toml and re-applies itself whenever it restarts; never the .tmpl
-        # (gpu-operator#992, #623; the config model refuses a .tmpl path).
-        {"name": "CONTAINERD_CONFIG", "value": toolkit.containerd_config},
-        # 'no runtime for "nvidia" is configured': RKE2's containerd is not at /run/containerd.
-        {"name": "CONTAINERD_SOCKET", "value": toolkit.containerd_socket},
-        # The article's setting; the operator derives it from operator.runtimeClass too (set below
-        # to the same name), so the handler and the RuntimeClass object always agree.
-        {"name": "CONTAINERD_RUNTIME_CLASS", "value": toolkit.runtime_class},
-        # "Missing runtimeClassName: nvidia": with cdi.enabled the operator injects
-        # NVIDIA_RUNTIME_SET_AS_DEFAULT=false, which outvotes CONTAINERD_SET_AS_DEFAULT, so the
-        # article's setting alone is silently ineffective on a v26 chart. toolkit.env is applied after
-        # the operator's own env, so this entry wins. Both names carry the same value, so which one a
-        # toolkit version reads first cannot matter (CONTAINERD_SET_AS_DEFAULT for older toolkits).
-        {"name": "NVIDIA_RUNTIME_SET_AS_DEFAULT", "value": default},
-        {"name": "CONTAINERD_SET_AS_DEFAULT", "value": default},
-    ]
+    # 'no runtime for "nvidia" is configured': RKE2's containerd listens under /run/k3s, not /run/containerd.
+    # This is all RKE2's own guide sets (rke2-docs add-ons/gpu_operators.md, v26.3.x). Nothing else is set on
+    # purpose: the toolkit writes its runtimes into a drop-in that RKE2's regenerated config.toml no longer
+    # imports after the restart the toolkit itself triggers, and RKE2 registers the nvidia handlers on its own.
+    return [{"name": "CONTAINERD_SOCKET", "value": toolkit.containerd_socket}]
 
 
 def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,6 +62,7 @@ def build_gpu_operator_values(
     time_slicing_configmap: str,
     default_profile: str | None,
     dcgm_metrics_configmap: str,
+    dcgm_metrics_digest: str,
     service_monitor: bool,
     gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
@@ -86,9 +76,12 @@ def build_gpu_operator_values(
         raise ValueError("time_slicing_configmap must name the time-slicing ConfigMap")
     if not dcgm_metrics_configmap:
         raise ValueError("dcgm_metrics_configmap must name the DCGM custom-metrics ConfigMap")
+    if not dcgm_metrics_digest:
+        raise ValueError("dcgm_metrics_digest must be the digest of the DCGM metrics CSV")
     values: dict[str, Any] = {
-        # NVML mismatch after RKE2 regenerates config.toml: CDI injects devices from /etc/cdi instead
-        # of relying on a patched runtime. NRI stays off: it needs containerd 2.1 and is experimental.
+        # NVML mismatch after RKE2 regenerates config.toml: CDI injects devices from /etc/cdi through containerd
+        # (2.0+, see knowledge/rke2.py) instead of relying on a patched runtime, and needs no nvidia default
+        # runtime nor runtimeClassName. NRI stays off: it needs containerd 2.1 and is experimental.
         "cdi": {"enabled": True, "nriPluginEnabled": False},
         "daemonsets": {
             # Operands keep their place on a full node; an evicted driver pod takes the GPU with it.
@@ -98,9 +91,9 @@ def build_gpu_operator_values(
             "tolerations": _tolerations(DAEMONSETS_DEFAULT_TOLERATIONS, gpu_node_tolerations),
         },
         "operator": {
-            # The RuntimeClass the operator creates must name the handler the toolkit registers,
-            # or pods using it fail with 'no runtime for "<name>" is configured'.
-            "runtimeClass": cfg.toolkit.runtime_class,
+            # The chart's default, set so extraValues cannot move it: the operands run with this RuntimeClass,
+            # and on RKE2 only the handlers RKE2 registers itself exist ('no runtime for "<name>" is configured').
+            "runtimeClass": RKE2_NVIDIA_RUNTIMES[0],
         },
         "driver": {
             # Pinned and checked against the chart's supported drivers (article: 570.133.20 and the
@@ -130,7 +123,11 @@ def build_gpu_operator_values(
             "resources": cfg.dcgm_exporter_resources.as_values(),
             # The counters the dashboard and alerts query (key dcgm-metrics.csv, release namespace).
             "config": {"name": dcgm_metrics_configmap},
-            # The chart skips the ServiceMonitor when its CRD is missing; enabled only where it exists.
+            # The operator mounts the CSV with subPath, and a subPath mount never sees a ConfigMap edit: the
+            # digest in the pod template rolls the exporters whenever the metric list changes.
+            "annotations": {DCGM_METRICS_DIGEST_ANNOTATION: dcgm_metrics_digest},
+            # Without the ServiceMonitor CRD the operator keeps the ClusterPolicy notReady: the cluster preflight
+            # refuses serviceMonitor: true on a cluster without it.
             "serviceMonitor": {"enabled": service_monitor},
         },
         # The A1000 has neither MIG nor vGPU; migManager and vgpuDeviceManager default to ON and would

@@ -20,7 +20,8 @@ def _quota_rule(rule: NamespaceQuotaRule, quotas: GpuQuotasConfig) -> dict[str, 
         },
         "generate": {
             "generateExisting": True,
-            # Synchronize: a quota someone edits or deletes is put back, so the cap cannot be removed quietly.
+            # Synchronize: a quota someone edits or deletes is put back, and it goes when the namespace loses its
+            # labels, so the cap cannot be removed quietly (the webhook's matchConditions let those events in).
             "synchronize": True,
             "apiVersion": "v1",
             "kind": "ResourceQuota",
@@ -33,19 +34,50 @@ def _quota_rule(rule: NamespaceQuotaRule, quotas: GpuQuotasConfig) -> dict[str, 
     }
 
 
-def _labels_cel(match_labels: dict[str, str]) -> str:
+# Kyverno labels what a generate rule created with the policy's name (pkg/background/common/labels.go).
+GENERATED_BY_LABEL = "generate.kyverno.io/policy-name"
+
+
+def _labels_cel(match_labels: dict[str, str], var: str) -> str:
     checks = [
-        f"('{key}' in object.metadata.labels && object.metadata.labels['{key}'] == '{value}')"
+        f"('{key}' in {var}.metadata.labels && {var}.metadata.labels['{key}'] == '{value}')"
         for key, value in sorted(match_labels.items())
     ]
     return "(" + " && ".join(checks) + ")"
+
+
+def _selected(quotas: GpuQuotasConfig, var: str) -> str:
+    """CEL: the object `var` (object or oldObject) is a namespace some rule selects."""
+    rules = " || ".join(_labels_cel(rule.match_labels, var) for rule in quotas.selectors)
+    return f"(has({var}.metadata.labels) && ({rules}))"
+
+
+def quota_match_condition(quotas: GpuQuotasConfig) -> str:
+    """Which admission requests reach Kyverno for this policy (the webhook only it uses).
+
+    The trigger: a selected namespace created or updated, or one that loses its labels (synchronize then
+    deletes its quota). The downstream: an update or delete of a quota this policy generated, which is how
+    Kyverno learns that it must put it back (its generation handler re-syncs downstream objects from admission
+    requests only, keyed on the old object's labels: kyverno pkg/webhooks/resource/generation/handler.go).
+    """
+    # `object` is null on DELETE and `oldObject` on CREATE: the operation is tested before either is read.
+    namespace = (
+        "request.kind.kind == 'Namespace' && request.operation in ['CREATE', 'UPDATE'] && "
+        f"({_selected(quotas, 'object')} || (request.operation == 'UPDATE' && {_selected(quotas, 'oldObject')}))"
+    )
+    generated = (
+        "request.kind.kind == 'ResourceQuota' && request.operation in ['UPDATE', 'DELETE'] && "
+        "has(oldObject.metadata.labels) && "
+        f"'{GENERATED_BY_LABEL}' in oldObject.metadata.labels && "
+        f"oldObject.metadata.labels['{GENERATED_BY_LABEL}'] == '{QUOTA_POLICY_NAME}'"
+    )
+    return f"({namespace}) || ({generated})"
 
 
 def build_gpu_quota_generate_policy(quotas: GpuQuotasConfig) -> dict[str, Any] | None:
     """ClusterPolicy that gives every namespace matching a selector rule a GPU ResourceQuota; None without rules."""
     if not quotas.selectors:
         return None
-    selectors = " || ".join(_labels_cel(rule.match_labels) for rule in quotas.selectors)
     return {
         "apiVersion": "kyverno.io/v1",
         "kind": "ClusterPolicy",
@@ -71,16 +103,11 @@ def build_gpu_quota_generate_policy(quotas: GpuQuotasConfig) -> dict[str, Any] |
             "webhookConfiguration": {
                 "failurePolicy": quotas.failure_policy,
                 "timeoutSeconds": 10,
-                # Only labelled namespaces reach Kyverno, so an outage cannot block unrelated namespaces; a
-                # labelled namespace is refused rather than created without its cap. DELETE is skipped: the
-                # quota is deleted with its namespace, and `object` is null then.
+                # Only selected namespaces and the quotas this policy made reach Kyverno, so an outage blocks
+                # nothing else; a labelled namespace is refused rather than created without its cap. Without
+                # the quota events here, `synchronize` could never restore an edited or deleted quota.
                 "matchConditions": [
-                    {
-                        "name": "labelled-for-gpu-quota",
-                        "expression": (
-                            f"request.operation != 'DELETE' && has(object.metadata.labels) && ({selectors})"
-                        ),
-                    }
+                    {"name": "gpu-quota-trigger-or-generated", "expression": quota_match_condition(quotas)}
                 ],
             },
             "rules": [_quota_rule(rule, quotas) for rule in quotas.selectors],

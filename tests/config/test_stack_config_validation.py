@@ -143,9 +143,22 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:rke2.version: 'latest' is a channel, not a version"],
     ),
     (
-        "an RKE2 release whose containerd cannot read the CDI spec",
-        lambda c: c["gpu-pool:rke2"].update({"version": "v1.26.9+rke2r1"}),
-        ["gpu-pool:rke2.version: is older than v1.30", "containerd 1.7+"],
+        "an RKE2 line that never shipped containerd 2.0",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.30.14+rke2r4"}),
+        ["gpu-pool:rke2.version: no RKE2 v1.30 release ships containerd 2.0", "pin v1.31.6+rke2r1 or later"],
+    ),
+    (
+        "an RKE2 v1.31 release before containerd 2.0",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.31.5+rke2r1"}),
+        [
+            "gpu-pool:rke2.version: ships containerd 1.7",
+            "the first release on the v1.31 line with containerd 2.0 is v1.31.6+rke2r1",
+        ],
+    ),
+    (
+        "an RKE2 v1.32 release before containerd 2.0",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.32.1+rke2r1"}),
+        ["gpu-pool:rke2.version: ships containerd 1.7", "is v1.32.2+rke2r1"],
     ),
     (
         "an RKE2 server URL without the supervisor port",
@@ -223,3 +236,9 @@ def test_the_articles_driver_on_the_pinned_chart_is_refused_with_the_supported_r
         run_stack_program(prod_config)
     assert "gpu-pool:gpuOperator" in str(raised.value) and "570.211.01" in str(raised.value)
     assert monitor.recording.registrations == []
+
+
+@pytest.mark.parametrize("version", ["v1.31.6+rke2r1", "v1.32.2+rke2r1", "v1.33.0+rke2r1", "v1.34.1+rke2r1"])
+def test_every_rke2_release_with_containerd_2_is_accepted(run_stack_program: Run, prod_config, version: str):
+    prod_config["gpu-pool:rke2"]["version"] = version
+    assert run_stack_program(prod_config).named("dc1-vm")

@@ -42,6 +42,7 @@ def values(config: GpuOperatorConfig) -> dict[str, Any]:
         time_slicing_configmap="time-slicing-config",
         default_profile=None,
         dcgm_metrics_configmap="dcgm-custom-metrics",
+        dcgm_metrics_digest="0123456789abcdef",
         service_monitor=True,
     )
 

@@ -172,7 +172,8 @@ def webhook_called(policy: Mapping[str, Any], request: dict[str, Any]) -> bool:
     env = celpy.Environment()
     activation = {
         "object": json_to_cel(request["object"]),
-        "request": json_to_cel({k: v for k, v in request.items() if k != "object"}),
+        "oldObject": json_to_cel(request.get("oldObject")),
+        "request": json_to_cel({k: v for k, v in request.items() if k not in ("object", "oldObject")}),
     }
     for condition in policy["spec"]["webhookConfiguration"].get("matchConditions", []):
         result = env.program(env.compile(condition["expression"])).evaluate(activation)
@@ -231,35 +232,131 @@ def pod(*containers: dict[str, Any], init: list[dict[str, Any]] | None = None, *
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}, "spec": body}
 
 
-def namespace_request(namespace: dict[str, Any] | None, operation: str = "CREATE") -> dict[str, Any]:
+def namespace_request(
+    namespace: dict[str, Any] | None, operation: str = "CREATE", old: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "operation": operation,
         "kind": {"group": "", "version": "v1", "kind": "Namespace"},
         "namespace": "",
         "object": namespace,
+        "oldObject": old,
     }
+
+
+def quota_request(operation: str, quota: dict[str, Any] | None, old: dict[str, Any] | None) -> dict[str, Any]:
+    namespace = (quota or old or {}).get("metadata", {}).get("namespace", "")
+    return {
+        "operation": operation,
+        "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
+        "namespace": namespace,
+        "object": quota,
+        "oldObject": old,
+    }
+
+
+def _generate_kinds(policy: Mapping[str, Any]) -> set[str]:
+    """The kinds Kyverno's per-policy webhook covers: the rules' trigger kinds plus the kinds they generate
+    (kyverno v1.13 pkg/controllers/webhook/controller.go, mergeWebhook)."""
+    kinds: set[str] = set()
+    for rule in policy["spec"]["rules"]:
+        for block in rule["match"].get("any", []) + rule["match"].get("all", []):
+            kinds |= set(block["resources"].get("kinds", []))
+        if "generate" in rule:
+            kinds.add(rule["generate"]["kind"])
+    return kinds
+
+
+def reaches_kyverno(policy: Mapping[str, Any], request: dict[str, Any]) -> bool:
+    return request["kind"]["kind"] in _generate_kinds(policy) and webhook_called(policy, request)
+
+
+def _downstream(policy: Mapping[str, Any], rule: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    generate = rule["generate"]
+    data = generate["data"]
+    context = {"request": {"object": {"metadata": {"name": namespace}}}}
+    labels = {
+        **data["metadata"]["labels"],
+        "app.kubernetes.io/managed-by": "kyverno",
+        "generate.kyverno.io/policy-name": policy["metadata"]["name"],
+        "generate.kyverno.io/rule-name": rule["name"],
+    }
+    return {
+        "apiVersion": generate["apiVersion"],
+        "kind": generate["kind"],
+        "metadata": {
+            "name": resolve(generate["name"], context),
+            "namespace": resolve(generate["namespace"], context),
+            "labels": labels,
+        },
+        "spec": copy.deepcopy(data["spec"]),
+    }
+
+
+def _namespace_matches(rule: Mapping[str, Any], namespace: dict[str, Any] | None) -> bool:
+    if namespace is None:
+        return False
+    return rule_matches(rule, namespace_request(namespace))
 
 
 def generated(policy: Mapping[str, Any], namespace: dict[str, Any]) -> list[dict[str, Any]]:
     """What Kyverno's background controller creates for one trigger namespace."""
-    request = namespace_request(namespace)
-    context = {"request": request}
-    made = []
-    for rule in policy["spec"]["rules"]:
-        if not rule_matches(rule, request):
-            continue
-        generate = rule["generate"]
-        data = generate["data"]
-        made.append(
-            {
-                "apiVersion": generate["apiVersion"],
-                "kind": generate["kind"],
-                "metadata": {
-                    **data["metadata"],
-                    "name": resolve(generate["name"], context),
-                    "namespace": resolve(generate["namespace"], context),
-                },
-                "spec": data["spec"],
-            }
-        )
-    return made
+    return [
+        _downstream(policy, rule, namespace["metadata"]["name"])
+        for rule in policy["spec"]["rules"]
+        if _namespace_matches(rule, namespace)
+    ]
+
+
+class Cluster:
+    """Namespaces and quotas, with a Kyverno that hears only what the API server sends its webhook.
+
+    `synchronize: true` semantics (Kyverno 1.13+): a downstream object that is edited or deleted is put back,
+    and it is deleted when its trigger no longer matches; both happen only through admission requests.
+    """
+
+    def __init__(self, policy: Mapping[str, Any]) -> None:
+        self.policy = policy
+        self.namespaces: dict[str, dict[str, Any]] = {}
+        self.quotas: dict[tuple[str, str], dict[str, Any]] = {}
+        self.sent: list[str] = []
+
+    def _admit(self, request: dict[str, Any]) -> None:
+        if not reaches_kyverno(self.policy, request):
+            return
+        self.sent.append(f"{request['operation']} {request['kind']['kind']}")
+        if request["kind"]["kind"] == "Namespace":
+            new, old = request["object"], request.get("oldObject")
+            for rule in self.policy["spec"]["rules"]:
+                name = new["metadata"]["name"]
+                quota = _downstream(self.policy, rule, name)
+                key = (name, quota["metadata"]["name"])
+                if _namespace_matches(rule, new):
+                    self.quotas[key] = quota
+                elif _namespace_matches(rule, old) and rule["generate"].get("synchronize"):
+                    self.quotas.pop(key, None)
+            return
+        old = request["oldObject"]
+        labels = old["metadata"]["labels"]
+        rule = next(r for r in self.policy["spec"]["rules"] if r["name"] == labels["generate.kyverno.io/rule-name"])
+        namespace = self.namespaces.get(old["metadata"]["namespace"])
+        if rule["generate"].get("synchronize") and _namespace_matches(rule, namespace):
+            restored = _downstream(self.policy, rule, old["metadata"]["namespace"])
+            self.quotas[(old["metadata"]["namespace"], restored["metadata"]["name"])] = restored
+
+    def put_namespace(self, name: str, labels: dict[str, str]) -> None:
+        new = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels)}}
+        old = self.namespaces.get(name)
+        self.namespaces[name] = new
+        self._admit(namespace_request(new, "UPDATE" if old else "CREATE", old=old))
+
+    def edit_quota(self, namespace: str, name: str, hard: dict[str, str]) -> None:
+        old = self.quotas[(namespace, name)]
+        new = copy.deepcopy(old)
+        new["spec"]["hard"] = hard
+        self.quotas[(namespace, name)] = new
+        self._admit(quota_request("UPDATE", new, old))
+
+    def delete_quota(self, namespace: str, name: str) -> None:
+        old = self.quotas.pop((namespace, name))
+        self._admit(quota_request("DELETE", None, old))

@@ -13,7 +13,7 @@ from config.chart_values_guard import GUARDED_KEYS
 from config.errors import format_validation_error
 from config.gpu_operator import GpuOperatorConfig
 from knowledge.gpu_operator_chart import CONTROL_PLANE_TOLERATION, GPU_TAINT_TOLERATION
-from knowledge.rke2 import RKE2_CONTAINERD_CONFIG, RKE2_CONTAINERD_SOCKET
+from knowledge.rke2 import RKE2_CONTAINERD_SOCKET, RKE2_NVIDIA_RUNTIMES
 
 
 def values_for(data: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -22,6 +22,7 @@ def values_for(data: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str
         "time_slicing_configmap": "time-slicing-config",
         "default_profile": None,
         "dcgm_metrics_configmap": "dcgm-custom-metrics",
+        "dcgm_metrics_digest": "0123456789abcdef",
         "service_monitor": True,
     }
     arguments.update(kwargs)
@@ -38,26 +39,18 @@ def toolkit_env(values: Mapping[str, Any]) -> dict[str, str]:
     return {entry["name"]: entry["value"] for entry in values["toolkit"]["env"]}
 
 
-def operator_toolkit_env(values: Mapping[str, Any]) -> dict[str, str]:
-    """The toolkit container env the operator ends up with (gpu-operator TransformToolkit order).
+def containerd_after_rke2_restart(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What RKE2's containerd serves once the toolkit has run and triggered the restart it always triggers.
 
-    With cdi.enabled the operator first sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false, then applies the
-    user's toolkit.env over it, then sets CONTAINERD_RUNTIME_CLASS from operator.runtimeClass.
+    The toolkit writes its runtimes and default-runtime setting into a drop-in and adds an `imports` line to
+    config.toml (toolkit v1.19.1 config_drop_in.go); RKE2 regenerates config.toml from its template at start
+    (rke2-docs advanced.md), dropping the import; its agent then registers the NVIDIA handlers it finds
+    itself (k3s pkg/agent/containerd/runtimes.go) and runc stays the default. Only the socket decides
+    whether the toolkit reached RKE2's containerd at all.
     """
-    env: dict[str, str] = {}
-    if values["cdi"]["enabled"]:
-        env.update({"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false"})
-    env.update(toolkit_env(values))
-    env["CONTAINERD_RUNTIME_CLASS"] = values["operator"]["runtimeClass"]
-    return env
-
-
-def nvidia_is_default_runtime(env: Mapping[str, str], lookup: tuple[str, str]) -> bool:
-    """The toolkit's --set-as-default: the first variable of its lookup chain that is set wins."""
-    for name in lookup:
-        if name in env:
-            return env[name] == "true"
-    return False
+    env = toolkit_env(values)
+    reached = env.get("CONTAINERD_SOCKET") == RKE2_CONTAINERD_SOCKET
+    return {"handlers": set(RKE2_NVIDIA_RUNTIMES) if reached else set(), "default": "runc"}
 
 
 # --- the driver ---------------------------------------------------------------------------------
@@ -125,65 +118,38 @@ def test_no_runtime_for_nvidia_is_configured_is_avoided_by_pointing_at_rke2s_con
     )
 
 
-def test_nvml_version_mismatch_is_avoided_by_editing_the_generated_config_toml_with_cdi_on() -> None:
+def test_toolkit_env_sets_only_the_socket_as_rke2_documents_since_nothing_else_survives_rke2s_restart() -> None:
     values = values_for()
+    assert values["toolkit"]["env"] == [{"name": "CONTAINERD_SOCKET", "value": RKE2_CONTAINERD_SOCKET}]
+    assert containerd_after_rke2_restart(values)["default"] == "runc"
 
-    assert toolkit_env(values)["CONTAINERD_CONFIG"] == RKE2_CONTAINERD_CONFIG
-    assert not RKE2_CONTAINERD_CONFIG.endswith(".tmpl")
-    assert values["cdi"] == {"enabled": True, "nriPluginEnabled": False}
+
+def test_nvml_version_mismatch_is_avoided_by_cdi_so_no_patched_containerd_config_is_needed() -> None:
+    assert values_for()["cdi"] == {"enabled": True, "nriPluginEnabled": False}
+
+
+def test_the_operators_runtime_class_names_a_handler_rke2_registers_itself() -> None:
+    values = values_for()
+    assert values["operator"]["runtimeClass"] == "nvidia"
+    assert values["operator"]["runtimeClass"] in containerd_after_rke2_restart(values)["handlers"]
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("key", "value", "reason"),
     [
-        "/var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl",
-        "/var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl",
+        ("containerdConfig", "/var/lib/rancher/rke2/agent/etc/containerd/config.toml", "had no effect"),
+        ("setAsDefault", True, "default-runtime"),
+        ("runtimeClass", "nvidia-gpu", "handler RKE2 registers"),
     ],
 )
-def test_a_tmpl_containerd_config_is_refused_naming_the_reboot_issues(path: str) -> None:
-    messages = config_errors({"toolkit": {"containerdConfig": path}})
-
-    assert messages[0].startswith("gpu-pool:toolkit.containerdConfig:")
-    assert "gpu-operator#992" in messages[0]
-    assert "#623" in messages[0]
+def test_toolkit_settings_that_never_worked_on_rke2_are_refused_saying_why(key: str, value: Any, reason: str) -> None:
+    (message,) = config_errors({"toolkit": {key: value}})
+    assert message.startswith(f"gpu-pool:toolkit.{key}: '{key}' was removed:")
+    assert reason in message and "Remove the key" in message
 
 
 def test_a_relative_containerd_socket_is_refused() -> None:
     assert config_errors({"toolkit": {"containerdSocket": "containerd.sock"}})
-
-
-def test_missing_runtime_class_name_is_avoided_because_set_as_default_survives_cdi() -> None:
-    values = values_for()
-    env = operator_toolkit_env(values)
-
-    assert values["cdi"]["enabled"] is True
-    # Whichever order a toolkit version looks the two names up in, nvidia ends up the default.
-    assert nvidia_is_default_runtime(env, ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"))
-    assert nvidia_is_default_runtime(env, ("CONTAINERD_SET_AS_DEFAULT", "NVIDIA_RUNTIME_SET_AS_DEFAULT"))
-
-
-def test_the_articles_containerd_set_as_default_alone_would_be_outvoted_by_the_operator() -> None:
-    values = values_for()
-    values["toolkit"]["env"] = [e for e in values["toolkit"]["env"] if e["name"] != "NVIDIA_RUNTIME_SET_AS_DEFAULT"]
-
-    env = operator_toolkit_env(values)
-
-    assert not nvidia_is_default_runtime(env, ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"))
-
-
-def test_set_as_default_off_keeps_runc_the_default_so_pods_need_runtime_class_name() -> None:
-    env = operator_toolkit_env(values_for({"toolkit": {"setAsDefault": False}}))
-
-    assert not nvidia_is_default_runtime(env, ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"))
-    assert not nvidia_is_default_runtime(env, ("CONTAINERD_SET_AS_DEFAULT", "NVIDIA_RUNTIME_SET_AS_DEFAULT"))
-
-
-def test_a_custom_runtime_class_names_both_the_containerd_handler_and_the_runtimeclass() -> None:
-    values = values_for({"toolkit": {"runtimeClass": "nvidia-gpu"}})
-
-    assert values["operator"]["runtimeClass"] == "nvidia-gpu"
-    assert operator_toolkit_env(values)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
-    assert toolkit_env(values)["CONTAINERD_RUNTIME_CLASS"] == "nvidia-gpu"
 
 
 def test_toolkit_env_values_are_strings_as_the_clusterpolicy_requires() -> None:
@@ -371,6 +337,7 @@ def test_the_same_config_gives_the_same_values_and_the_result_shares_nothing_wit
         "time_slicing_configmap": "time-slicing-config",
         "default_profile": "a1000-x4",
         "dcgm_metrics_configmap": "dcgm-custom-metrics",
+        "dcgm_metrics_digest": "0123456789abcdef",
         "service_monitor": False,
     }
 

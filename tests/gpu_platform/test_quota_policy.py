@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME, build_gpu_quota_generate_policy
-from tests.gpu_platform.kyverno_admission import generated, namespace_request, webhook_called
+from tests.gpu_platform.kyverno_admission import Cluster, generated, namespace_request, quota_request, webhook_called
 from tests.gpu_platform.quota_rules import KUBEFLOW, KUBEFLOW_LABELS, TEAM, TEAM_LABELS, namespace, quotas
 
 
@@ -47,7 +47,12 @@ def test_a_labelled_namespace_gets_its_rules_quota_in_itself(quota_policy: dict[
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": {
-                "labels": {"app.kubernetes.io/part-of": "gpu-pool"},
+                "labels": {
+                    "app.kubernetes.io/part-of": "gpu-pool",
+                    "app.kubernetes.io/managed-by": "kyverno",
+                    "generate.kyverno.io/policy-name": QUOTA_POLICY_NAME,
+                    "generate.kyverno.io/rule-name": "kubeflow-profiles",
+                },
                 "name": "gpu-quota-kubeflow-profiles",
                 "namespace": "alice",
             },
@@ -86,3 +91,58 @@ def test_the_generate_policy_fails_closed_by_default_and_declares_its_minimum_ky
     assert quota_policy["metadata"]["annotations"]["policies.kyverno.io/minversion"] == "1.13.0"
     relaxed = build_gpu_quota_generate_policy(quotas(selectors=[KUBEFLOW], failurePolicy="Ignore"))
     assert relaxed is not None and relaxed["spec"]["webhookConfiguration"]["failurePolicy"] == "Ignore"
+
+
+# --- synchronize: what the real Kyverno can only do if the API server sends it the events ------------------
+
+QUOTA = "gpu-quota-kubeflow-profiles"
+
+
+def test_a_deleted_gpu_quota_is_put_back(quota_policy: dict[str, Any]) -> None:
+    cluster = Cluster(quota_policy)
+    cluster.put_namespace("alice", KUBEFLOW_LABELS)
+    cluster.delete_quota("alice", QUOTA)
+    assert cluster.quotas[("alice", QUOTA)]["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}
+
+
+def test_an_edited_gpu_quota_is_reset_to_the_rules_cap(quota_policy: dict[str, Any]) -> None:
+    cluster = Cluster(quota_policy)
+    cluster.put_namespace("alice", KUBEFLOW_LABELS)
+    cluster.edit_quota("alice", QUOTA, {"requests.nvidia.com/gpu": "10"})
+    assert cluster.quotas[("alice", QUOTA)]["spec"]["hard"] == {"requests.nvidia.com/gpu": "1"}
+
+
+def test_the_quota_goes_when_the_namespace_loses_its_labels(quota_policy: dict[str, Any]) -> None:
+    cluster = Cluster(quota_policy)
+    cluster.put_namespace("alice", KUBEFLOW_LABELS)
+    cluster.put_namespace("alice", {"team": "alice"})
+    assert ("alice", QUOTA) not in cluster.quotas
+
+
+def test_without_the_quota_events_in_its_filter_synchronize_could_restore_nothing(quota_policy: dict[str, Any]) -> None:
+    # The filter this project shipped before: labelled namespaces only. Kyverno never heard of the delete.
+    old_filter = {
+        "name": "labelled-for-gpu-quota",
+        "expression": "request.operation != 'DELETE' && has(object.metadata.labels) && "
+        "('app.kubernetes.io/part-of' in object.metadata.labels && "
+        "object.metadata.labels['app.kubernetes.io/part-of'] == 'kubeflow-profile')",
+    }
+    shipped = {
+        **quota_policy,
+        "spec": {**quota_policy["spec"], "webhookConfiguration": {"matchConditions": [old_filter]}},
+    }
+    cluster = Cluster(shipped)
+    cluster.put_namespace("alice", KUBEFLOW_LABELS)
+    cluster.delete_quota("alice", QUOTA)
+    assert ("alice", QUOTA) not in cluster.quotas
+
+
+def test_quotas_kyverno_did_not_generate_and_unlabelled_namespaces_never_reach_it(quota_policy: dict[str, Any]) -> None:
+    pulumi_owned = {
+        "metadata": {"name": "gpu-quota", "namespace": "katib", "labels": {"app.kubernetes.io/part-of": "gpu-pool"}}
+    }
+    assert not webhook_called(quota_policy, quota_request("DELETE", None, pulumi_owned))
+    cluster = Cluster(quota_policy)
+    cluster.put_namespace("default", {"team": "platform"})
+    cluster.put_namespace("default", {"team": "ops"})
+    assert cluster.sent == []

@@ -68,6 +68,7 @@ def test_allow_unsupported_driver_lets_the_articles_driver_through_to_the_chart_
         time_slicing_configmap="time-slicing-config",
         default_profile=None,
         dcgm_metrics_configmap="dcgm-metrics",
+        dcgm_metrics_digest="0123456789abcdef",
         service_monitor=False,
     )
 
