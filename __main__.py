@@ -3,27 +3,43 @@
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pulumi
 
 from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
-from components.gpu_failure_domain.host_preflight import PreflightError, run_preflight
+from components.gpu_failure_domain.host_preflight import run_preflight
+from components.gpu_failure_domain.node_metadata import kubectl_prefix
 from components.gpu_platform import GpuPlatform, GpuPlatformArgs
+from components.gpu_platform.cluster_preflight import run_cluster_preflight
+from components.shared.preflight import PreflightError
 from components.shared.providers import build_providers, proxmox_credential_env
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
+from config.run_environment import environment_problems
 
-# Set by the offline preview (`make preview`): there is no Proxmox API to look the cards up in.
+# Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
+
+
+def refuse(title: str, messages: list[str]) -> NoReturn:
+    # RunError: Pulumi prints the message alone, without the program's traceback.
+    raise pulumi.RunError(f"{title}:\n  " + "\n  ".join(messages))
+
 
 try:
     loaded = load_config()
 except ConfigError as error:
-    # RunError: Pulumi prints the message alone, without the program's traceback.
-    raise pulumi.RunError("invalid stack config:\n  " + "\n  ".join(error.messages)) from None
+    refuse("invalid stack config", error.messages)
 
 cfg = loaded.stack
+if not OFFLINE:
+    problems = environment_problems(
+        cfg, has_ssh_private_key=loaded.secrets.ssh_private_key is not None, environ=os.environ
+    )
+    if problems:
+        refuse("this machine cannot run `pulumi up` for this stack", problems)
 for warning in quota_warnings(cfg.gpu_quotas, cfg.total_slots):
     pulumi.log.warn(warning)
 
@@ -38,8 +54,11 @@ try:
         provider=providers.proxmox,
         offline=OFFLINE,
     )
+    cluster_preflight = run_cluster_preflight(
+        cfg, kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), offline=OFFLINE
+    )
 except PreflightError as error:
-    raise pulumi.RunError("Proxmox host preflight failed:\n  " + "\n  ".join(error.messages)) from None
+    refuse("preflight failed", error.messages)
 
 platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=providers.kubernetes))
 credential_env = proxmox_credential_env(loaded)
@@ -54,6 +73,7 @@ domains = {
             proxmox_provider=providers.proxmox,
             kubernetes_provider=providers.kubernetes,
             platform=platform.handles,
+            ssh_private_key=loaded.secrets.ssh_private_key,
         ),
     )
     for domain in cfg.failure_domains
@@ -73,5 +93,6 @@ pulumi.export(
         for name, domain in domains.items()
     },
 )
+pulumi.export("clusterPreflight", cluster_preflight)
 pulumi.export("schedulableGpuSlots", cfg.total_slots)
 pulumi.export("gpuOperator", {"chart": cfg.gpu_operator.chart_version, "driver": cfg.gpu_operator.driver_version})

@@ -14,7 +14,7 @@ from config.base import nearest
 from config.errors import NAMESPACE, ConfigError, format_validation_error
 from config.stack import StackConfig, cross_key_problems
 
-SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
+SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,8 @@ class Secrets:
     proxmox_api_token: pulumi.Output[str] | None
     proxmox_root_password: pulumi.Output[str] | None
     rke2_token: pulumi.Output[str]
+    # Optional: the key the kernel upgrade logs in to the VMs with (else the ssh-agent).
+    ssh_private_key: pulumi.Output[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ def load_config() -> LoadedConfig:
     api_token = config.get_secret("proxmoxApiToken")
     root_password = config.get_secret("proxmoxRootPassword")
     rke2_token = config.get_secret("rke2Token")
+    ssh_private_key = config.get_secret("sshPrivateKey")
     problems: list[str] = []
     if stack.proxmox.auth == "apiToken" and api_token is None:
         problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))
@@ -88,4 +91,4 @@ def load_config() -> LoadedConfig:
         problems.append(_missing_secret("rke2Token", "the RKE2 join token the GPU workers register with"))
     if problems or rke2_token is None:
         raise ConfigError(problems)
-    return LoadedConfig(stack=stack, secrets=Secrets(api_token, root_password, rke2_token))
+    return LoadedConfig(stack=stack, secrets=Secrets(api_token, root_password, rke2_token, ssh_private_key))

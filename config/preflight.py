@@ -1,4 +1,4 @@
-"""`gpu-pool:preflight`: checks of the Proxmox hosts at preview time, before anything is changed."""
+"""`gpu-pool:preflight`: checks of the Proxmox hosts and the cluster at preview time, before anything is changed."""
 
 from __future__ import annotations
 
@@ -14,4 +14,9 @@ class PreflightConfig(ConfigModel):
     host_check: bool = Field(
         default=False,
         description="also ssh to each host (read-only) and check the card is bound to vfio-pci and IOMMU is on",
+    )
+    cluster_check: bool = Field(
+        default=True,
+        description="check with kubectl that the cluster has the CRDs the enabled features need (ServiceMonitor, "
+        "PrometheusRule, Kyverno ClusterPolicy)",
     )

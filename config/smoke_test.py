@@ -18,7 +18,19 @@ class SmokeTestConfig(ConfigModel):
     enabled: bool = Field(default=True, description="run the CUDA smoke test Job on every domain's node")
     image: str = Field(default=ARTICLE_IMAGE, description="CUDA vector-add image, pinned by tag or digest")
     namespace: str = Field(default="gpu-smoke-test", description="namespace for the Jobs (Pod Security restricted)")
-    timeout_seconds: int = Field(default=600, ge=60, le=7200, description="how long a Job may run before it fails")
+    timeout_seconds: int = Field(
+        default=600,
+        ge=60,
+        le=7200,
+        description="how long a Job may run (image pull included) once its node is ready, before it fails",
+    )
+    gpu_ready_timeout_minutes: int = Field(
+        default=45,
+        ge=5,
+        le=240,
+        description="how long to wait for the node to advertise its GPUs on the pinned driver before the Job "
+        "starts; the first driver build (image pull, headers, compiling nvidia.ko) happens in this wait",
+    )
 
     _namespace = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
 

@@ -82,6 +82,12 @@ def cross_key_problems(cfg: StackConfig) -> list[str]:
                 f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
                 "takes that card from 1 schedulable GPU to 0"
             )
+        if domain.kernel is not None and not domain.ssh_authorized_keys:
+            problems.append(
+                f"gpu-pool:failureDomains[{i}].kernel: the kernel upgrade logs in to the VM over SSH as "
+                f"{domain.username!r}, but the domain has no sshAuthorizedKeys: add the public key whose private "
+                "half is in your ssh-agent or in the secret gpu-pool:sshPrivateKey"
+            )
         if domain.gpu.passthrough == "raw" and cfg.proxmox.auth != "rootPassword":
             problems.append(
                 f"gpu-pool:failureDomains[{i}].gpu.passthrough: 'raw' assigns a raw PCI id, which Proxmox only "

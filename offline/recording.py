@@ -58,6 +58,9 @@ class Registration:
     dependencies: list[str]
     property_dependencies: dict[str, list[str]]
     inputs: dict[str, Any]
+    delete_before_replace: bool = False
+    ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +127,9 @@ class RecordingMonitor(mocks.MockMonitor):
             dependencies=sorted(request.dependencies),
             property_dependencies={k: sorted(v.urns) for k, v in request.propertyDependencies.items()},
             inputs=plain(request.object),
+            delete_before_replace=bool(request.deleteBeforeReplace),
+            ignore_changes=list(request.ignoreChanges),
+            replace_on_changes=list(request.replaceOnChanges),
         )
         with self._lock:
             if request.type == "pulumi:pulumi:Stack":

@@ -50,20 +50,29 @@ def plan(recording: Recording, project: str, stack: str, secret_values: Iterable
     return {
         "project": project,
         "stack": stack,
-        "resources": [
-            {
-                "urn": r.urn,
-                "type": r.type,
-                "name": r.name,
-                "parent": r.parent,
-                "dependsOn": r.dependencies,
-                "protect": r.protect,
-                "inputs": redact(r.inputs, secrets),
-            }
-            for r in ordered(recording)
-        ],
+        "resources": [resource_entry(r, secrets) for r in ordered(recording)],
         "outputs": redact(recording.stack_outputs, secrets),
     }
+
+
+def resource_entry(r: Registration, secrets: list[str]) -> dict[str, Any]:
+    """One resource of plan.json; resource options only where set, as `pulumi preview --json` shows them."""
+    entry: dict[str, Any] = {
+        "urn": r.urn,
+        "type": r.type,
+        "name": r.name,
+        "parent": r.parent,
+        "dependsOn": r.dependencies,
+        "protect": r.protect,
+        "inputs": redact(r.inputs, secrets),
+    }
+    if r.delete_before_replace:
+        entry["deleteBeforeReplace"] = True
+    if r.ignore_changes:
+        entry["ignoreChanges"] = sorted(r.ignore_changes)
+    if r.replace_on_changes:
+        entry["replaceOnChanges"] = sorted(r.replace_on_changes)
+    return entry
 
 
 def kubernetes_objects(recording: Recording, secret_values: Iterable[str] = ()) -> list[tuple[str, dict[str, Any]]]:

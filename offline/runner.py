@@ -20,6 +20,8 @@ from offline.recording import PlanMocks, Recording, RecordingMonitor
 PROJECT = "gpu-pool"
 ROOT_DIR = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT_DIR / "__main__.py"
+# The secrets a stack may need; each gets a placeholder unless given. Optional ones (sshPrivateKey) only when the
+# stack file sets them, as `pulumi preview` would only see them then.
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
 
 

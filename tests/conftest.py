@@ -50,8 +50,13 @@ def prod_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def run_stack_program(monitor: RecordingMonitor) -> Callable[..., Recording]:
-    """Run the real __main__.py against a config under this test's mocks; returns what it registered."""
+def run_stack_program(monitor: RecordingMonitor, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Recording]:
+    """Run the real __main__.py against a config under this test's mocks; returns what it registered.
+
+    As `pulumi preview` on an operator's machine: not offline, with an ssh-agent (tests about the agent unset it).
+    """
+    monkeypatch.delenv("GPU_POOL_OFFLINE", raising=False)
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/1000/ssh-agent.socket")
 
     def run(config: Mapping[str, Any], secrets: Mapping[str, str] | None = None) -> Recording:
         engine, secret_keys = to_engine_config(config, secrets or {})

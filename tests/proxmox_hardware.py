@@ -1,4 +1,4 @@
-"""Hardware tables the Proxmox API would answer `getPci` with, for the preflight under mocks."""
+"""What the Proxmox API (`getPci`) and kubectl (`get crd`) answer the preflights with, under mocks."""
 
 from __future__ import annotations
 
@@ -41,17 +41,39 @@ def ms01_host(*, gpu_group: int = 14, audio_group: int = 14, gpu_at: str = "0000
 Invoke = Callable[[MockCallArgs], dict[str, Any]]
 
 
+ALL_CRDS = (
+    "servicemonitors.monitoring.coreos.com",
+    "prometheusrules.monitoring.coreos.com",
+    "clusterpolicies.kyverno.io",
+)
+
+
+def crd_listing(crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0) -> str:
+    """What `kubectl get crd ... --ignore-not-found -o name; echo kubectl-exit=$?` prints."""
+    return (
+        "".join(f"customresourcedefinition.apiextensions.k8s.io/{crd}\n" for crd in crds)
+        + f"kubectl-exit={exit_code}\n"
+    )
+
+
 def answering(
-    tables: dict[str, list[dict[str, Any]]] | None = None, host_check_stdout: str = "vfio-pci\n24\n"
+    tables: dict[str, list[dict[str, Any]]] | None = None,
+    host_check_stdout: str = "vfio-pci\n24\n",
+    crd_stdout: str | None = None,
 ) -> Invoke:
-    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check."""
+    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check and
+    for the cluster's CRDs (default: all present)."""
 
     def invoke(args: MockCallArgs) -> dict[str, Any]:
         if args.token == GET_PCI:
             node = args.args.get("nodeName", "")
             return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
         if args.token == LOCAL_RUN:
-            return {"stdout": host_check_stdout, "stderr": "", "command": args.args.get("command", "")}
+            command = str(args.args.get("command", ""))
+            stdout = (
+                (crd_listing() if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
+            )
+            return {"stdout": stdout, "stderr": "", "command": command}
         raise NotImplementedError(f"no mock answer for {args.token}")
 
     return invoke

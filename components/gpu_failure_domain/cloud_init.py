@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from components.gpu_failure_domain.node_metadata import node_labels
+from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
 from config.rke2 import Rke2Config
@@ -15,17 +15,25 @@ RKE2_INSTALL_URL = "https://get.rke2.io"
 # Kernel packages held so no unattended upgrade swaps the kernel under the driver: a new kernel
 # without a rebuilt module is the article's "Unknown symbol __register_chrdev" trap.
 HELD_KERNEL_PACKAGES = ("linux-generic", "linux-image-generic", "linux-headers-generic", "linux-virtual")
+# The running kernel's own packages, held too. No headers are installed on the host: the driver container
+# installs linux-headers-<running kernel> inside itself from the Ubuntu archive (gpu-driver-container
+# ubuntu24.04/nvidia-driver), so what the build needs is egress to the archive and a kernel the archive
+# still serves headers for, which the hold keeps stable.
+RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname -r)"')
 
 
 def rke2_agent_config(
     domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
 ) -> dict[str, Any]:
-    """/etc/rancher/rke2/config.yaml: labels and the taint are set at registration, before any pod can land."""
+    """/etc/rancher/rke2/config.yaml: labels and the taint are set at registration, before any pod can land.
+
+    The sharing profile label is not here: the stack sets it by NodePatch (see `registration_labels`).
+    """
     return {
         "server": rke2.server_url,
         "token": token,
         "node-name": domain.hostname,
-        "node-label": [f"{key}={value}" for key, value in sorted(node_labels(domain, marking).items())],
+        "node-label": [f"{key}={value}" for key, value in sorted(registration_labels(domain, marking).items())],
         "node-taint": [marking.taint],
     }
 
@@ -34,7 +42,6 @@ def build_user_data(
     domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
 ) -> str:
     """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
-    kernel = "$(uname -r)" if domain.kernel is None else domain.kernel
     user: dict[str, Any] = {
         "name": domain.username,
         "groups": ["sudo"],
@@ -44,14 +51,18 @@ def build_user_data(
     if domain.ssh_authorized_keys:
         user["ssh_authorized_keys"] = list(domain.ssh_authorized_keys)
     runcmd: list[str] = [
-        # The driver container compiles nvidia.ko against the running kernel's headers (missing-headers trap).
-        f'DEBIAN_FRONTEND=noninteractive apt-get install -y "linux-headers-{kernel}" "linux-image-{kernel}"',
-        # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op).
-        f'apt-mark hold {" ".join(HELD_KERNEL_PACKAGES)} "linux-image-{kernel}" "linux-headers-{kernel}"',
+        # runcmd is one shell script: stop at the first failure, so a failed RKE2 install shows in
+        # /var/log/cloud-init-output.log instead of a node that silently never registers.
+        "set -e",
+        # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op,
+        # gpu-pool:failureDomains[].kernel).
+        f"apt-mark hold {' '.join(HELD_KERNEL_PACKAGES)} {' '.join(RUNNING_KERNEL_PACKAGES)}",
         # nouveau must never bind the card in the guest: the NVIDIA driver container cannot load beside it.
         "update-initramfs -u",
         "modprobe -r nouveau || true",
-        (f'curl -sfL {RKE2_INSTALL_URL} | INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh -'),
+        # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's.
+        f"curl -sfL {RKE2_INSTALL_URL} -o /run/install-rke2.sh",
+        f'INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh /run/install-rke2.sh',
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]

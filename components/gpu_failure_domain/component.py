@@ -14,24 +14,32 @@ from components.gpu_failure_domain.cloud_init import build_user_data
 from components.gpu_failure_domain.kernel_upgrade import (
     drain_command,
     install_kernel_command,
+    unchanged_kernel_command,
     uncordon_command,
-    wait_for_kernel_command,
 )
 from components.gpu_failure_domain.node_metadata import (
+    kubectl_argv,
     kubectl_prefix,
     node_labels,
-    node_ready_command,
     taint_command,
     untaint_command,
 )
-from components.gpu_failure_domain.power_cycle import power_cycle_environment, power_cycle_script, power_cycle_triggers
-from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, vm_args
+from components.gpu_failure_domain.node_steps import (
+    INTERPRETER,
+    node_steps_script,
+    power_cycle_environment,
+    step_environment,
+)
+from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
 from components.gpu_failure_domain.smoke_test import build_smoke_job, validated_stack
 from components.shared.kubernetes_objects import register_object
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.platform_handles import PlatformHandles
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
+
+# How long a node may take to register and be Ready after its VM is created (cloud-init, RKE2 install).
+NODE_READY_MINUTES = 30
 
 TYPE_TOKEN = "gpu-pool:proxmox:GpuFailureDomain"
 
@@ -45,6 +53,8 @@ class GpuFailureDomainArgs:
     proxmox_provider: proxmoxve.Provider
     kubernetes_provider: pulumi_kubernetes.provider.Provider
     platform: PlatformHandles
+    # The key the kernel upgrade logs in to the VM with; None uses the ssh-agent (SSH_AUTH_SOCK).
+    ssh_private_key: pulumi.Output[str] | None = None
 
 
 class GpuFailureDomain(pulumi.ComponentResource):
@@ -62,6 +72,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
         marking = GpuNodeMarking.from_kyverno(stack.kyverno)
         proxmox_opts = pulumi.ResourceOptions(parent=self, provider=args.proxmox_provider)
         kubectl = kubectl_prefix(stack.kubernetes.kubeconfig, stack.kubernetes.context)
+        kubectl_args = kubectl_argv(stack.kubernetes.kubeconfig, stack.kubernetes.context)
 
         vm_depends: list[pulumi.Resource] = []
         if domain.gpu.passthrough == "mapping":
@@ -79,34 +90,52 @@ class GpuFailureDomain(pulumi.ComponentResource):
             content_type="snippets",
             datastore_id=stack.proxmox.snippets_datastore,
             node_name=domain.proxmox_node,
-            source_raw={"data": user_data, "file_name": f"{domain.hostname}-user-data.yaml"},
-            opts=proxmox_opts,
-        )
-
-        spec = vm_args(domain, stack.proxmox)
-        spec["initialization"] = {**spec["initialization"], "user_data_file_id": snippet.id}
-        vm = proxmoxve.VmLegacy(
-            f"{name}-vm",
-            **spec,
-            # A renamed or removed domain must never silently destroy a GPU node.
+            source_raw={"data": user_data, "file_name": snippet_file_name(domain)},
             opts=pulumi.ResourceOptions.merge(
-                proxmox_opts, pulumi.ResourceOptions(protect=domain.protect, depends_on=vm_depends)
+                proxmox_opts,
+                pulumi.ResourceOptions(
+                    # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now,
+                    # but Proxmox derives cloud-init's instance-id from it, so the VM's next cold start would
+                    # re-run first boot (new SSH host keys, RKE2 reinstalled). Its inputs are first-boot only.
+                    ignore_changes=["sourceRaw"],
+                    # A replacement (another node or datastore) keeps the file name, hence the resource id:
+                    # created first, the new file would be deleted by the old one's delete.
+                    delete_before_replace=True,
+                ),
             ),
         )
 
+        vm = proxmoxve.VmLegacy(
+            f"{name}-vm",
+            **vm_args(domain, stack.proxmox),
+            # A renamed or removed domain must never silently destroy a GPU node. The snippet is a plain
+            # dependency: the VM names it by its (fixed) volume id, see proxmox_vm.snippet_file_id.
+            opts=pulumi.ResourceOptions.merge(
+                proxmox_opts, pulumi.ResourceOptions(protect=domain.protect, depends_on=[*vm_depends, snippet])
+            ),
+        )
+
+        script = node_steps_script()
         power_cycle = command.local.Command(
             f"{name}-power-cycle",
-            create=power_cycle_script(),
-            interpreter=["python3", "-c"],
-            environment={**power_cycle_environment(domain, stack.proxmox), **args.proxmox_credential_env},
-            triggers=power_cycle_triggers(domain),
+            create=script,
+            # Runs again whenever a cold-start setting or the mapped device changes (its environment): it
+            # checks what is really pending, then drains, stops, starts and uncordons, or does nothing.
+            update=script,
+            interpreter=INTERPRETER,
+            environment={
+                **power_cycle_environment(domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES),
+                **args.proxmox_credential_env,
+            },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
         )
 
         self.node_ready = command.local.Command(
             f"{name}-node-ready",
-            create=node_ready_command(domain.hostname, kubectl),
-            interpreter=["/bin/sh", "-c"],
+            create=script,
+            update=script,
+            interpreter=INTERPRETER,
+            environment=step_environment("node-ready", domain.hostname, kubectl_args, NODE_READY_MINUTES),
             triggers=[vm.id, domain.hostname],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[power_cycle]),
         )
@@ -134,12 +163,13 @@ class GpuFailureDomain(pulumi.ComponentResource):
             delete=untaint_command(domain.hostname, kubectl, marking),
             interpreter=["/bin/sh", "-c"],
             triggers=[domain.hostname, marking.taint],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready]),
+            # Delete first: the old step's delete removes the taint by key, which would undo the new one.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready], delete_before_replace=True),
         )
 
         gate: list[pulumi.Resource] = [labels, taint]
         if domain.kernel is not None:
-            gate = self._kernel_upgrade(name, domain, stack, kubectl, gate)
+            gate = self._kernel_upgrade(name, args, kubectl, kubectl_args, gate)
         smoke_job: pulumi.Resource | None = None
         if stack.smoke_test.enabled and args.platform.smoke_namespace is not None:
             validated = validated_stack(
@@ -149,6 +179,24 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 device=f"{domain.gpu.vendor_device_id}@{domain.proxmox_node}/{domain.gpu.pci_address}",
                 image=stack.smoke_test.image,
                 kernel=domain.kernel,
+            )
+            # The Job starts only once its node advertises its GPUs on the pinned driver: the first driver build
+            # and the operator's one-node-at-a-time driver upgrades happen here, not inside the Job's deadline.
+            gpu_ready = command.local.Command(
+                f"{name}-gpu-ready",
+                create=script,
+                update=script,
+                interpreter=INTERPRETER,
+                environment=step_environment(
+                    "gpu-ready",
+                    domain.hostname,
+                    kubectl_args,
+                    stack.smoke_test.gpu_ready_timeout_minutes,
+                    GPU_SLOTS=str(stack.slots(domain)),
+                    DRIVER_VERSION=stack.gpu_operator.driver_version,
+                    OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*gate, args.platform.operator]),
             )
             policy = [args.platform.steering_policy] if args.platform.steering_policy is not None else []
             # pulumi-kubernetes awaits a Job until it completes: `pulumi up` fails here, named after
@@ -164,7 +212,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.kubernetes_provider,
-                    depends_on=[*gate, args.platform.operator, args.platform.smoke_namespace, *policy],
+                    depends_on=[gpu_ready, args.platform.smoke_namespace, *policy],
                     delete_before_replace=True,
                     # The provider's Job await defaults to 10 minutes; the image pull comes on top of the run.
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{stack.smoke_test.timeout_seconds + 600}s"),
@@ -174,6 +222,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             command.local.Command(
                 f"{name}-kernel-uncordon",
                 create=uncordon_command(domain.hostname, kubectl),
+                update=unchanged_kernel_command(domain.kernel),
                 interpreter=["/bin/sh", "-c"],
                 triggers=[domain.kernel],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[smoke_job] if smoke_job else gate),
@@ -195,33 +244,56 @@ class GpuFailureDomain(pulumi.ComponentResource):
         )
 
     def _kernel_upgrade(
-        self, name: str, domain: FailureDomainConfig, stack: StackConfig, kubectl: str, after: list[pulumi.Resource]
+        self,
+        name: str,
+        args: GpuFailureDomainArgs,
+        kubectl: str,
+        kubectl_args: list[str],
+        after: list[pulumi.Resource],
     ) -> list[pulumi.Resource]:
         """Cordon and drain, install and hold the kernel, reboot, rebuild the driver: this domain only.
 
-        Every step is triggered by the kernel setting alone, so changing it re-runs the sequence.
+        Every step is triggered by the kernel setting alone, so changing it re-runs the sequence; any other
+        change to a step runs its `update`, which does nothing.
         """
+        domain, stack = args.domain, args.stack
         assert domain.kernel is not None
         local = pulumi.ResourceOptions(parent=self)
+        unchanged = unchanged_kernel_command(domain.kernel)
         drain = command.local.Command(
             f"{name}-kernel-drain",
             create=drain_command(domain.hostname, kubectl),
+            update=unchanged,
             interpreter=["/bin/sh", "-c"],
             triggers=[domain.kernel],
             opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=after)),
         )
         host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
+        # Without a key, pulumi-command's SSH client uses the ssh-agent (SSH_AUTH_SOCK); the loader refuses a
+        # pinned kernel when neither is there.
+        connection = command.remote.ConnectionArgs(host=host, user=domain.username, private_key=args.ssh_private_key)
         install = command.remote.Command(
             f"{name}-kernel-install",
-            connection={"host": host, "user": domain.username},
+            connection=connection,
             create=install_kernel_command(domain.kernel),
+            update=unchanged,
             triggers=[domain.kernel],
             opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[drain])),
         )
+        script = node_steps_script()
         rebuilt = command.local.Command(
             f"{name}-kernel-driver-rebuild",
-            create=wait_for_kernel_command(domain.hostname, domain.kernel, kubectl, stack.gpu_operator.namespace),
-            interpreter=["/bin/sh", "-c"],
+            create=script,
+            update=unchanged,
+            interpreter=INTERPRETER,
+            environment=step_environment(
+                "kernel-rebuild",
+                domain.hostname,
+                kubectl_args,
+                NODE_READY_MINUTES,
+                KERNEL=domain.kernel,
+                OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
+            ),
             triggers=[domain.kernel],
             opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[install])),
         )

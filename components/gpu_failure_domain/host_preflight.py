@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig
 
-SKIPPED_OFFLINE = "skipped: the offline preview has no Proxmox API"
 SKIPPED_DISABLED = "skipped: gpu-pool:preflight.enabled is false"
 
 
@@ -26,6 +26,12 @@ class PciDevice:
     subsystem_device: str
     iommu_group: int
     name: str = ""
+    pci_class: str = ""
+
+    @property
+    def is_bridge(self) -> bool:
+        """PCI class 06 (host, PCI-to-PCI, root port...): vfio accepts a bridge in the card's IOMMU group."""
+        return _hex(self.pci_class).startswith("06")
 
     @property
     def vendor_device(self) -> str:
@@ -57,6 +63,7 @@ def pci_device(raw: Mapping[str, Any] | Any) -> PciDevice:
         subsystem_device=str(get("subsystem_device") or get("subsystemDevice")),
         iommu_group=int(get("iommu_group", None) if get("iommu_group", None) is not None else get("iommuGroup", -1)),
         name=str(get("device_name") or get("deviceName") or ""),
+        pci_class=str(get("class_") or get("class") or ""),
     )
 
 
@@ -91,11 +98,17 @@ def pci_problems(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> l
         return problems
     if gpu.iommu_group != domain.gpu.iommu_group:
         problems.append(f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {domain.gpu.iommu_group}")
-    sharing = sorted(d.id for d in devices if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id))
+    # Bridges and root ports in the group are fine (vfio-pci does not need them bound); another endpoint
+    # would be taken from the host with the card, or the VM refuses to start.
+    sharing = sorted(
+        f"{d.id} ({d.name or d.vendor_device})"
+        for d in devices
+        if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id) and not d.is_bridge
+    )
     if sharing:
         problems.append(
-            f"{where}: {gpu.id} shares IOMMU group {gpu.iommu_group} with {', '.join(sharing)}; only the card "
-            "and its own functions (audio) may be in it, or passthrough takes the others with it"
+            f"{where}: {gpu.id} shares IOMMU group {gpu.iommu_group} with {', '.join(sharing)}; only the card, "
+            "its own functions (audio) and PCIe bridges may be in it, or passthrough takes the others with it"
         )
     return problems
 
@@ -130,12 +143,6 @@ def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:
     return problems
 
 
-class PreflightError(Exception):
-    def __init__(self, messages: list[str]) -> None:
-        self.messages = messages
-        super().__init__("\n".join(messages))
-
-
 def run_preflight(
     domains: Iterable[FailureDomainConfig],
     *,
@@ -161,6 +168,8 @@ def run_preflight(
     for domain in domains:
         result = proxmoxve.hardware.get_pci(
             node_name=domain.proxmox_node,
+            # Every class: PVE's default list hides bridges (06) but also memory controllers (05) and
+            # processors (0b), which would then pass unseen in the card's group. Bridges are judged above.
             pci_class_blacklists=[],
             opts=pulumi.InvokeOptions(provider=provider),
         )

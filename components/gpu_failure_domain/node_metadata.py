@@ -10,22 +10,32 @@ from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
 from knowledge.kubernetes import ZONE_LABEL
 
 
+def registration_labels(domain: FailureDomainConfig, marking: GpuNodeMarking = ARTICLE_MARKING) -> dict[str, str]:
+    """Labels RKE2 sets when the node registers: ones that never change over the node's life.
+
+    RKE2's agent patches its `node-label` values onto the node at every start (k3s pkg/agent/run.go,
+    configureNode -> updateMutableLabels), and cloud-init's config.yaml is written once. A label that can
+    change on day 2 (the sharing profile) must not be there, or the next reboot quietly puts the old value back.
+    """
+    return {marking.label_key: marking.label_value, ZONE_LABEL: domain.name}
+
+
 def node_labels(domain: FailureDomainConfig, marking: GpuNodeMarking = ARTICLE_MARKING) -> dict[str, str]:
-    """Labels that let GPU workloads find the node and let the device plugin pick the domain's profile."""
-    return {
-        marking.label_key: marking.label_value,
-        ZONE_LABEL: domain.name,
-        DEVICE_PLUGIN_CONFIG_LABEL: domain.sharing,
-    }
+    """Every label the stack keeps on the node: the registration labels and the domain's sharing profile."""
+    return {**registration_labels(domain, marking), DEVICE_PLUGIN_CONFIG_LABEL: domain.sharing}
 
 
-def kubectl_prefix(kubeconfig: str | None, context: str | None) -> str:
+def kubectl_argv(kubeconfig: str | None, context: str | None) -> list[str]:
     parts = ["kubectl"]
     if kubeconfig:
         parts += ["--kubeconfig", kubeconfig]
     if context:
         parts += ["--context", context]
-    return shlex.join(parts)
+    return parts
+
+
+def kubectl_prefix(kubeconfig: str | None, context: str | None) -> str:
+    return shlex.join(kubectl_argv(kubeconfig, context))
 
 
 def taint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
@@ -37,17 +47,3 @@ def taint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MAR
 def untaint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
     # The node may already be gone when its domain is destroyed: removing its taint is then moot.
     return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(marking.taint_key + '-')} || true"
-
-
-def node_ready_command(node: str, kubectl: str, timeout_minutes: int = 30) -> str:
-    """Wait for the node to register, then to be Ready. `kubectl wait` alone fails at once on a missing node."""
-    seconds = timeout_minutes * 60
-    quoted = shlex.quote(node)
-    return (
-        f"deadline=$(( $(date +%s) + {seconds} )); "
-        f"until {kubectl} get node {quoted} >/dev/null 2>&1; do "
-        f'if [ "$(date +%s)" -ge "$deadline" ]; then echo "node {node} did not register with RKE2 within '
-        f'{timeout_minutes} minutes: check cloud-init on the VM (journalctl -u rke2-agent)" >&2; exit 1; fi; '
-        f"sleep 10; done; "
-        f"{kubectl} wait --for=condition=Ready node/{quoted} --timeout={seconds}s"
-    )

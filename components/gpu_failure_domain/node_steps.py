@@ -1,35 +1,63 @@
-"""The full power-cycle step that makes q35/hostpci changes take effect."""
+"""The steps gpu-pool runs against one GPU worker (node_steps_script.py), as pulumi-command inputs."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from components.gpu_failure_domain.proxmox_vm import passthrough_settings, pci_mapping_args
+from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
 
-SCRIPT = Path(__file__).parent / "power_cycle_script.py"
+SCRIPT = Path(__file__).parent / "node_steps_script.py"
+INTERPRETER = ["python3", "-c"]
 
 
-def power_cycle_script() -> str:
+def node_steps_script() -> str:
     """The script text itself (not its path), so the command does not change with the checkout location."""
     return SCRIPT.read_text(encoding="utf-8")
 
 
-def power_cycle_triggers(domain: FailureDomainConfig) -> list[Any]:
-    """A change to any of these replaces the step, which re-runs it: exactly the passthrough settings."""
-    settings = passthrough_settings(domain)
-    # With a mapping, hostpci0 only names it: the device behind the name is what the guest sees at boot.
-    mapped = pci_mapping_args(domain)["maps"] if domain.gpu.passthrough == "mapping" else []
-    return [domain.proxmox_node, domain.vm_id, settings["machine"], settings["bios"], settings["hostpci0"], mapped]
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def power_cycle_environment(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, str]:
-    """Non-secret environment; the component adds the credential as a secret."""
+def step_environment(step: str, node: str, kubectl: list[str], timeout_minutes: int, **extra: str) -> dict[str, str]:
     return {
-        "PROXMOX_ENDPOINT": proxmox.endpoint,
-        "PROXMOX_NODE": domain.proxmox_node,
-        "PROXMOX_VMID": str(domain.vm_id),
-        "PROXMOX_INSECURE": "true" if proxmox.insecure else "false",
+        "GPU_POOL_STEP": step,
+        "NODE_NAME": node,
+        "KUBECTL": json.dumps(kubectl),
+        "TIMEOUT_MINUTES": str(timeout_minutes),
+        **extra,
     }
+
+
+def mapped_device(domain: FailureDomainConfig) -> str:
+    """The device behind the VM's hostpci0: with a mapping the VM config only names it, so it is tracked here."""
+    maps = pci_mapping_args(domain)["maps"] if domain.gpu.passthrough == "mapping" else []
+    return json.dumps(maps, sort_keys=True)
+
+
+def power_cycle_environment(
+    domain: FailureDomainConfig, proxmox: ProxmoxConfig, kubectl: list[str], timeout_minutes: int
+) -> dict[str, str]:
+    """Non-secret environment of the power-cycle step; the component adds the credential as a secret.
+
+    VM_SETTINGS changes with every VM setting Proxmox only applies at a cold start, so a change to one of them
+    runs the step (an update, which checks what is really pending); MAPPED_DEVICE is compared with what the
+    previous run applied.
+    """
+    return step_environment(
+        "power-cycle",
+        domain.hostname,
+        kubectl,
+        timeout_minutes,
+        PROXMOX_ENDPOINT=proxmox.endpoint,
+        PROXMOX_NODE=domain.proxmox_node,
+        PROXMOX_VMID=str(domain.vm_id),
+        PROXMOX_INSECURE="true" if proxmox.insecure else "false",
+        MAPPED_DEVICE=mapped_device(domain),
+        VM_SETTINGS=_digest(reboot_settings(domain)),
+    )

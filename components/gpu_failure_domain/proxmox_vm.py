@@ -53,12 +53,35 @@ def passthrough_settings(domain: FailureDomainConfig) -> dict[str, Any]:
     return {"machine": MACHINE, "bios": bios(domain), "hostpci0": hostpci(domain)}
 
 
+def reboot_settings(domain: FailureDomainConfig) -> dict[str, Any]:
+    """Every VM setting Proxmox leaves pending until the VM's next cold start (no CPU or memory hotplug)."""
+    return {
+        **passthrough_settings(domain),
+        "cores": domain.cores,
+        "memory": domain.memory_mib,
+        "network": domain.network.model_dump(mode="json"),
+    }
+
+
+def snippet_file_name(domain: FailureDomainConfig) -> str:
+    return f"{domain.hostname}-user-data.yaml"
+
+
+def snippet_file_id(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> str:
+    """The snippet's volume id, which is also the FileLegacy's resource id (bpg: `<datastore>:snippets/<file>`).
+
+    The VM names it as a plain string, not through the snippet's id output: an unknown id in a preview would
+    make the provider plan a replacement of the VM (user_data_file_id forces one).
+    """
+    return f"{proxmox.snippets_datastore}:snippets/{snippet_file_name(domain)}"
+
+
 def bios(domain: FailureDomainConfig) -> str:
     return SEABIOS if domain.firmware == "seabios" else "ovmf"
 
 
 def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, Any]:
-    """`VmLegacy` arguments except the ones that are Outputs (user data file id)."""
+    """`VmLegacy` arguments."""
     ip_config: dict[str, Any] = {"address": domain.network.ipv4}
     if domain.network.gateway:
         ip_config["gateway"] = domain.network.gateway
@@ -68,6 +91,7 @@ def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, An
     initialization: dict[str, Any] = {
         "datastore_id": proxmox.disk_datastore,
         "ip_configs": [{"ipv4": ip_config}],
+        "user_data_file_id": snippet_file_id(domain, proxmox),
     }
     if domain.network.dns_servers:
         initialization["dns"] = {"servers": list(domain.network.dns_servers)}
@@ -81,6 +105,9 @@ def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, An
         "bios": bios(domain),
         "on_boot": True,
         "started": True,
+        # Never let the provider reboot a GPU worker: it would do it undrained, through the API, for any
+        # change that needs one. Such changes stay pending, and the power-cycle step applies them drained.
+        "reboot_after_update": False,
         "stop_on_destroy": True,
         "agent": {"enabled": True},
         "cpu": {"type": "host", "cores": domain.cores, "sockets": 1},

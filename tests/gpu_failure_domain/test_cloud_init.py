@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import stat
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -44,12 +47,28 @@ def test_rke2_config_registers_the_node_with_its_labels_and_taint():
     config = yaml.safe_load(written("/etc/rancher/rke2/config.yaml"))
     assert config["server"] == "https://rke2.lab:9345"
     assert config["node-name"] == "rke2-worker-dc1-gpu-a"
-    assert config["node-label"] == [
-        "nodepool=gpu",
-        "nvidia.com/device-plugin.config=a1000-x4",
-        "topology.kubernetes.io/zone=dc1",
-    ]
+    assert config["node-label"] == ["nodepool=gpu", "topology.kubernetes.io/zone=dc1"]
     assert config["node-taint"] == ["nvidia.com/gpu=true:NoSchedule"]
+
+
+def rke2_agent_start(labels: dict[str, str], config: dict[str, Any]) -> dict[str, str]:
+    """RKE2's agent at every start patches its node-label values onto the node (k3s pkg/agent/run.go,
+    configureNode -> updateMutableLabels); labels it was not given are left alone."""
+    given = dict(item.split("=", 1) for item in config["node-label"])
+    return {**labels, **given}
+
+
+def test_a_sharing_profile_changed_on_day_2_survives_the_next_reboot_of_the_node():
+    config = yaml.safe_load(written("/etc/rancher/rke2/config.yaml"))
+    registered = rke2_agent_start({}, config)
+    # Day 2: the stack's NodePatch moves dc1 from a1000-x4 to whole; then the node reboots.
+    patched = {**registered, "nvidia.com/device-plugin.config": "whole"}
+    assert rke2_agent_start(patched, config)["nvidia.com/device-plugin.config"] == "whole"
+
+
+def test_nothing_a_day_2_change_can_touch_is_in_the_first_boot_document():
+    moved = DOMAIN.model_copy(update={"sharing": "whole", "kernel": "6.8.0-60-generic"})
+    assert build_user_data(moved, RKE2, "tok") == build_user_data(DOMAIN, RKE2, "tok")
 
 
 def test_rke2_config_is_only_readable_by_root_because_it_holds_the_token():
@@ -59,21 +78,19 @@ def test_rke2_config_is_only_readable_by_root_because_it_holds_the_token():
 
 
 def test_the_pinned_rke2_agent_version_is_installed():
-    install = next(c for c in cloud_config()["runcmd"] if "get.rke2.io" in c)
+    install = next(c for c in cloud_config()["runcmd"] if "install-rke2.sh" in c and c.startswith("INSTALL"))
     assert "INSTALL_RKE2_TYPE=agent" in install
     assert 'INSTALL_RKE2_VERSION="v1.33.5+rke2r1"' in install
     assert "systemctl enable --now rke2-agent.service" in cloud_config()["runcmd"]
 
 
-def test_headers_for_the_running_kernel_are_installed_for_the_driver_build():
-    assert any('"linux-headers-$(uname -r)"' in c for c in cloud_config()["runcmd"])
+def test_no_host_headers_are_installed_because_the_driver_container_fetches_its_own():
+    assert not [c for c in cloud_config()["runcmd"] if "linux-headers-$(uname -r)" in c or "apt-get install" in c]
 
 
-def test_a_pinned_kernel_installs_and_holds_that_kernel_and_its_headers():
-    pinned = DOMAIN.model_copy(update={"kernel": "6.8.0-60-generic"})
-    commands = cloud_config(pinned)["runcmd"]
-    assert any('"linux-headers-6.8.0-60-generic"' in c and "apt-get install" in c for c in commands)
-    assert any(c.startswith("apt-mark hold") and "linux-image-6.8.0-60-generic" in c for c in commands)
+def test_the_running_kernel_is_held_so_the_archive_keeps_serving_the_headers_the_driver_builds_against():
+    hold = next(c for c in cloud_config()["runcmd"] if c.startswith("apt-mark hold"))
+    assert '"linux-image-$(uname -r)"' in hold and '"linux-modules-$(uname -r)"' in hold
 
 
 def test_kernel_packages_are_held_against_unattended_upgrades():
@@ -84,3 +101,27 @@ def test_kernel_packages_are_held_against_unattended_upgrades():
 def test_nouveau_is_kept_out_of_the_guest():
     assert "blacklist nouveau" in written("/etc/modprobe.d/blacklist-nouveau.conf")
     assert "update-initramfs -u" in cloud_config()["runcmd"]
+
+
+FAKE = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$RUNCMD_LOG"
+[ "$(basename "$0")" = "$FAIL" ] && exit 1
+exit 0
+"""
+
+
+def test_a_failed_rke2_install_stops_first_boot_instead_of_starting_a_broken_agent(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("apt-mark", "update-initramfs", "modprobe", "curl", "sh", "systemctl"):
+        fake = bin_dir / tool
+        fake.write_text(FAKE)
+        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    # cloud-init writes runcmd as one /bin/sh script, one line per entry.
+    script = "\n".join(cloud_config()["runcmd"]) + "\n"
+    log = tmp_path / "runcmd.log"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNCMD_LOG": str(log), "FAIL": "curl"}
+    result = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    ran = [line.split()[0] for line in log.read_text().splitlines()]
+    assert "curl" in ran and "systemctl" not in ran

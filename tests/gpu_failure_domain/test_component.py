@@ -104,8 +104,9 @@ def test_labels_are_reconciled_by_node_patch_only_after_the_node_is_ready(run_st
         "nvidia.com/device-plugin.config": "whole",
     }
     assert recording.urn_of("dc3-node-ready") in patch.dependencies
-    ready = recording.named("dc3-node-ready")
-    assert "kubectl wait --for=condition=Ready node/rke2-worker-dc3-gpu-a" in ready.inputs["create"]
+    ready = recording.named("dc3-node-ready").inputs
+    assert ready["environment"]["GPU_POOL_STEP"] == "node-ready"
+    assert ready["environment"]["NODE_NAME"] == "rke2-worker-dc3-gpu-a"
 
 
 def test_taint_is_never_set_through_node_patch_but_merged_by_kubectl(run_stack_program: Run, prod_config):
@@ -120,6 +121,11 @@ def test_taint_is_never_set_through_node_patch_but_merged_by_kubectl(run_stack_p
     assert recording.urn_of("dc1-node-ready") in taint.dependencies
 
 
+def test_a_replaced_taint_step_deletes_first_so_its_untaint_cannot_undo_the_new_taint(run_stack_program, prod_config):
+    # Create-before-delete would run `kubectl taint node N nvidia.com/gpu-` after the new taint was set.
+    assert run_stack_program(prod_config).named("dc1-node-taint").delete_before_replace is True
+
+
 def test_kubectl_steps_use_the_configured_kubeconfig_and_context(run_stack_program: Run, prod_config):
     prod_config["gpu-pool:kubernetes"] = {"kubeconfig": "/home/me/.kube/lab", "context": "lab"}
     recording = run_stack_program(prod_config)
@@ -129,10 +135,12 @@ def test_kubectl_steps_use_the_configured_kubeconfig_and_context(run_stack_progr
         .startswith("kubectl --kubeconfig /home/me/.kube/lab --context lab taint node")
     )
     assert recording.named("kubernetes").inputs["context"] == "lab"
+    kubectl = '["kubectl", "--kubeconfig", "/home/me/.kube/lab", "--context", "lab"]'
+    assert recording.named("dc1-node-ready").inputs["environment"]["KUBECTL"] == kubectl
 
 
-def _power_cycle_triggers(recording: Recording, name: str) -> list[Any]:
-    return list(recording.named(f"{name}-power-cycle").inputs["triggers"])
+def _power_cycle_environment(recording: Recording, name: str) -> dict[str, Any]:
+    return dict(recording.named(f"{name}-power-cycle").inputs["environment"])
 
 
 def test_power_cycle_runs_after_the_vm_and_before_the_node_wait(run_stack_program: Run, prod_config):
@@ -141,25 +149,43 @@ def test_power_cycle_runs_after_the_vm_and_before_the_node_wait(run_stack_progra
     assert recording.urn_of("dc1-vm") in cycle.dependencies
     assert recording.urn_of("dc1-power-cycle") in recording.named("dc1-node-ready").dependencies
     assert is_secret(cycle.inputs["environment"]["PROXMOX_API_TOKEN"])
+    # An update runs the same script: it decides from what is really pending, not from what changed.
+    assert cycle.inputs["update"] == cycle.inputs["create"]
+    assert "triggers" not in cycle.inputs
 
 
-def test_a_passthrough_change_changes_the_power_cycle_triggers(
+def test_the_provider_never_reboots_a_gpu_worker_itself(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    assert all(recording.named(f"{name}-vm").inputs["rebootAfterUpdate"] is False for name in DOMAINS)
+
+
+def test_a_moved_card_or_a_cold_start_setting_runs_the_power_cycle_step(
     run_stack_program: Run, prod_config, monitor, pci_tables
 ):
-    before = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    before = _power_cycle_environment(run_stack_program(prod_config), "dc1")
     monitor.recording.registrations.clear()
     pci_tables["pve-dc1"] = ms01_host(gpu_at="0000:02:00")  # the card moved to another slot
     prod_config["gpu-pool:failureDomains"][0]["gpu"]["pciAddress"] = "0000:02:00"
-    after = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
-    assert before != after
-
-
-def test_a_cpu_or_memory_change_does_not_power_cycle_the_vm(run_stack_program: Run, prod_config, monitor):
-    before = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
+    moved = _power_cycle_environment(run_stack_program(prod_config), "dc1")
+    assert moved["MAPPED_DEVICE"] != before["MAPPED_DEVICE"]
     monitor.recording.registrations.clear()
     prod_config["gpu-pool:failureDomains"][0].update({"cores": 16, "memoryMiB": 65536})
-    after = _power_cycle_triggers(run_stack_program(prod_config), "dc1")
-    assert before == after
+    resized = _power_cycle_environment(run_stack_program(prod_config), "dc1")
+    assert resized["VM_SETTINGS"] != moved["VM_SETTINGS"]
+
+
+def test_the_vm_names_its_snippet_by_its_fixed_volume_id_not_by_an_output(run_stack_program: Run, prod_config):
+    recording = run_stack_program(prod_config)
+    vm = recording.named("dc1-vm")
+    assert vm.inputs["initialization"]["userDataFileId"] == "local:snippets/rke2-worker-dc1-gpu-a-user-data.yaml"
+    assert recording.urn_of("dc1-cloud-init") in vm.dependencies
+    assert "initialization" not in vm.property_dependencies or not vm.property_dependencies["initialization"]
+
+
+def test_the_snippet_is_first_boot_only_and_deleted_before_it_is_ever_recreated(run_stack_program: Run, prod_config):
+    snippet = run_stack_program(prod_config).named("dc1-cloud-init")
+    assert snippet.ignore_changes == ["sourceRaw"]
+    assert snippet.delete_before_replace is True
 
 
 def _closure(recording: Recording, start: Registration) -> set[str]:
@@ -204,6 +230,7 @@ def test_every_domain_resource_is_parented_to_its_component(run_stack_program: R
         "dc2-node-ready",
         "dc2-node-labels",
         "dc2-node-taint",
+        "dc2-gpu-ready",
         "dc2-cuda-smoke-test",
     }
 

@@ -59,9 +59,10 @@ def test_preflight_fails_the_plan_naming_domain_node_and_what_was_found(
     assert not [r for r in monitor.recording.registrations if r.type.startswith(("proxmoxve:index", "gpu-pool"))]
 
 
-def test_preflight_host_check_refuses_a_card_not_bound_to_vfio(prod_config):
+def test_preflight_host_check_refuses_a_card_not_bound_to_vfio(prod_config, monkeypatch):
     from offline.runner import install_mocks, run_main, set_config, to_engine_config
 
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/1000/ssh-agent.socket")
     install_mocks("test", invoke=answering(host_check_stdout="nvidia\n24\n"))
     prod_config["gpu-pool:preflight"] = {"hostCheck": True}
     engine, secret_keys = to_engine_config(prod_config, {})
@@ -74,7 +75,7 @@ def test_preflight_can_be_disabled_and_says_so(run_stack_program: Run, prod_conf
     prod_config["gpu-pool:preflight"] = {"enabled": False}
     outputs = run_stack_program(prod_config).stack_outputs
     assert outputs["failureDomains"]["dc3"]["preflight"] == "skipped: gpu-pool:preflight.enabled is false"
-    assert not monitor.recording.invocations
+    assert not [i for i in monitor.recording.invocations if "getPci" in i.token]
 
 
 def test_offline_preview_reports_preflight_skipped_rather_than_passed(tmp_path):
@@ -85,5 +86,25 @@ def test_offline_preview_reports_preflight_skipped_rather_than_passed(tmp_path):
     assert main(["--stack", "prod", "--out", str(tmp_path), "--quiet"]) == 0
     outputs = json.loads((tmp_path / "plan.json").read_text())["outputs"]
     assert {d["preflight"] for d in outputs["failureDomains"].values()} == {
-        "skipped: the offline preview has no Proxmox API"
+        "skipped: the offline preview has no Proxmox API or cluster to ask"
     }
+
+
+def test_a_pcie_root_port_in_the_cards_iommu_group_is_accepted(run_stack_program: Run, prod_config, pci_tables):
+    # vfio-pci takes the endpoints of a group; bridges and root ports may share it (no ACS on the PEG port).
+    root_port = device("0000:00:01.0", "8086", "a70d", 14, subsystem="8086:7270", name="Raptor Lake PEG root port")
+    root_port["class"] = "0x060400"
+    pci_tables["pve-dc1"] = [*ms01_host(), root_port]
+    outputs = run_stack_program(prod_config).stack_outputs
+    assert outputs["failureDomains"]["dc1"]["preflight"].startswith("passed:")
+
+
+def test_another_endpoint_in_the_cards_iommu_group_still_fails_the_plan(
+    run_stack_program: Run, prod_config, pci_tables, monitor
+):
+    nic = device("0000:02:00.0", "8086", "125c", 14, subsystem="8086:0000", name="I226-V NIC")
+    nic["class"] = "0x020000"
+    pci_tables["pve-dc1"] = [*ms01_host(), nic]
+    with pytest.raises(pulumi.RunError, match=r"shares IOMMU group 14 with 0000:02:00.0 \(I226-V NIC\)"):
+        run_stack_program(prod_config)
+    assert [r.type for r in monitor.recording.registrations if not r.type.startswith("pulumi:providers:")] == []

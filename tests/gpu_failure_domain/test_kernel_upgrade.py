@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from offline.recording import Recording, reveal
+import pulumi
+import pytest
+
+from offline.recording import Recording, is_secret, reveal
 
 Run = Callable[..., Recording]
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
 
 
 def job(recording: Recording, domain: str) -> dict[str, Any]:
@@ -19,7 +23,9 @@ def test_no_kernel_upgrade_steps_without_a_pinned_kernel(run_stack_program: Run,
 
 
 def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only(run_stack_program: Run, prod_config):
-    prod_config["gpu-pool:failureDomains"][1]["kernel"] = "6.8.0-60-generic"
+    prod_config["gpu-pool:failureDomains"][1].update(
+        {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"]}
+    )
     recording = run_stack_program(prod_config)
     steps = [r for r in recording.registrations if "-kernel-" in r.name]
     assert {r.name for r in steps} == {
@@ -37,19 +43,55 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     assert waits_for("dc2-kernel-drain", "dc2-node-taint")
     assert waits_for("dc2-kernel-install", "dc2-kernel-drain")
     assert waits_for("dc2-kernel-driver-rebuild", "dc2-kernel-install")
-    assert waits_for("dc2-cuda-smoke-test", "dc2-kernel-driver-rebuild")
+    assert waits_for("dc2-gpu-ready", "dc2-kernel-driver-rebuild")
+    assert waits_for("dc2-cuda-smoke-test", "dc2-gpu-ready")
     assert waits_for("dc2-kernel-uncordon", "dc2-cuda-smoke-test")
     drain = recording.named("dc2-kernel-drain").inputs["create"]
     assert drain.index("cordon") < drain.index("drain") and "--ignore-daemonsets" in drain
     install = recording.named("dc2-kernel-install").inputs
-    assert reveal(install["connection"]) == {"host": "10.10.22.51", "user": "ubuntu"}
-    assert "linux-headers-6.8.0-60-generic" in install["create"] and "apt-mark hold" in install["create"]
-    rebuild = recording.named("dc2-kernel-driver-rebuild").inputs["create"]
-    assert "kernelVersion" in rebuild and "--field-selector spec.nodeName=rke2-worker-dc2-gpu-a" in rebuild
-    # The driver DaemonSet is OnDelete: `rollout status` would refuse it, so the new pod itself is awaited.
-    assert "rollout status" not in rebuild
-    assert rebuild.index("delete pod") < rebuild.index("wait --for=condition=Ready pod")
+    connection = reveal(install["connection"])
+    assert (connection["host"], connection["user"]) == ("10.10.22.51", "ubuntu")
+    assert "privateKey" not in connection  # the ssh-agent is used
+
+    assert "linux-image-6.8.0-60-generic" in install["create"] and "apt-mark hold" in install["create"]
+    # The driver container fetches its own headers from the archive; the host never needs them.
+    assert "linux-headers-6.8.0-60-generic" not in install["create"]
+    rebuild = recording.named("dc2-kernel-driver-rebuild").inputs["environment"]
+    assert (rebuild["GPU_POOL_STEP"], rebuild["KERNEL"]) == ("kernel-rebuild", "6.8.0-60-generic")
+    # Only a kernel change runs a step: any other change (say, a new gpu-pool version) runs a no-op update.
+    for step in steps:
+        assert step.inputs["update"] == "echo 'kernel 6.8.0-60-generic unchanged: nothing to do'", step.name
     assert "Advanced options for Ubuntu>Ubuntu, with Linux 6.8.0-60-generic" in install["create"]
     assert "linux-virtual" in install["create"].split("apt-mark hold", 1)[1]
     tolerations = job(recording, "dc2")["spec"]["template"]["spec"]["tolerations"]
     assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_a_pinned_kernel_without_an_ssh_key_on_the_vm_is_refused_at_preview(
+    run_stack_program: Run, prod_config, monitor
+):
+    prod_config["gpu-pool:failureDomains"][1]["kernel"] = "6.8.0-60-generic"
+    with pytest.raises(pulumi.RunError, match=r"failureDomains\[1\]\.kernel: .*no sshAuthorizedKeys"):
+        run_stack_program(prod_config)
+    assert monitor.recording.registrations == []
+
+
+def test_a_pinned_kernel_without_an_agent_or_a_private_key_is_refused_at_preview(
+    run_stack_program: Run, prod_config, monitor, monkeypatch
+):
+    prod_config["gpu-pool:proxmox"]["ssh"]["agent"] = False
+    prod_config["gpu-pool:failureDomains"][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]})
+    monkeypatch.delenv("SSH_AUTH_SOCK")
+    recording = None
+    with pytest.raises(pulumi.RunError, match=r"gpu-pool:sshPrivateKey"):
+        recording = run_stack_program(prod_config)
+    assert recording is None and monitor.recording.registrations == []
+
+
+def test_a_private_key_secret_reaches_the_kernel_install_as_a_secret(run_stack_program: Run, prod_config, monkeypatch):
+    prod_config["gpu-pool:proxmox"]["ssh"]["agent"] = False
+    prod_config["gpu-pool:failureDomains"][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]})
+    monkeypatch.delenv("SSH_AUTH_SOCK")
+    recording = run_stack_program(prod_config, {"sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----"})
+    connection = recording.named("dc2-kernel-install").inputs["connection"]
+    assert is_secret(connection) or is_secret(connection.get("privateKey"))

@@ -55,11 +55,29 @@ def test_smoke_test_runs_under_the_restricted_pod_security_standard(run_stack_pr
     assert container == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def test_smoke_test_waits_for_operator_policy_labels_and_taint(run_stack_program: Run, prod_config):
+def test_smoke_test_waits_for_its_node_to_be_gpu_ready_and_for_the_steering_policy(run_stack_program: Run, prod_config):
     recording = run_stack_program(prod_config)
-    deps = recording.named("dc1-cuda-smoke-test").dependencies
-    for name in ("gpu-platform-gpu-operator", "gpu-platform-gpu-steering-policy", "dc1-node-labels", "dc1-node-taint"):
-        assert recording.urn_of(name) in deps, name
+    job_deps = recording.named("dc1-cuda-smoke-test").dependencies
+    for name in ("dc1-gpu-ready", "gpu-platform-gpu-steering-policy", "gpu-platform-smoke-test-namespace"):
+        assert recording.urn_of(name) in job_deps, name
+    gate = recording.named("dc1-gpu-ready")
+    for name in ("gpu-platform-gpu-operator", "dc1-node-labels", "dc1-node-taint"):
+        assert recording.urn_of(name) in gate.dependencies, name
+    env = gate.inputs["environment"]
+    assert (env["GPU_POOL_STEP"], env["GPU_SLOTS"], env["DRIVER_VERSION"]) == ("gpu-ready", "4", "570.211.01")
+    # The Job's deadline starts after the gate, so the first driver build is not counted against it.
+    assert job(recording, "dc1")["spec"]["activeDeadlineSeconds"] == 600
+    assert env["TIMEOUT_MINUTES"] == "45"
+
+
+def test_a_driver_bump_reruns_the_gate_on_every_node_before_the_new_smoke_test(
+    run_stack_program: Run, prod_config, monitor
+):
+    before = run_stack_program(prod_config).named("dc2-gpu-ready").inputs["environment"]
+    monitor.recording.registrations.clear()
+    prod_config["gpu-pool:gpuOperator"]["driverVersion"] = "580.173.02"
+    after = run_stack_program(prod_config).named("dc2-gpu-ready").inputs["environment"]
+    assert before["DRIVER_VERSION"] != after["DRIVER_VERSION"] == "580.173.02"
 
 
 def _job_names(recording: Recording) -> dict[str, str]:
@@ -73,7 +91,9 @@ def test_smoke_test_name_changes_exactly_when_what_it_validates_changes(run_stac
     prod_config["gpu-pool:failureDomains"][0]["cores"] = 16
     assert _job_names(run_stack_program(prod_config)) == base
     monitor.recording.registrations.clear()
-    prod_config["gpu-pool:failureDomains"][0]["kernel"] = "6.8.0-60-generic"
+    prod_config["gpu-pool:failureDomains"][0].update(
+        {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"]}
+    )
     after_kernel = _job_names(run_stack_program(prod_config))
     assert after_kernel["dc1"] != base["dc1"] and after_kernel["dc2"] == base["dc2"]
     monitor.recording.registrations.clear()

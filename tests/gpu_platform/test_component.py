@@ -155,3 +155,26 @@ def test_a_custom_gpu_label_and_taint_reach_nodes_policy_operator_and_smoke_test
     assert {"key": "gpu.lab/dedicated", "operator": "Exists", "effect": "NoSchedule"} in operator_tolerations
     policy = yaml.safe_dump(recording.named(f"{P}-gpu-steering-policy").inputs)
     assert "gpu.lab/dedicated" in policy and "accelerator" in policy
+
+
+def _exporter_annotations(recording: Recording) -> dict[str, str]:
+    values = recording.named("gpu-platform-gpu-operator").inputs["values"]
+    return dict(values["dcgmExporter"]["annotations"])
+
+
+def test_a_changed_metrics_list_changes_the_exporter_pod_annotation_so_running_exporters_roll(
+    run_stack_program: Run, prod_config, monitor, monkeypatch
+):
+    # The operator mounts dcgm-metrics.csv with subPath, which never sees a ConfigMap edit: only a new pod
+    # template (the annotation) makes the exporters read the new list.
+    from components.gpu_platform import dcgm_metrics
+    from knowledge.dcgm_fields import EXTRA_FIELDS, DcgmField
+
+    recording = run_stack_program(prod_config)
+    csv = recording.named("gpu-platform-dcgm-metrics").inputs["data"]["dcgm-metrics.csv"]
+    before = _exporter_annotations(recording)
+    assert before == {"gpu-pool/dcgm-metrics-sha256": dcgm_metrics.metrics_digest(csv)}
+    monitor.recording.registrations.clear()
+    extra = DcgmField("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation.")
+    monkeypatch.setattr(dcgm_metrics, "EXTRA_FIELDS", (*EXTRA_FIELDS, extra))
+    assert _exporter_annotations(run_stack_program(prod_config)) != before

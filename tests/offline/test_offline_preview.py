@@ -26,8 +26,10 @@ def test_prod_preview_succeeds_and_writes_plan_manifests_and_graph(tmp_path: Pat
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert set(plan) == {"project", "stack", "resources", "outputs"}
     assert (plan["project"], plan["stack"]) == ("gpu-pool", "prod")
+    options = {"deleteBeforeReplace", "ignoreChanges", "replaceOnChanges"}
     for resource in plan["resources"]:
-        assert set(resource) == {"urn", "type", "name", "parent", "dependsOn", "protect", "inputs"}
+        assert {"urn", "type", "name", "parent", "dependsOn", "protect", "inputs"} <= set(resource)
+        assert set(resource) - {"urn", "type", "name", "parent", "dependsOn", "protect", "inputs"} <= options
     assert plan["outputs"]["schedulableGpuSlots"] == 9
     assert any(p.name.startswith("node-rke2-worker-dc1-gpu-a") for p in (tmp_path / "manifests").iterdir())
     assert (tmp_path / "graph.mmd").read_text().startswith("flowchart")
@@ -46,8 +48,9 @@ def test_plan_json_carries_the_operator_release_values_as_helm_would_get_them(tm
 def test_unknown_values_are_shown_as_computed(tmp_path: Path) -> None:
     preview(tmp_path)
     plan = json.loads((tmp_path / "plan.json").read_text())
-    vm = next(r for r in plan["resources"] if r["name"] == "dc1-vm")
-    assert vm["inputs"]["initialization"]["userDataFileId"] == "<computed>"
+    ready = next(r for r in plan["resources"] if r["name"] == "dc1-node-ready")
+    # The VM's id is only known once it exists.
+    assert ready["inputs"]["triggers"][0] == "<computed>"
 
 
 def test_two_previews_of_the_same_config_write_byte_identical_files(tmp_path: Path) -> None:

@@ -1,0 +1,422 @@
+"""gpu-pool's steps on one GPU worker, run by pulumi-command as `python3 -c <this file>` where `pulumi up` runs.
+
+Standard library only. `GPU_POOL_STEP` picks the step:
+
+- `node-ready`: wait until the node has registered with RKE2 and is Ready.
+- `gpu-ready`: wait until the node advertises the GPU slots its sharing profile promises, the operator's
+  driver upgrade on it is done, and its driver pod runs the pinned driver (the smoke test starts after it).
+- `power-cycle`: apply the VM's pending Proxmox changes (q35, hostpci, cores, memory...) or a moved card with a
+  full stop and start, never a guest reboot, with the node drained first and uncordoned once Ready again.
+- `kernel-rebuild`: wait until the node is back on the pinned kernel, then rebuild the driver on it.
+
+Every wait prints a line at least once a minute with what it is waiting for and the last error kubectl gave,
+and its timeout names the likeliest cause from that error.
+
+Environment: GPU_POOL_STEP, NODE_NAME, KUBECTL (JSON argv prefix, e.g. ["kubectl", "--context", "lab"]),
+TIMEOUT_MINUTES; gpu-ready: GPU_SLOTS, DRIVER_VERSION, OPERATOR_NAMESPACE; kernel-rebuild: KERNEL,
+OPERATOR_NAMESPACE; power-cycle: PROXMOX_ENDPOINT, PROXMOX_NODE, PROXMOX_VMID, PROXMOX_INSECURE, PROXMOX_API_TOKEN
+or PROXMOX_ROOT_PASSWORD, MAPPED_DEVICE, and PULUMI_COMMAND_STDOUT (what the previous run printed).
+GPU_POOL_POLL_SECONDS and GPU_POOL_PROGRESS_SECONDS tune the pace (10 and 60).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+DRIVER_PODS = "app=nvidia-driver-daemonset"
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+GPU_RESOURCE = "nvidia.com/gpu"
+APPLIED_DEVICE = "applied-device: "
+
+
+class StepFailed(Exception):
+    pass
+
+
+def env(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None:
+        raise StepFailed(f"{name} is not set")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- kubectl
+
+
+class Kubectl:
+    def __init__(self, prefix: list[str]) -> None:
+        self.prefix = prefix
+        self.last_error = ""
+
+    def run(self, *args: str, timeout: int = 120) -> tuple[int, str]:
+        try:
+            done = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout, check=False)
+        except FileNotFoundError:
+            raise StepFailed(f"{self.prefix[0]} not found: install kubectl on the machine that runs pulumi") from None
+        except subprocess.TimeoutExpired:
+            self.last_error = f"kubectl {' '.join(args)} did not answer within {timeout} s"
+            return 1, ""
+        if done.returncode != 0:
+            text = (done.stderr or done.stdout).strip()
+            self.last_error = text.splitlines()[-1] if text else f"exit {done.returncode}"
+        return done.returncode, done.stdout
+
+    def json(self, *args: str) -> Any | None:
+        code, out = self.run(*args, "-o", "json")
+        if code != 0:
+            return None
+        try:
+            return json.loads(out)
+        except ValueError:
+            self.last_error = f"kubectl printed no JSON: {out[:200]!r}"
+            return None
+
+    def must(self, *args: str, timeout: int = 120) -> str:
+        code, out = self.run(*args, timeout=timeout)
+        if code != 0:
+            raise StepFailed(f"kubectl {' '.join(args)} failed: {self.last_error}")
+        return out
+
+
+def likely_cause(error: str, otherwise: str) -> str:
+    """From kubectl's own last message, what is most probably wrong."""
+    text = error.lower()
+    if "no such file" in text and ("kubeconfig" in text or "stat " in text):
+        return "the kubeconfig file does not exist: check gpu-pool:kubernetes.kubeconfig"
+    if any(sign in text for sign in ("unable to connect", "connection refused", "no such host", "i/o timeout")):
+        return "kubectl cannot reach the API server: check gpu-pool:kubernetes (kubeconfig, context) and the network"
+    if any(sign in text for sign in ("unauthorized", "forbidden", "certificate")):
+        return "the API server refuses the kubeconfig's credentials: check gpu-pool:kubernetes.context and its user"
+    if "context" in text and "does not exist" in text:
+        return "the kubeconfig has no such context: check gpu-pool:kubernetes.context"
+    return otherwise
+
+
+class Waiter:
+    """Polls `check` until it says done; a line at least every progress interval; a timeout with a cause."""
+
+    def __init__(self, what: str, minutes: float, kubectl: Kubectl) -> None:
+        self.what = what
+        self.deadline = time.monotonic() + minutes * 60
+        self.minutes = minutes
+        self.kubectl = kubectl
+        self.poll = float(os.environ.get("GPU_POOL_POLL_SECONDS", "10"))
+        self.progress = float(os.environ.get("GPU_POOL_PROGRESS_SECONDS", "60"))
+
+    def until(self, check: Callable[[], tuple[bool, str, str]]) -> None:
+        """`check` returns (done, what it sees now, the likeliest cause if it never gets done)."""
+        started = time.monotonic()
+        last_report = started
+        print(f"waiting for {self.what} (up to {self.minutes:g} min)", flush=True)
+        while True:
+            self.kubectl.last_error = ""
+            done, status, cause = check()
+            if done:
+                print(f"done: {self.what} ({status}) after {time.monotonic() - started:.0f} s", flush=True)
+                return
+            now = time.monotonic()
+            error = self.kubectl.last_error
+            if now >= self.deadline:
+                seen = f"; last error from kubectl: {error}" if error else ""
+                raise StepFailed(
+                    f"timed out after {self.minutes:g} min waiting for {self.what}. Last seen: {status}{seen}. "
+                    f"Likeliest cause: {likely_cause(error, cause)}"
+                )
+            if now - last_report >= self.progress:
+                seen = f" (kubectl: {error})" if error else ""
+                print(f"still waiting for {self.what}, {now - started:.0f} s: {status}{seen}", flush=True)
+                last_report = now
+            time.sleep(self.poll)
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def boot_id(node: dict[str, Any] | None) -> str:
+    return str(((node or {}).get("status") or {}).get("nodeInfo", {}).get("bootID") or "")
+
+
+# ---------------------------------------------------------------------------------------------------- steps
+
+
+def step_node_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
+    def check() -> tuple[bool, str, str]:
+        node = kubectl.json("get", "node", name)
+        if node is None:
+            return (
+                False,
+                "not registered",
+                (
+                    "the node never registered with RKE2: check cloud-init and the agent on the VM "
+                    "(/var/log/cloud-init-output.log, journalctl -u rke2-agent), the join token and "
+                    "gpu-pool:rke2.serverUrl"
+                ),
+            )
+        if not node_ready(node):
+            return (
+                False,
+                "registered, not Ready",
+                (
+                    f"the node registered but the kubelet is not Ready: kubectl describe node {name} "
+                    "(CNI, disk pressure, kubelet)"
+                ),
+            )
+        return True, "Ready", ""
+
+    Waiter(f"node {name} to register and be Ready", minutes, kubectl).until(check)
+
+
+def driver_log_command(namespace: str, node: str) -> str:
+    return f"kubectl -n {namespace} logs -l {DRIVER_PODS} --field-selector spec.nodeName={node} -c nvidia-driver-ctr"
+
+
+def _driver_pods(kubectl: Kubectl, namespace: str, node: str) -> list[dict[str, Any]]:
+    found = kubectl.json("-n", namespace, "get", "pods", "-l", DRIVER_PODS, "--field-selector", f"spec.nodeName={node}")
+    return list((found or {}).get("items") or [])
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
+    slots = int(env("GPU_SLOTS"))
+    driver = env("DRIVER_VERSION")
+    namespace = env("OPERATOR_NAMESPACE")
+
+    def check() -> tuple[bool, str, str]:
+        node = kubectl.json("get", "node", name)
+        if node is None:
+            return False, "node not found", f"node {name} is gone"
+        state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
+        if state == "upgrade-failed":
+            raise StepFailed(
+                f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
+                + driver_log_command(namespace, name)
+            )
+        pods = _driver_pods(kubectl, namespace, name)
+        images = [c.get("image", "") for p in pods for c in (p.get("spec") or {}).get("containers") or []]
+        on_version = any(f":{driver}" in image for image in images)
+        ready = any(_pod_ready(p) for p in pods)
+        allocatable = str((node.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, "0"))
+        status = (
+            f"allocatable {GPU_RESOURCE}={allocatable}/{slots}, driver pod "
+            f"{'Ready' if ready else 'not Ready' if pods else 'missing'}"
+            f"{'' if on_version or not pods else ' on another driver'}, upgrade state {state or 'none'}"
+        )
+        if not pods:
+            return (
+                False,
+                status,
+                (
+                    f"no driver pod on {name}: is the node labelled for the operator (nvidia.com/gpu.deploy.driver) "
+                    f"and does NFD see the card? kubectl -n {namespace} get pods -o wide"
+                ),
+            )
+        if not on_version:
+            return (
+                False,
+                status,
+                f"the driver pod on {name} still runs another driver; the operator upgrades one node at a time",
+            )
+        if state not in ("", "upgrade-done"):
+            return False, status, f"the operator's driver upgrade on {name} is still at {state}"
+        if not ready:
+            return (
+                False,
+                status,
+                (
+                    "the driver pod is not Ready (the first build compiles nvidia.ko): "
+                    + driver_log_command(namespace, name)
+                ),
+            )
+        if allocatable != str(slots):
+            return (
+                False,
+                status,
+                (
+                    f"the device plugin advertises {allocatable} of {slots} GPUs: debug from the driver up "
+                    f"(toolkit, then device plugin): kubectl -n {namespace} get pods -o wide "
+                    f"--field-selector spec.nodeName={name}"
+                ),
+            )
+        return True, status, ""
+
+    Waiter(f"{name} to advertise {slots} {GPU_RESOURCE} on driver {driver}", minutes, kubectl).until(check)
+
+
+def step_kernel_rebuild(kubectl: Kubectl, name: str, minutes: float) -> None:
+    kernel = env("KERNEL")
+    namespace = env("OPERATOR_NAMESPACE")
+
+    def back_on_kernel() -> tuple[bool, str, str]:
+        node = kubectl.json("get", "node", name)
+        running = str(((node or {}).get("status") or {}).get("nodeInfo", {}).get("kernelVersion") or "unknown")
+        if node is None or running != kernel or not node_ready(node):
+            return (
+                False,
+                f"kernel {running}, {'Ready' if node and node_ready(node) else 'not Ready'}",
+                (f"the VM did not boot kernel {kernel}: check /etc/default/grub.d/99-gpu-pool-kernel.cfg on the VM"),
+            )
+        return True, f"kernel {running}, Ready", ""
+
+    Waiter(f"{name} to come back Ready on kernel {kernel}", minutes, kubectl).until(back_on_kernel)
+    # Only this node's driver pod: the others keep serving. The driver DaemonSet is OnDelete, so `rollout
+    # status` cannot follow it: delete the pod and wait for its replacement on this node to be Ready.
+    kubectl.must(
+        "-n",
+        namespace,
+        "delete",
+        "pod",
+        "-l",
+        DRIVER_PODS,
+        "--field-selector",
+        f"spec.nodeName={name}",
+        "--wait=true",
+        timeout=600,
+    )
+
+    def rebuilt() -> tuple[bool, str, str]:
+        pods = _driver_pods(kubectl, namespace, name)
+        if not pods:
+            return False, "no driver pod yet", "the driver DaemonSet did not recreate its pod on this node"
+        if not any(_pod_ready(p) for p in pods):
+            return (
+                False,
+                "driver pod not Ready",
+                (
+                    f"the driver did not build for {kernel} (does the Ubuntu archive still serve its headers?): "
+                    + driver_log_command(namespace, name)
+                ),
+            )
+        return True, "driver pod Ready", ""
+
+    Waiter(f"the driver on {name} to rebuild for kernel {kernel}", minutes, kubectl).until(rebuilt)
+
+
+# ---------------------------------------------------------------------------------------------------- Proxmox
+
+
+class Proxmox:
+    def __init__(self, endpoint: str, insecure: bool) -> None:
+        self.base = endpoint.rstrip("/") + "/api2/json"
+        self.context = ssl._create_unverified_context() if insecure else ssl.create_default_context()
+        self.headers: dict[str, str] = {}
+
+    def login(self, token: str | None, password: str | None) -> None:
+        if token:
+            self.headers["Authorization"] = f"PVEAPIToken={token}"
+            return
+        data = self.call("POST", "/access/ticket", {"username": "root@pam", "password": password or ""})
+        self.headers["Cookie"] = f"PVEAuthCookie={data['ticket']}"
+        self.headers["CSRFPreventionToken"] = data["CSRFPreventionToken"]
+
+    def call(self, method: str, path: str, form: dict[str, str] | None = None) -> Any:
+        body = urllib.parse.urlencode(form).encode() if form is not None else None
+        request = urllib.request.Request(self.base + path, data=body, method=method, headers=self.headers)
+        with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
+            return json.load(response)["data"]
+
+    def wait_status(self, vm: str, status: str, seconds: int) -> bool:
+        deadline = time.monotonic() + seconds
+        poll = float(os.environ.get("GPU_POOL_POLL_SECONDS", "3"))
+        while time.monotonic() < deadline:
+            if self.call("GET", f"{vm}/status/current")["status"] == status:
+                return True
+            time.sleep(poll)
+        return False
+
+
+def pending_keys(pending: list[dict[str, Any]]) -> list[str]:
+    """Keys of `GET /nodes/{node}/qemu/{vmid}/pending` entries that wait for the VM's next cold start."""
+    return sorted(str(e["key"]) for e in pending if "key" in e and ("pending" in e or e.get("delete")))
+
+
+def previous_device(previous_stdout: str) -> str | None:
+    for line in previous_stdout.splitlines():
+        if line.startswith(APPLIED_DEVICE):
+            return line[len(APPLIED_DEVICE) :]
+    return None
+
+
+def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
+    vmid = env("PROXMOX_VMID")
+    device = env("MAPPED_DEVICE", "")
+    api = Proxmox(env("PROXMOX_ENDPOINT"), env("PROXMOX_INSECURE", "false") == "true")
+    api.login(os.environ.get("PROXMOX_API_TOKEN"), os.environ.get("PROXMOX_ROOT_PASSWORD"))
+    vm = f"/nodes/{env('PROXMOX_NODE')}/qemu/{vmid}"
+    keys = pending_keys(api.call("GET", f"{vm}/pending"))
+    before = previous_device(os.environ.get("PULUMI_COMMAND_STDOUT", ""))
+    # A mapping that now points at another slot changes nothing in the VM's config: only a cold start hands
+    # the guest the new device, so a changed mapping counts as pending too.
+    moved = before is not None and before != device
+    reasons = keys + (["the mapped PCI device"] if moved else [])
+    if not reasons:
+        print(f"VM {vmid}: nothing pending, no power cycle")
+        print(APPLIED_DEVICE + device)
+        return
+    print(f"VM {vmid}: {', '.join(reasons)} changed; drain, full power cycle (stop, then start), uncordon")
+    node = kubectl.json("get", "node", name)
+    was_cordoned = bool(((node or {}).get("spec") or {}).get("unschedulable"))
+    if node is not None:
+        # Never an undrained reboot: GPU pods are evicted (their PodDisruptionBudgets respected) first.
+        kubectl.must("drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=15m", timeout=1000)
+    else:
+        print(f"node {name} is not registered: nothing to drain")
+    api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
+    if not api.wait_status(vm, "stopped", 240):
+        raise StepFailed(f"VM {vmid} did not stop within 240 s (node {name} stays cordoned)")
+    api.call("POST", f"{vm}/status/start")
+    if not api.wait_status(vm, "running", 180):
+        raise StepFailed(f"VM {vmid} did not start within 180 s (node {name} stays cordoned)")
+    if node is not None:
+        old_boot = boot_id(node)
+
+        def rebooted() -> tuple[bool, str, str]:
+            now = kubectl.json("get", "node", name)
+            if now is None or boot_id(now) == old_boot or not node_ready(now):
+                return False, "not back yet", f"the VM started but {name} did not come back Ready: check the VM console"
+            return True, "Ready after the power cycle", ""
+
+        Waiter(f"{name} to come back Ready after the power cycle", minutes, kubectl).until(rebooted)
+        if not was_cordoned:
+            kubectl.must("uncordon", name)
+        else:
+            print(f"node {name} was cordoned before the power cycle: left cordoned")
+    print(APPLIED_DEVICE + device)
+
+
+STEPS: dict[str, Callable[[Kubectl, str, float], None]] = {
+    "node-ready": step_node_ready,
+    "gpu-ready": step_gpu_ready,
+    "power-cycle": step_power_cycle,
+    "kernel-rebuild": step_kernel_rebuild,
+}
+
+
+def main() -> int:
+    try:
+        step = STEPS.get(env("GPU_POOL_STEP"))
+        if step is None:
+            raise StepFailed(f"unknown GPU_POOL_STEP {os.environ['GPU_POOL_STEP']!r}; one of {', '.join(STEPS)}")
+        step(Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))), env("NODE_NAME"), float(env("TIMEOUT_MINUTES", "30")))
+    except StepFailed as error:
+        print(f"gpu-pool: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

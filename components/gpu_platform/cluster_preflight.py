@@ -1,0 +1,100 @@
+"""Cluster preflight: the CRDs the enabled features create objects of exist, checked with kubectl at preview.
+
+Without them the plan fails late: a PrometheusRule or a Kyverno ClusterPolicy is refused during `up`, and a
+ServiceMonitor the operator cannot create leaves the ClusterPolicy notReady for good ("Install Prometheus and
+necessary CRDs", gpu-operator controllers/object_controls.go).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import NamedTuple
+
+from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
+from config.stack import StackConfig
+
+CRD_LISTED = "customresourcedefinition.apiextensions.k8s.io/"
+EXIT_MARK = "kubectl-exit="
+
+
+class NeededCrd(NamedTuple):
+    name: str
+    why: str
+    fix: str
+
+
+def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
+    needed: list[NeededCrd] = []
+    monitoring = "install the Prometheus Operator (Rancher Monitoring, kube-prometheus-stack)"
+    if cfg.monitoring.service_monitor:
+        needed.append(
+            NeededCrd(
+                "servicemonitors.monitoring.coreos.com",
+                "gpu-pool:monitoring.serviceMonitor is true (the GPU Operator creates the DCGM exporter's "
+                "ServiceMonitor, and stays notReady without the CRD)",
+                f"{monitoring}, or set gpu-pool:monitoring.serviceMonitor and alertsEnabled to false",
+            )
+        )
+    if cfg.monitoring.alerts_enabled:
+        needed.append(
+            NeededCrd(
+                "prometheusrules.monitoring.coreos.com",
+                "gpu-pool:monitoring.alertsEnabled is true (the GPU alerts are a PrometheusRule)",
+                f"{monitoring}, or set gpu-pool:monitoring.alertsEnabled to false",
+            )
+        )
+    if cfg.kyverno.enabled or cfg.gpu_quotas.selectors:
+        why = " and ".join(
+            reason
+            for flag, reason in (
+                (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the GPU steering policy)"),
+                (bool(cfg.gpu_quotas.selectors), "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)"),
+            )
+            if flag
+        )
+        needed.append(
+            NeededCrd(
+                "clusterpolicies.kyverno.io",
+                why,
+                "install Kyverno (1.13 or newer), or set gpu-pool:kyverno.enabled to false and drop "
+                "gpu-pool:gpuQuotas.selectors",
+            )
+        )
+    return needed
+
+
+def crd_check_command(kubectl: str, crds: list[NeededCrd]) -> str:
+    """Read-only, and exits 0 whatever happens, so the answer (or kubectl's error) always comes back."""
+    names = " ".join(shlex.quote(crd.name) for crd in crds)
+    return f"{kubectl} get crd {names} --ignore-not-found -o name 2>&1; echo {EXIT_MARK}$?"
+
+
+def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    exit_code = next((line[len(EXIT_MARK) :] for line in lines if line.startswith(EXIT_MARK)), "?")
+    if exit_code != "0":
+        said = "; ".join(line for line in lines if not line.startswith(EXIT_MARK)) or "nothing"
+        return [
+            f"gpu-pool:kubernetes: kubectl could not list the cluster's CRDs (exit {exit_code}: {said}); check "
+            "gpu-pool:kubernetes.kubeconfig and context, or set gpu-pool:preflight.clusterCheck to false"
+        ]
+    present = {line[len(CRD_LISTED) :] for line in lines if line.startswith(CRD_LISTED)}
+    return [f"the cluster has no {crd.name} CRD, but {crd.why}: {crd.fix}" for crd in crds if crd.name not in present]
+
+
+def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> str:
+    """Ask the cluster for the CRDs the stack needs (a read-only kubectl run at preview). Raises PreflightError."""
+    import pulumi_command as command
+
+    crds = needed_crds(cfg)
+    if offline:
+        return SKIPPED_OFFLINE
+    if not cfg.preflight.cluster_check:
+        return "skipped: gpu-pool:preflight.clusterCheck is false"
+    if not crds:
+        return "passed: no CRD needed"
+    ran = command.local.run(command=crd_check_command(kubectl, crds))
+    problems = crd_problems(crds, ran.stdout)
+    if problems:
+        raise PreflightError(problems)
+    return "passed: " + ", ".join(crd.name for crd in crds)

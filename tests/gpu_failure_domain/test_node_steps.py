@@ -1,0 +1,237 @@
+"""The steps on a GPU worker, run for real (`python3 -c <script>`) against a stand-in kubectl and a loopback
+Proxmox API: never an undrained reboot, waits that say what they see, timeouts that name the likeliest cause."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.gpu_failure_domain.node_steps_script import pending_keys
+from tests.gpu_failure_domain.node_steps_harness import Harness, driver_pods, node
+
+NODE = "rke2-worker-dc1-gpu-a"
+VM = "/api2/json/nodes/pve-dc1/qemu/4101"
+DEVICE = json.dumps([{"id": "10de:25b0", "path": "0000:01:00"}])
+MOVED = json.dumps([{"id": "10de:25b0", "path": "0000:02:00"}])
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    return Harness(tmp_path)
+
+
+def power_cycle_env(endpoint: str, previous: str = "", device: str = DEVICE) -> dict[str, str]:
+    return {
+        "PROXMOX_ENDPOINT": endpoint,
+        "PROXMOX_NODE": "pve-dc1",
+        "PROXMOX_VMID": "4101",
+        "PROXMOX_API_TOKEN": "pulumi@pve!gpu-pool=abc",
+        "PROXMOX_INSECURE": "false",
+        "MAPPED_DEVICE": device,
+        "PULUMI_COMMAND_STDOUT": previous,
+    }
+
+
+def applied(device: str) -> str:
+    return f"applied-device: {device}\n"
+
+
+# --- what counts as pending ---------------------------------------------------------------------------------
+
+
+def test_a_pending_value_or_a_pending_delete_waits_for_a_cold_start() -> None:
+    pending: list[dict[str, Any]] = [
+        {"key": "hostpci0", "value": "mapping=gpu-dc1,pcie=1", "pending": "mapping=gpu-dc1,pcie=1,rombar=1"},
+        {"key": "cores", "value": 8, "pending": 12},
+        {"key": "hostpci1", "value": "mapping=x", "delete": 1},
+        {"key": "memory", "value": 16384},
+    ]
+    assert pending_keys(pending) == ["cores", "hostpci0", "hostpci1"]
+
+
+# --- power cycle: drained, and only when something waits for it --------------------------------------------
+
+
+def test_a_pending_change_drains_the_node_before_the_shutdown_and_uncordons_it_once_back(harness: Harness) -> None:
+    harness.scenario({"node": [node(boot="boot-1"), node(ready=False, boot="boot-1"), node(boot="boot-2")]})
+    with harness.proxmox([{"key": "hostpci0", "value": "x", "pending": "mapping=gpu-dc1,pcie=1"}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint))
+    assert result.returncode == 0, result.stderr
+    journal = [line for line in harness.journal.lines() if "get node" not in line]
+    assert journal == [
+        f"proxmox GET {VM}/pending",
+        f"kubectl --context lab drain {NODE} --ignore-daemonsets --delete-emptydir-data --timeout=15m",
+        f"proxmox POST {VM}/status/shutdown",
+        f"proxmox POST {VM}/status/start",
+        f"kubectl --context lab uncordon {NODE}",
+    ]
+    assert api.auth == {"PVEAPIToken=pulumi@pve!gpu-pool=abc"}
+    assert "hostpci0 changed; drain, full power cycle" in result.stdout
+    assert result.stdout.endswith(applied(DEVICE))
+
+
+def test_the_vm_is_never_rebooted_through_the_guest(harness: Harness) -> None:
+    from components.gpu_failure_domain.node_steps import node_steps_script
+
+    script = node_steps_script()
+    assert script.index("/status/shutdown") < script.index("/status/start")
+    assert "/status/reboot" not in script
+
+
+def test_nothing_pending_and_the_same_card_leaves_the_node_alone(harness: Harness) -> None:
+    harness.scenario({"node": [node()]})
+    with harness.proxmox([{"key": "memory", "value": 16384}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint, previous=applied(DEVICE)))
+    assert result.returncode == 0, result.stderr
+    assert harness.journal.lines() == [f"proxmox GET {VM}/pending"]
+    assert result.stdout.endswith(applied(DEVICE))
+
+
+def test_a_card_moved_to_another_slot_power_cycles_although_the_vm_config_is_unchanged(harness: Harness) -> None:
+    harness.scenario({"node": [node(boot="boot-1"), node(boot="boot-2")]})
+    with harness.proxmox([]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint, previous=applied(DEVICE), device=MOVED))
+    assert result.returncode == 0, result.stderr
+    assert "the mapped PCI device changed" in result.stdout
+    assert f"proxmox POST {VM}/status/shutdown" in harness.journal.lines()
+    assert result.stdout.endswith(applied(MOVED))
+
+
+def test_the_first_run_after_the_vm_is_created_does_not_cycle_it(harness: Harness) -> None:
+    with harness.proxmox([]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint, previous=""))
+    assert result.returncode == 0, result.stderr
+    assert not [line for line in harness.journal.lines() if "status/" in line]
+
+
+def test_a_failed_drain_stops_the_step_before_the_vm_is_touched(harness: Harness) -> None:
+    harness.scenario({"node": [node()]}, fail=["drain"])
+    with harness.proxmox([{"key": "cores", "value": 8, "pending": 12}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint))
+    assert result.returncode == 1
+    assert "drain" in result.stderr
+    assert not [line for line in harness.journal.lines() if "status/" in line]
+
+
+def test_a_node_the_admin_had_cordoned_stays_cordoned_after_the_cycle(harness: Harness) -> None:
+    harness.scenario({"node": [node(unschedulable=True, boot="boot-1"), node(unschedulable=True, boot="boot-2")]})
+    with harness.proxmox([{"key": "machine", "value": "pc", "pending": "q35"}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint))
+    assert result.returncode == 0, result.stderr
+    assert not [line for line in harness.journal.lines() if "uncordon" in line]
+    assert "left cordoned" in result.stdout
+
+
+def test_a_vm_whose_node_never_registered_is_cycled_without_a_drain(harness: Harness) -> None:
+    harness.scenario({})
+    with harness.proxmox([{"key": "hostpci0", "value": "x", "pending": "y"}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint))
+    assert result.returncode == 0, result.stderr
+    assert not [line for line in harness.journal.lines() if " drain " in line or "uncordon" in line]
+    assert f"proxmox POST {VM}/status/start" in harness.journal.lines()
+
+
+# --- waits that talk ----------------------------------------------------------------------------------------
+
+
+def test_node_ready_waits_for_registration_then_readiness_and_reports_progress(harness: Harness) -> None:
+    harness.scenario({"node": [{"error": "Error from server (NotFound): nodes not found"}, node(ready=False), node()]})
+    result = harness.run("node-ready", TIMEOUT_MINUTES="5")
+    assert result.returncode == 0, result.stderr
+    assert "still waiting for node rke2-worker-dc1-gpu-a to register and be Ready" in result.stdout
+    assert "(kubectl: Error from server (NotFound): nodes not found)" in result.stdout
+    assert "done: node rke2-worker-dc1-gpu-a to register and be Ready" in result.stdout
+
+
+def test_a_node_ready_timeout_blames_the_api_server_when_kubectl_cannot_reach_it(harness: Harness) -> None:
+    harness.scenario(
+        {"node": [{"error": "Unable to connect to the server: dial tcp 10.0.0.1:6443: connect: connection refused"}]}
+    )
+    result = harness.run("node-ready")
+    assert result.returncode == 1
+    assert "timed out after 0.02 min waiting for node rke2-worker-dc1-gpu-a to register and be Ready" in result.stderr
+    assert "connection refused" in result.stderr
+    assert "Likeliest cause: kubectl cannot reach the API server" in result.stderr
+
+
+def test_a_node_ready_timeout_blames_cloud_init_when_the_node_never_registered(harness: Harness) -> None:
+    harness.scenario({})
+    result = harness.run("node-ready")
+    assert result.returncode == 1
+    assert "Likeliest cause: the node never registered with RKE2" in result.stderr
+
+
+def gpu_env(slots: str = "4") -> dict[str, str]:
+    return {"GPU_SLOTS": slots, "DRIVER_VERSION": "570.211.01", "OPERATOR_NAMESPACE": "gpu-operator"}
+
+
+def test_gpu_ready_waits_for_the_profiles_slots_on_the_pinned_driver(harness: Harness) -> None:
+    harness.scenario(
+        {
+            "node": [node(gpus="0"), node(gpus="1"), node(gpus="4")],
+            "driver-pods": [driver_pods(ready=False), driver_pods()],
+        }
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="5", **gpu_env())
+    assert result.returncode == 0, result.stderr
+    assert "allocatable nvidia.com/gpu=0/4, driver pod not Ready" in result.stdout
+    assert "done: rke2-worker-dc1-gpu-a to advertise 4 nvidia.com/gpu on driver 570.211.01" in result.stdout
+
+
+def test_gpu_ready_keeps_waiting_while_the_node_runs_the_old_driver(harness: Harness) -> None:
+    harness.scenario({"node": [node(gpus="4")], "driver-pods": [driver_pods(version="570.172.08")]})
+    result = harness.run("gpu-ready", **gpu_env())
+    assert result.returncode == 1
+    assert "on another driver" in result.stderr
+    assert "the operator upgrades one node at a time" in result.stderr
+
+
+def test_gpu_ready_waits_until_the_operators_driver_upgrade_is_done(harness: Harness) -> None:
+    upgrading = {"nvidia.com/gpu-driver-upgrade-state": "pod-restart-required"}
+    harness.scenario({"node": [node(gpus="4", labels=upgrading)], "driver-pods": [driver_pods()]})
+    result = harness.run("gpu-ready", **gpu_env())
+    assert result.returncode == 1
+    assert "driver upgrade on rke2-worker-dc1-gpu-a is still at pod-restart-required" in result.stderr
+
+
+def test_gpu_ready_fails_at_once_when_the_operators_driver_upgrade_failed(harness: Harness) -> None:
+    failed = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}
+    harness.scenario({"node": [node(gpus="4", labels=failed)], "driver-pods": [driver_pods()]})
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="60", **gpu_env())
+    assert result.returncode == 1
+    assert "upgrade-failed" in result.stderr and "logs -l app=nvidia-driver-daemonset" in result.stderr
+
+
+def test_gpu_ready_names_the_device_plugin_when_the_driver_is_fine_but_the_slots_are_missing(harness: Harness) -> None:
+    harness.scenario({"node": [node(gpus="1")], "driver-pods": [driver_pods()]})
+    result = harness.run("gpu-ready", **gpu_env())
+    assert result.returncode == 1
+    assert "the device plugin advertises 1 of 4 GPUs: debug from the driver up" in result.stderr
+
+
+def test_kernel_rebuild_waits_for_the_new_kernel_then_replaces_only_this_nodes_driver_pod(harness: Harness) -> None:
+    harness.scenario(
+        {
+            "node": [node(kernel="6.8.0-51-generic"), node(kernel="6.8.0-60-generic")],
+            "driver-pods": [driver_pods(ready=False), driver_pods()],
+        }
+    )
+    result = harness.run(
+        "kernel-rebuild", TIMEOUT_MINUTES="5", KERNEL="6.8.0-60-generic", OPERATOR_NAMESPACE="gpu-operator"
+    )
+    assert result.returncode == 0, result.stderr
+    delete = [line for line in harness.journal.lines() if " delete " in line]
+    assert delete == [
+        "kubectl --context lab -n gpu-operator delete pod -l app=nvidia-driver-daemonset "
+        f"--field-selector spec.nodeName={NODE} --wait=true"
+    ]
+    assert "done: the driver on rke2-worker-dc1-gpu-a to rebuild for kernel 6.8.0-60-generic" in result.stdout
+
+
+def test_an_unknown_step_is_refused_by_name(harness: Harness) -> None:
+    result = harness.run("reboot-now")
+    assert result.returncode == 1
+    assert "unknown GPU_POOL_STEP 'reboot-now'" in result.stderr
