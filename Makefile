@@ -17,7 +17,7 @@ ARGS ?=
 # Contract tests read upstream reference data from here; CI sets it explicitly.
 export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
 
-.PHONY: preview test lint bench clean
+.PHONY: preview diff test lint bench clean
 
 $(UV):
 	python3 -m venv $(TOOLS)
@@ -29,6 +29,13 @@ $(UV):
 
 preview: .venv/.synced
 	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
+
+# What a config change will do: make diff STACK=prod BEFORE=path/to/earlier/Pulumi.prod.yaml [AFTER=...]
+BEFORE ?=
+AFTER ?=
+diff: .venv/.synced
+	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
+	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) --out $(OUT) $(ARGS)
 
 lint: .venv/.synced
 	$(UV) run --no-sync ruff check .

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -33,9 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out: Path = args.out or Path("build") / args.stack
     secrets = dict(args.secret)
-    # The program skips the Proxmox host preflight offline and reports it as skipped, not passed.
-    previous = os.environ.get("GPU_POOL_OFFLINE")
-    os.environ["GPU_POOL_OFFLINE"] = "1"
     try:
         config = read_stack_file(args.stack, args.stack_dir) if args.stack_dir else None
         recording = run_stack(args.stack, config=config, secrets=secrets)
@@ -51,11 +47,6 @@ def main(argv: list[str] | None = None) -> int:
         # Raised by __main__.py with the validation messages already formatted, as `pulumi preview` shows them.
         print(str(error), file=sys.stderr)
         return 1
-    finally:
-        if previous is None:
-            os.environ.pop("GPU_POOL_OFFLINE", None)
-        else:
-            os.environ["GPU_POOL_OFFLINE"] = previous
     document = write_all(recording, out, PROJECT, args.stack, secrets.values())
     if not args.quiet:
         print(tree(recording, secrets.values()), end="")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import runpy
 import sys
 from collections.abc import Callable, Mapping
@@ -20,6 +22,7 @@ from offline.recording import PlanMocks, Recording, RecordingMonitor
 PROJECT = "gpu-pool"
 ROOT_DIR = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT_DIR / "__main__.py"
+OFFLINE_ENV = "GPU_POOL_OFFLINE"
 # The secrets a stack may need; each gets a placeholder unless given. Optional ones (sshPrivateKey) only when the
 # stack file sets them, as `pulumi preview` would only see them then.
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
@@ -29,8 +32,12 @@ class StackFileError(Exception):
     pass
 
 
-def placeholder(key: str) -> str:
-    return f"offline-placeholder-{key}"
+def placeholder(key: str, ciphertext: str | None = None) -> str:
+    """Stands in for a secret. A `secure:` value's placeholder carries a digest of its ciphertext, so a rotated
+    secret (new ciphertext) reads as changed in `make diff` while its value stays unknown."""
+    if ciphertext is None:
+        return f"offline-placeholder-{key}"
+    return f"offline-placeholder-{key}-{hashlib.sha256(ciphertext.encode()).hexdigest()[:8]}"
 
 
 def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
@@ -59,7 +66,7 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
     for key, value in config.items():
         if isinstance(value, dict) and set(value) == {"secure"}:
             secret_keys.append(key)
-            engine[key] = placeholder(key.partition(":")[2])
+            engine[key] = placeholder(key.partition(":")[2], str(value["secure"]))
         elif isinstance(value, str):
             engine[key] = value
         else:
@@ -117,10 +124,22 @@ def run_stack(
     invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
     program: Path = PROGRAM,
 ) -> Recording:
-    """Preview a stack offline: its stack file (or `config`), given secrets or placeholders."""
+    """Preview a stack offline: its stack file (or `config`), given secrets or placeholders.
+
+    The program is told it runs offline (GPU_POOL_OFFLINE=1): no Proxmox API, cluster or ssh-agent to ask, so
+    it reports its preflights as skipped rather than passed.
+    """
     raw = read_stack_file(stack) if config is None else dict(config)
     engine, secret_keys = to_engine_config(raw, secrets or {})
     monitor = install_mocks(stack, preview=True, invoke=invoke)
     set_config(engine, secret_keys)
-    run_main(program)
+    previous = os.environ.get(OFFLINE_ENV)
+    os.environ[OFFLINE_ENV] = "1"
+    try:
+        run_main(program)
+    finally:
+        if previous is None:
+            os.environ.pop(OFFLINE_ENV, None)
+        else:
+            os.environ[OFFLINE_ENV] = previous
     return monitor.recording

@@ -180,8 +180,15 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 image=stack.smoke_test.image,
                 kernel=domain.kernel,
             )
+            job = build_smoke_job(
+                domain.name,
+                stack.smoke_test,
+                validated,
+                toleration=None if stack.kyverno.enabled else marking.toleration,
+            )
             # The Job starts only once its node advertises its GPUs on the pinned driver: the first driver build
             # and the operator's one-node-at-a-time driver upgrades happen here, not inside the Job's deadline.
+            # SMOKE_JOB makes the gate run again whenever the Job does (a new name: what it validates changed).
             gpu_ready = command.local.Command(
                 f"{name}-gpu-ready",
                 create=script,
@@ -195,6 +202,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     GPU_SLOTS=str(stack.slots(domain)),
                     DRIVER_VERSION=stack.gpu_operator.driver_version,
                     OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
+                    SMOKE_JOB=job["metadata"]["name"],
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*gate, args.platform.operator]),
             )
@@ -203,12 +211,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             # this domain, if the CUDA sample fails on its card.
             smoke_job = register_object(
                 f"{name}-cuda-smoke-test",
-                build_smoke_job(
-                    domain.name,
-                    stack.smoke_test,
-                    validated,
-                    toleration=None if stack.kyverno.enabled else marking.toleration,
-                ),
+                job,
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.kubernetes_provider,

@@ -1,0 +1,279 @@
+"""Comparing two offline previews resource by resource, the way the engine and the providers would.
+
+For each URN: created, deleted, updated or replaced (and whether the replacement deletes first), which inputs
+changed, which of them force the replacement, and the plain sentences a user wants before `pulumi up` rather
+than during it (dangers), apart from what is merely worth knowing (info).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from knowledge.replacements import (
+    KUBERNETES_IDENTITY,
+    KUBERNETES_IMMUTABLE,
+    REPLACE_ON_CHANGES,
+    VM_CLOUD_INIT_INPUTS,
+    VM_COLD_START_INPUTS,
+)
+from offline.recording import Recording, Registration, is_secret
+
+Op = Literal["create", "update", "replace", "delete", "same"]
+VM = "proxmoxve:index/vmLegacy:VmLegacy"
+SNIPPET = "proxmoxve:index/fileLegacy:FileLegacy"
+JOB = "kubernetes:batch/v1:Job"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
+_INDEX = re.compile(r"\[\d+\]")
+
+
+@dataclass
+class Change:
+    urn: str
+    type: str
+    name: str
+    op: Op
+    keys: list[str] = field(default_factory=list)
+    replace_keys: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
+    dangers: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "op": self.op,
+            "keys": self.keys,
+            "replaceKeys": self.replace_keys,
+            "deleteBeforeReplace": self.delete_before_replace,
+            "dangers": self.dangers,
+            "info": self.info,
+        }
+
+
+def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if is_secret(value):
+        yield path, ("secret", json.dumps(value.get("value"), sort_keys=True))
+    elif isinstance(value, Mapping) and value:
+        for key in sorted(value):
+            yield from _leaves(value[key], f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{index}]")
+    else:
+        yield path, value
+
+
+def changed_paths(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Every leaf input path whose value differs (present on one side only counts)."""
+    old, new = dict(_leaves(before)), dict(_leaves(after))
+    return sorted(path for path in old.keys() | new.keys() if old.get(path, _MISSING) != new.get(path, _MISSING))
+
+
+_MISSING = object()
+
+
+def _covers(rule: str, path: str) -> bool:
+    """`sourceRaw` covers `sourceRaw.data`; `triggers[*]` covers `triggers[0]`; indices are ignored."""
+    rule = rule.replace("[*]", "")
+    bare = _INDEX.sub("", path)
+    return bare == rule or bare.startswith(rule + ".")
+
+
+def _without_ignored(paths: list[str], ignored: list[str]) -> tuple[list[str], list[str]]:
+    kept = [p for p in paths if not any(_covers(rule, p) for rule in ignored)]
+    return kept, [p for p in paths if p not in kept]
+
+
+def _compact(paths: list[str]) -> list[str]:
+    """Readable keys: a secret leaf or a long script is named by its input, list items by their list."""
+    out: list[str] = []
+    for path in paths:
+        key = _INDEX.sub("", path)
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def replace_rules(registration: Registration) -> list[str]:
+    rules = sorted(REPLACE_ON_CHANGES.get(registration.type, frozenset()))
+    rules += [rule.replace("[*]", "") for rule in registration.replace_on_changes]
+    if registration.type.startswith("kubernetes:") and registration.type != RELEASE:
+        rules += sorted(KUBERNETES_IDENTITY)
+    rules += sorted(KUBERNETES_IMMUTABLE.get(registration.type, frozenset()))
+    return sorted(set(rules))
+
+
+def _kubernetes_identity(inputs: Mapping[str, Any]) -> tuple[Any, Any]:
+    metadata = inputs.get("metadata") or {}
+    return metadata.get("name"), metadata.get("namespace")
+
+
+def _provider_deletes_first(before: Registration, after: Registration) -> bool:
+    """pulumi-kubernetes replaces an object that keeps its name by deleting it first (a create would collide)."""
+    if not after.type.startswith("kubernetes:") or after.type == RELEASE:
+        return False
+    return _kubernetes_identity(before.inputs) == _kubernetes_identity(after.inputs)
+
+
+def _snippet_volume(inputs: Mapping[str, Any]) -> str:
+    raw = inputs.get("sourceRaw") or {}
+    name = raw.get("fileName") if isinstance(raw, Mapping) else None
+    return f"{inputs.get('datastoreId')}:{inputs.get('contentType')}/{name}"
+
+
+def _same_identity_danger(before: Registration, after: Registration) -> str | None:
+    """A create-before-delete replacement whose old delete hits what the new create made."""
+    if after.type == SNIPPET and _snippet_volume(before.inputs) == _snippet_volume(after.inputs):
+        return (
+            f"{after.name} is replaced create-before-delete but keeps its file {_snippet_volume(after.inputs)}: "
+            "the old snippet's delete removes the new file, and the VM then cannot start"
+        )
+    if after.type in COMMAND_TYPES and before.inputs.get("delete"):
+        return (
+            f"{after.name} is replaced create-before-delete: its old delete (`{before.inputs['delete']}`) runs after "
+            "the new create and can undo it"
+        )
+    if after.type == VM and before.inputs.get("vmId") == after.inputs.get("vmId"):
+        return f"{after.name} is replaced create-before-delete, but the new VM needs VM id {after.inputs.get('vmId')}"
+    return None
+
+
+def _vm_notes(change: Change, after: Registration) -> None:
+    top = {key.split(".")[0] for key in change.keys}
+    cold = sorted(top & VM_COLD_START_INPUTS)
+    if cold and after.inputs.get("rebootAfterUpdate") is not False:
+        change.dangers.append(
+            f"the provider reboots {after.name} through the Proxmox API to apply {', '.join(cold)}, without "
+            "draining its node: GPU pods on it die mid-run"
+        )
+    if top & VM_CLOUD_INIT_INPUTS:
+        change.dangers.append(
+            f"{after.name}'s cloud-init settings change: Proxmox derives cloud-init's instance-id from them, so "
+            "the VM's next cold start runs first boot again (new SSH host keys, the RKE2 install again)"
+        )
+
+
+def _command_notes(change: Change, after: Registration) -> None:
+    if change.op != "update":
+        return
+    runs = "update" if after.inputs.get("update") else "create"
+    environment = after.inputs.get("environment") or {}
+    step = environment.get("GPU_POOL_STEP") if isinstance(environment, Mapping) else None
+    node = environment.get("NODE_NAME") if isinstance(environment, Mapping) else None
+    if step == "power-cycle":
+        change.info.append(
+            f"{after.name} runs: it drains {node}, power-cycles the VM if Proxmox has a change pending or the card "
+            "moved, then uncordons the node"
+        )
+    elif step == "gpu-ready":
+        change.info.append(
+            f"{after.name} waits until {node} advertises {environment.get('GPU_SLOTS')} GPUs on driver "
+            f"{environment.get('DRIVER_VERSION')} before its smoke test runs"
+        )
+    else:
+        change.info.append(f"{after.name} runs its {runs} command again")
+
+
+def _kind_notes(change: Change, before: Registration | None, after: Registration | None) -> None:
+    subject = after or before
+    assert subject is not None
+    if subject.type == JOB and change.op in ("create", "replace") and "cuda-smoke" in json.dumps(subject.inputs):
+        node = ((subject.inputs.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector", {})
+        change.info.append(f"the CUDA smoke test re-runs on {node.get('kubernetes.io/hostname', 'its node')}")
+    if subject.type in COMMAND_TYPES and "-kernel-" in subject.name and change.op in ("create", "replace"):
+        change.info.append(f"{subject.name}: part of the kernel upgrade, which drains and reboots this node")
+    if (
+        subject.type == RELEASE
+        and change.op == "update"
+        and any(k.startswith("values.driver.version") for k in change.keys)
+    ):
+        change.info.append(
+            "the GPU Operator upgrades the driver one node at a time and deletes the GPU pods on the node it "
+            "upgrades (driver.upgradePolicy); each node's smoke test waits for its upgrade to finish"
+        )
+
+
+def compare(before: Registration | None, after: Registration | None) -> Change:
+    subject = after or before
+    assert subject is not None
+    if before is None:
+        change = Change(subject.urn, subject.type, subject.name, "create")
+        _kind_notes(change, None, after)
+        return change
+    if after is None:
+        change = Change(subject.urn, subject.type, subject.name, "delete")
+        if before.protect:
+            change.dangers.append(
+                f"{before.name} is protected: `pulumi up` stops with an error instead of deleting it; set the "
+                "domain's protect: false and run `pulumi up` first (or `pulumi state unprotect`), if you mean it"
+            )
+        _kind_notes(change, before, None)
+        return change
+    paths, ignored = _without_ignored(changed_paths(before.inputs, after.inputs), after.ignore_changes)
+    change = Change(subject.urn, subject.type, subject.name, "same" if not paths else "update", keys=_compact(paths))
+    if ignored and after.type == SNIPPET:
+        change.info.append(
+            f"{after.name}: the cloud-init user data changed, but cloud-init is first-boot only: it reaches VMs "
+            "created from now on, not this one (ignoreChanges on sourceRaw)"
+        )
+    if not paths:
+        return change
+    rules = replace_rules(after)
+    change.replace_keys = _compact([p for p in paths if any(_covers(rule, p) for rule in rules)])
+    if change.replace_keys:
+        change.op = "replace"
+        change.delete_before_replace = after.delete_before_replace or _provider_deletes_first(before, after)
+        if before.protect:
+            change.dangers.append(
+                f"{after.name} is protected and would be replaced ({', '.join(change.replace_keys)}): "
+                "`pulumi up` stops with an error"
+            )
+        if not change.delete_before_replace:
+            danger = _same_identity_danger(before, after)
+            if danger:
+                change.dangers.append(danger)
+    if after.type == VM and change.op == "update":
+        _vm_notes(change, after)
+    if after.type in COMMAND_TYPES:
+        _command_notes(change, after)
+    _kind_notes(change, before, after)
+    return change
+
+
+def _disruptive(change: Change) -> bool:
+    """A step that drains its node and reboots it in this `up`."""
+    if change.type not in COMMAND_TYPES:
+        return False
+    if change.name.endswith("-power-cycle"):
+        return change.op == "update"
+    return change.name.endswith("-kernel-drain") and change.op in ("create", "replace")
+
+
+def _parallel_disruption(changes: list[Change]) -> None:
+    """Domains are independent, so Pulumi drains and reboots them all at once: say so before the pool goes dark."""
+    steps = [c for c in changes if _disruptive(c)]
+    if len(steps) > 1:
+        nodes = ", ".join(
+            c.name.rsplit("-", 2)[0] if c.name.endswith("-kernel-drain") else c.name[: -len("-power-cycle")]
+            for c in steps
+        )
+        steps[0].dangers.append(
+            f"{len(steps)} GPU domains ({nodes}) drain and reboot in parallel in this `up`, so their capacity is gone "
+            "at the same time: apply them one at a time, e.g. `pulumi up --target '<the domain's component urn>' "
+            "--target-dependents`, or change one domain per `up`"
+        )
+
+
+def diff_recordings(before: Recording, after: Recording) -> list[Change]:
+    old = {r.urn: r for r in before.registrations}
+    new = {r.urn: r for r in after.registrations}
+    changes = [compare(old.get(urn), new.get(urn)) for urn in sorted(old.keys() | new.keys())]
+    _parallel_disruption(changes)
+    return changes

@@ -1,0 +1,286 @@
+"""`make diff`: the day-2 changes a user really makes, each with what the engine would do and no unexpected danger.
+
+Every row previews the prod stack before and after the change (the real program, offline) and compares the
+two plans with the rules the providers apply. A row lists every resource that changes with its operation;
+anything not listed must stay the same, and the dangers must be exactly the expected ones.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from offline.diff import DiffError, diff_configs, main
+from offline.plan_diff import Change, diff_recordings
+from offline.runner import read_stack_file
+
+FD = "gpu-pool:failureDomains"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+Config = dict[str, Any]
+
+
+def prod() -> Config:
+    return copy.deepcopy(read_stack_file("prod"))
+
+
+@dataclass
+class Row:
+    name: str
+    change: Callable[[Config], None]
+    ops: dict[str, str]
+    replace_keys: dict[str, list[str]] = field(default_factory=dict)
+    dangers: list[str] = field(default_factory=list)
+    info: list[str] = field(default_factory=list)
+    before: Callable[[Config], None] = lambda config: None
+
+
+def secret(config: Config, key: str, ciphertext: str) -> None:
+    config[f"gpu-pool:{key}"] = {"secure": ciphertext}
+
+
+def add_domain(config: Config) -> None:
+    dc4 = copy.deepcopy(config[FD][2])
+    dc4.update({"name": "dc4", "proxmoxNode": "pve-dc4", "vmId": 4401, "hostname": "rke2-worker-dc4-gpu-a"})
+    dc4["network"] = {**dc4["network"], "ipv4": "10.10.24.51/24", "gateway": "10.10.24.1"}
+    config[FD].append(dc4)
+
+
+DC4 = [
+    "dc4",
+    "dc4-pci-mapping",
+    "dc4-cloud-init",
+    "dc4-vm",
+    "dc4-power-cycle",
+    "dc4-node-ready",
+    "dc4-node-labels",
+    "dc4-node-taint",
+    "dc4-gpu-ready",
+    "dc4-cuda-smoke-test",
+]
+
+ROWS = [
+    Row(
+        "an RKE2 version bump only reaches VMs created from now on",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.33.6+rke2r1"}),
+        ops={},
+        info=["dc1-cloud-init: the cloud-init user data changed, but cloud-init is first-boot only"],
+    ),
+    Row(
+        "a join-token rotation rewrites no snippet and replaces no VM (A1)",
+        lambda c: secret(c, "rke2Token", "v1:NEWCIPHERTEXT"),
+        before=lambda c: secret(c, "rke2Token", "v1:OLDCIPHERTEXT"),
+        ops={},
+        info=["dc2-cloud-init: the cloud-init user data changed"],
+    ),
+    Row(
+        "a sharing profile change on one domain relabels that node and waits for its new slot count",
+        lambda c: c[FD][2].update({"sharing": "a1000-x4"}),
+        ops={"dc3-node-labels": "update", "dc3-gpu-ready": "update", "gpu-platform-alert-rules": "update"},
+        info=["dc3-gpu-ready waits until rke2-worker-dc3-gpu-a advertises 4 GPUs"],
+    ),
+    Row(
+        "a driver bump within a branch upgrades the release and re-gates every smoke test (A2)",
+        lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.173.02"}),
+        before=lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.126.20"}),
+        ops={
+            "gpu-platform-gpu-operator": "update",
+            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
+            **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
+        },
+        replace_keys={"dc1-cuda-smoke-test": ["metadata.name"]},
+        info=["upgrades the driver one node at a time", "the CUDA smoke test re-runs on rke2-worker-dc2-gpu-a"],
+    ),
+    Row(
+        "a chart bump upgrades the release and re-runs every smoke test",
+        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.3"}),
+        ops={
+            "gpu-platform-gpu-operator": "update",
+            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
+            **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
+        },
+    ),
+    Row(
+        "setting a kernel pin runs the drained kernel upgrade on that domain only (A8, A10)",
+        lambda c: c[FD][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]}),
+        before=lambda c: c[FD][1].update({"sshAuthorizedKeys": [KEY]}),
+        ops={
+            "dc2-kernel-drain": "create",
+            "dc2-kernel-install": "create",
+            "dc2-kernel-driver-rebuild": "create",
+            "dc2-kernel-uncordon": "create",
+            "dc2-gpu-ready": "update",
+            "dc2-cuda-smoke-test": "replace",
+        },
+        info=["dc2-kernel-drain: part of the kernel upgrade"],
+    ),
+    Row(
+        "a card moved to another slot updates its mapping and power-cycles that VM, drained",
+        lambda c: c[FD][0]["gpu"].update({"pciAddress": "0000:02:00"}),
+        ops={
+            "dc1-pci-mapping": "update",
+            "dc1-power-cycle": "update",
+            "dc1-gpu-ready": "update",
+            "dc1-cuda-smoke-test": "replace",
+        },
+        info=["dc1-power-cycle runs: it drains rke2-worker-dc1-gpu-a"],
+    ),
+    Row(
+        "more cores wait in Proxmox for the drained power cycle, never an undrained provider reboot (A9)",
+        lambda c: c[FD][0].update({"cores": 12}),
+        ops={"dc1-vm": "update", "dc1-power-cycle": "update"},
+        info=["dc1-power-cycle runs"],
+    ),
+    Row(
+        "more cores on every domain would drain and reboot the whole pool at once, which is flagged",
+        lambda c: [domain.update({"cores": 12}) for domain in c[FD]],
+        ops={**{f"dc{i}-vm": "update" for i in (1, 2, 3)}, **{f"dc{i}-power-cycle": "update" for i in (1, 2, 3)}},
+        dangers=["3 GPU domains (dc1, dc2, dc3) drain and reboot in parallel"],
+    ),
+    Row(
+        "a new domain creates its whole chain and touches no other domain",
+        add_domain,
+        ops={**{name: "create" for name in DC4}, "gpu-platform-alert-rules": "update"},
+    ),
+    Row(
+        "a removed domain would delete its protected VM, which pulumi up refuses",
+        lambda c: c[FD].pop(),
+        ops={
+            **{name.replace("dc4", "dc3"): "delete" for name in DC4},
+            "gpu-platform-alert-rules": "update",
+        },
+        dangers=["dc3-vm is protected: `pulumi up` stops with an error instead of deleting it"],
+    ),
+    Row(
+        "a new quota namespace adds one ResourceQuota",
+        lambda c: c["gpu-pool:gpuQuotas"]["namespaces"].update({"team-vision": 1}),
+        ops={"gpu-platform-quota-team-vision": "create"},
+    ),
+    Row(
+        "a new quota selector reaches the generate policy whose webhook sees the quota events (A6)",
+        lambda c: c["gpu-pool:gpuQuotas"]["selectors"].append(
+            {"name": "research", "matchLabels": {"example.org/team": "research"}, "maxGpus": 1}
+        ),
+        ops={"gpu-platform-gpu-quota-policy": "update"},
+    ),
+]
+
+
+def changed(changes: list[Change]) -> dict[str, Change]:
+    return {c.name: c for c in changes if c.op != "same"}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_a_day_2_change_does_what_the_engine_would_and_nothing_more(row: Row) -> None:
+    before, after = prod(), prod()
+    row.before(before)
+    row.before(after)
+    row.change(after)
+    changes = diff_configs("prod", before, after)
+    assert {name: c.op for name, c in changed(changes).items()} == row.ops
+    for name, keys in row.replace_keys.items():
+        assert changed(changes)[name].replace_keys == keys
+    dangers = [d for c in changes for d in c.dangers]
+    assert len(dangers) == len(row.dangers), dangers
+    for expected, found in zip(row.dangers, dangers, strict=True):
+        assert expected in found
+    info = [i for c in changes for i in c.info]
+    for expected in row.info:
+        assert any(expected in text for text in info), (expected, info)
+
+
+# --- the defects of part A, as the engine would have run them --------------------------------------------
+
+
+def test_the_old_snippet_options_would_have_been_a_create_before_delete_of_the_same_file(monkeypatch) -> None:
+    before, after = prod(), prod()
+    secret(before, "rke2Token", "v1:OLD")
+    secret(after, "rke2Token", "v1:NEW")
+    from offline.diff import preview
+
+    old, new = preview("prod", before, "earlier"), preview("prod", after, "current")
+    for recording in (old, new):  # what the program registered before the fix
+        snippet = recording.named("dc1-cloud-init")
+        snippet.ignore_changes, snippet.delete_before_replace = [], False
+    change = next(c for c in diff_recordings(old, new) if c.name == "dc1-cloud-init")
+    assert (change.op, change.replace_keys, change.delete_before_replace) == ("replace", ["sourceRaw.data"], False)
+    assert "the old snippet's delete removes the new file" in change.dangers[0]
+
+
+def test_the_providers_own_reboot_would_have_restarted_a_gpu_worker_undrained() -> None:
+    from offline.diff import preview
+
+    before, after = prod(), prod()
+    after[FD][0]["cores"] = 12
+    old, new = preview("prod", before, "earlier"), preview("prod", after, "current")
+    for recording in (old, new):
+        recording.named("dc1-vm").inputs.pop("rebootAfterUpdate")
+    change = next(c for c in diff_recordings(old, new) if c.name == "dc1-vm")
+    assert "reboots dc1-vm through the Proxmox API to apply cpu, without draining its node" in change.dangers[0]
+
+
+def test_a_replaced_taint_step_that_did_not_delete_first_would_have_untainted_the_node() -> None:
+    from offline.diff import preview
+
+    before, after = prod(), prod()
+    after["gpu-pool:kyverno"] = {"taintValue": "present"}
+    old, new = preview("prod", before, "earlier"), preview("prod", after, "current")
+    new.named("dc1-node-taint").delete_before_replace = False
+    change = next(c for c in diff_recordings(old, new) if c.name == "dc1-node-taint")
+    assert change.op == "replace" and "nvidia.com/gpu-" in change.dangers[0]
+
+
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        (lambda c: c["gpu-pool:rke2"].update({"version": "v1.31.5+rke2r1"}), r"v1\.31\.6\+rke2r1"),  # A3
+        (lambda c: c["gpu-pool:gpuOperator"].update({"toolkit": {"setAsDefault": True}}), "was removed"),  # A5
+        (lambda c: c[FD][1].update({"kernel": "6.8.0-60-generic"}), "no sshAuthorizedKeys"),  # A10
+    ],
+    ids=["an RKE2 pin without containerd 2.0", "a toolkit key that never worked on RKE2", "a kernel pin without a key"],
+)
+def test_a_change_the_program_refuses_is_reported_before_anything_is_compared(mistake, message) -> None:
+    after = prod()
+    mistake(after)
+    with pytest.raises(DiffError, match=message):
+        diff_configs("prod", prod(), after)
+
+
+# --- the command: files in, table and diff.json out ----------------------------------------------------------
+
+
+def write_stack(folder: Path, config: Config) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "Pulumi.prod.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_when_asked(tmp_path, capsys) -> None:
+    after = prod()
+    after[FD].pop()
+    before_file = write_stack(tmp_path / "before", prod())
+    after_file = write_stack(tmp_path / "after", after)
+    args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
+    assert main(args) == 0
+    document = json.loads((tmp_path / "diff.json").read_text())
+    assert set(document) == {"stack", "before", "changes", "dangers"}
+    assert document["stack"] == "prod" and document["dangers"] == 1
+    vm = next(c for c in document["changes"] if c["name"] == "dc3-vm")
+    assert set(vm) == {"urn", "type", "name", "op", "keys", "replaceKeys", "deleteBeforeReplace", "dangers", "info"}
+    assert vm["op"] == "delete" and vm["urn"].endswith("::dc3-vm")
+    assert all(c["op"] != "same" or c["info"] for c in document["changes"])
+    out = capsys.readouterr().out
+    assert "-  proxmoxve:index/vmLegacy:VmLegacy" in out and "unchanged" in out and "Dangers (1):" in out
+    assert main([*args, "--fail-on-danger"]) == 1
+
+
+def test_a_stack_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    assert main(["--stack", "prod", "--before", str(tmp_path / "Pulumi.old.yaml"), "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("error: no stack file Pulumi.old.yaml")
