@@ -14,6 +14,7 @@ from components.gpu_platform import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_providers, proxmox_credential_env
+from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
@@ -40,7 +41,7 @@ if not OFFLINE:
     )
     if problems:
         refuse("this machine cannot run `pulumi up` for this stack", problems)
-for warning in quota_warnings(cfg.gpu_quotas, cfg.total_slots):
+for warning in [*config_warnings(cfg), *quota_warnings(cfg.gpu_quotas, cfg.total_slots)]:
     pulumi.log.warn(warning)
 
 providers = build_providers(loaded)

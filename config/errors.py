@@ -1,11 +1,14 @@
-"""Turning validation failures into one clear line per mistake, each naming its config key."""
+"""Turning validation failures into one clear line per mistake, each naming its config key and the fix."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+from config.type_hints import hint_for
 
 NAMESPACE = "gpu-pool"
 
@@ -18,17 +21,40 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.messages))
 
 
-def key_path(loc: Iterable[int | str]) -> str:
-    """`("failureDomains", 1, "gpu", "pciAddress")` -> `gpu-pool:failureDomains[1].gpu.pciAddress`."""
+def domain_label(raw: Any, index: int) -> str:
+    """How a failure domain is named in messages: by its `name` when it has a usable one, else by position."""
+    if isinstance(raw, list) and index < len(raw) and isinstance(raw[index], Mapping):
+        name = raw[index].get("name")
+        names = [item.get("name") for item in raw if isinstance(item, Mapping)]
+        if (
+            isinstance(name, str)
+            and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name)
+            and names.count(name) == 1
+        ):
+            return name
+    return str(index)
+
+
+def key_path(loc: Iterable[int | str], raw: Mapping[str, Any] | None = None) -> str:
+    """`("failureDomains", 1, "gpu", "pciAddress")` -> `gpu-pool:failureDomains[dc2].gpu.pciAddress`."""
     path = ""
+    node: Any = raw
     for part in loc:
         if isinstance(part, int):
-            path += f"[{part}]"
+            label = domain_label(node, part) if path.endswith("failureDomains") else str(part)
+            path += f"[{label}]"
         elif path:
             path += f".{part}"
         else:
             path = f"{NAMESPACE}:{part}"
+        node = _step(node, part)
     return path or NAMESPACE
+
+
+def _step(node: Any, part: int | str) -> Any:
+    if isinstance(part, int):
+        return node[part] if isinstance(node, list) and part < len(node) else None
+    return node.get(part) if isinstance(node, Mapping) else None
 
 
 _MODEL_CLASS = re.compile(r" or instance of \w+")
@@ -43,19 +69,26 @@ def _clean(msg: str) -> str:
     return msg
 
 
-def format_validation_error(error: ValidationError) -> list[str]:
-    """One message per pydantic error: `<key path>: <what is wrong> (got <value>)`."""
+def format_validation_error(
+    error: ValidationError, raw: Mapping[str, Any] | None = None, model: type[BaseModel] | None = None
+) -> list[str]:
+    """One message per pydantic error: `<key path>: <what is wrong> (got <value>)[; <the fix>]`.
+
+    With the raw input, failure domains are named by their `name`; with the model, a type mix-up (a YAML number
+    where text is expected, a value where a map is) gets the shape to write instead.
+    """
     messages: list[str] = []
     for item in error.errors(include_url=False):
         loc = [part for part in item["loc"] if not (isinstance(part, str) and part.startswith("function-"))]
         ctx = item.get("ctx") or {}
         if item["type"] in ("unknown_key", "removed_key"):
-            messages.append(f"{key_path([*loc, ctx['key']])}: {_clean(item['msg'])}")
+            messages.append(f"{key_path([*loc, ctx['key']], raw)}: {_clean(item['msg'])}")
             continue
         if item["type"] == "missing":
-            messages.append(f"{key_path(loc)}: is required but not set")
+            messages.append(f"{key_path(loc, raw)}: is required but not set")
             continue
         got = item.get("input")
         shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-        messages.append(f"{key_path(loc)}: {_clean(item['msg'])}{shown}")
+        hint = hint_for(model, loc, item["type"], got) if model is not None else None
+        messages.append(f"{key_path(loc, raw)}: {_clean(item['msg'])}{shown}" + (f"; {hint}" if hint else ""))
     return messages

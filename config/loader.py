@@ -11,8 +11,10 @@ import pulumi
 from pydantic import ValidationError
 
 from config.base import nearest
+from config.cross_key import cross_key_problems, parts_from_raw, parts_of
 from config.errors import NAMESPACE, ConfigError, format_validation_error
-from config.stack import StackConfig, cross_key_problems
+from config.secret_checks import secret_problems
+from config.stack import StackConfig
 
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
 
@@ -38,8 +40,13 @@ def stack_keys() -> list[str]:
     return [field.alias or name for name, field in StackConfig.model_fields.items()]
 
 
+def _dedupe(messages: list[str]) -> list[str]:
+    return list(dict.fromkeys(messages))
+
+
 def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate a `{key: value}` mapping of the stack's non-secret keys. Raises ConfigError with every problem."""
+    """Validate a `{key: value}` mapping of the stack's non-secret keys. Raises ConfigError with every problem:
+    single-key mistakes and the cross-key rules on whatever parses, in one run."""
     valid = stack_keys() + list(SECRET_KEYS)
     unknown = [
         f"{NAMESPACE}:{key}: unknown config key"
@@ -47,48 +54,96 @@ def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
         for key in raw
         if key not in valid
     ]
+    known = {k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS}
     try:
-        stack = StackConfig.model_validate({k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS})
+        stack = StackConfig.model_validate(known)
     except ValidationError as error:
-        raise ConfigError(unknown + format_validation_error(error)) from None
-    problems = unknown + cross_key_problems(stack)
+        messages = format_validation_error(error, raw=known, model=StackConfig)
+        raise ConfigError(_dedupe(unknown + messages + cross_key_problems(parts_from_raw(known)))) from None
+    problems = unknown + cross_key_problems(parts_of(stack))
     if problems:
         raise ConfigError(problems)
     return stack
 
 
-def _raw_config() -> dict[str, Any]:
+def _misplaced(full_key: str, keys: list[str]) -> str | None:
+    """A config key meant for this project but written without (or with a misspelt) `gpu-pool:` prefix."""
+    namespace, colon, key = full_key.partition(":")
+    if not colon:
+        if full_key in keys:
+            return f"{full_key}: written without the project prefix; write it as {NAMESPACE}:{full_key}"
+        return None
+    if namespace != NAMESPACE and key in keys and nearest(namespace, [NAMESPACE]) == NAMESPACE:
+        return f"{full_key}: '{namespace}' is not this project's prefix; write it as {NAMESPACE}:{key}"
+    return None
+
+
+def _raw_config() -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Non-secret keys (parsed), secret keys (as strings), and keys that lack the `gpu-pool:` prefix."""
     raw: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    misplaced: list[str] = []
+    keys = stack_keys() + list(SECRET_KEYS)
     for full_key, value in pulumi.runtime.config.CONFIG.get().items():
         namespace, _, key = full_key.partition(":")
-        if namespace != NAMESPACE or key in SECRET_KEYS:
+        if namespace != NAMESPACE:
+            problem = _misplaced(full_key, keys)
+            if problem:
+                misplaced.append(problem)
+            continue
+        if key in SECRET_KEYS:
+            secrets[key] = str(value)
             continue
         try:
             raw[key] = json.loads(value)
         except (TypeError, ValueError):
             raw[key] = value
-    return raw
+    return raw, secrets, misplaced
 
 
 def _missing_secret(key: str, why: str) -> str:
     return f"{NAMESPACE}:{key}: secret not set ({why}); run: pulumi config set --secret {NAMESPACE}:{key} <value>"
 
 
+def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> str:
+    if stack is not None:
+        return stack.proxmox.auth
+    proxmox = raw.get("proxmox")
+    auth = proxmox.get("auth") if isinstance(proxmox, Mapping) else None
+    return auth if auth in ("apiToken", "rootPassword") else "apiToken"
+
+
 def load_config() -> LoadedConfig:
-    """Load and validate the whole stack config; raises ConfigError listing every problem."""
-    stack = validate_stack(_raw_config())
-    config = pulumi.Config(NAMESPACE)
-    api_token = config.get_secret("proxmoxApiToken")
-    root_password = config.get_secret("proxmoxRootPassword")
-    rke2_token = config.get_secret("rke2Token")
-    ssh_private_key = config.get_secret("sshPrivateKey")
-    problems: list[str] = []
-    if stack.proxmox.auth == "apiToken" and api_token is None:
+    """Load and validate the whole stack config and its secrets; raises ConfigError listing every problem."""
+    raw, secret_values, problems = _raw_config()
+    stack: StackConfig | None = None
+    try:
+        stack = validate_stack(raw)
+    except ConfigError as error:
+        problems += error.messages
+    secret_keys = {key for key in (f"{NAMESPACE}:{short}" for short in SECRET_KEYS) if _is_secret(key)}
+    problems += secret_problems(secret_values, secret_keys)
+    auth = _auth(raw, stack)
+    if auth == "apiToken" and "proxmoxApiToken" not in secret_values:
         problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))
-    if stack.proxmox.auth == "rootPassword" and root_password is None:
+    if auth == "rootPassword" and "proxmoxRootPassword" not in secret_values:
         problems.append(_missing_secret("proxmoxRootPassword", "root@pam's password, for raw PCI passthrough"))
-    if rke2_token is None:
+    if "rke2Token" not in secret_values:
         problems.append(_missing_secret("rke2Token", "the RKE2 join token the GPU workers register with"))
-    if problems or rke2_token is None:
+    if problems or stack is None:
         raise ConfigError(problems)
-    return LoadedConfig(stack=stack, secrets=Secrets(api_token, root_password, rke2_token, ssh_private_key))
+    config = pulumi.Config(NAMESPACE)
+    rke2_token = config.require_secret("rke2Token")
+    return LoadedConfig(
+        stack=stack,
+        secrets=Secrets(
+            config.get_secret("proxmoxApiToken"),
+            config.get_secret("proxmoxRootPassword"),
+            rke2_token,
+            config.get_secret("sshPrivateKey"),
+        ),
+    )
+
+
+def _is_secret(full_key: str) -> bool:
+    return bool(pulumi.runtime.config.is_config_secret(full_key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -40,7 +41,15 @@ class ProxmoxConfig(ConfigModel):
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str) -> str:
-        return https_url(value) + "/"
+        url = https_url(value)
+        parts = urlsplit(url)
+        extra = parts.path.rstrip("/") + (f"?{parts.query}" if parts.query else "")
+        if extra:
+            raise ValueError(
+                f"drop {extra!r}: the endpoint is the server alone, https://{parts.netloc}/ (the provider and the "
+                "power-cycle step add /api2/json themselves)"
+            )
+        return url + "/"
 
     @field_validator("cloud_image")
     @classmethod

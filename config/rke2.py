@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from pydantic import Field, field_validator
@@ -69,5 +70,20 @@ class Rke2Config(ConfigModel):
 
 
 class KubernetesConfig(ConfigModel):
-    kubeconfig: str | None = Field(default=None, description="kubeconfig path; default: the ambient kubeconfig")
+    kubeconfig: str | None = Field(
+        default=None,
+        description="kubeconfig path (~ and relative paths are expanded); default: kubectl's own (KUBECONFIG, "
+        "~/.kube/config)",
+    )
     context: str | None = Field(default=None, description="kubeconfig context; default: the current context")
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        # Every kubectl step gets the path quoted, where no shell expands `~`, and runs from wherever
+        # pulumi-command starts it: only an absolute path means the same file everywhere.
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("is empty: leave it out to use kubectl's default, or give the path of a kubeconfig file")
+        return os.path.abspath(os.path.expanduser(value))

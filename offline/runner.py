@@ -33,11 +33,18 @@ class StackFileError(Exception):
 
 
 def placeholder(key: str, ciphertext: str | None = None) -> str:
-    """Stands in for a secret. A `secure:` value's placeholder carries a digest of its ciphertext, so a rotated
-    secret (new ciphertext) reads as changed in `make diff` while its value stays unknown."""
-    if ciphertext is None:
-        return f"offline-placeholder-{key}"
-    return f"offline-placeholder-{key}-{hashlib.sha256(ciphertext.encode()).hexdigest()[:8]}"
+    """Stands in for a secret, shaped like the real one so the program's checks pass. A `secure:` value's
+    placeholder carries a digest of its ciphertext, so a rotated secret reads as changed in `make diff` while
+    its value stays unknown."""
+    digest = hashlib.sha256((ciphertext or key).encode()).hexdigest()
+    if key == "proxmoxApiToken":
+        return f"offline@pve!placeholder={digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+    if key == "rke2Token":
+        return f"K10{digest}::server:offline-placeholder"
+    if key == "sshPrivateKey":
+        body = f"offline-placeholder-{digest[:16]}"
+        return f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n"
+    return f"offline-placeholder-{key}-{digest[:8]}"
 
 
 def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
@@ -59,7 +66,9 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
     """Values as the engine passes them (strings, objects as JSON) plus the secret keys.
 
     `secure:` values cannot be decrypted without the CLI; every secret the program reads gets the
-    value given with --secret or a placeholder, and is marked secret like the engine marks it.
+    value given with --secret or a placeholder, and is marked secret like the engine marks it. A secret
+    written in plain text in the stack file is passed as it is, not secret, as the engine would (the
+    program refuses it).
     """
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
@@ -75,12 +84,20 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
         key = f"{PROJECT}:{short}"
         if key not in engine:
             engine[key] = placeholder(short)
-        secret_keys.append(key)
+            secret_keys.append(key)
     for short, value in secrets.items():
         key = short if ":" in short else f"{PROJECT}:{short}"
         engine[key] = value
         secret_keys.append(key)
     return engine, sorted(set(secret_keys))
+
+
+def placeholder_keys(config: Mapping[str, Any], secrets: Mapping[str, str]) -> list[str]:
+    """The secrets an offline preview made up: not given with --secret."""
+    given = {short if ":" in short else f"{PROJECT}:{short}" for short in secrets}
+    secure = {key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}}
+    required = {f"{PROJECT}:{short}" for short in SECRET_KEYS if f"{PROJECT}:{short}" not in config}
+    return sorted((secure | required) - given)
 
 
 def install_mocks(

@@ -30,7 +30,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "a misspelt key is refused with the nearest valid key",
         lambda c: domain(c, 0).update({"vmid": domain(c, 0).pop("vmId")}),
-        ["gpu-pool:failureDomains[0].vmid: unknown key 'vmid'; did you mean 'vmId'?"],
+        ["gpu-pool:failureDomains[dc1].vmid: unknown key 'vmid'; did you mean 'vmId'?"],
     ),
     (
         "an unknown top-level key is refused with the nearest valid key",
@@ -50,47 +50,47 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "a hostname that is not a DNS-1123 name",
         lambda c: domain(c, 0).update({"hostname": "Worker_1"}),
-        ["gpu-pool:failureDomains[0].hostname: must be a DNS-1123 name"],
+        ["gpu-pool:failureDomains[dc1].hostname: must be a DNS-1123 name"],
     ),
     (
         "duplicate hostnames",
         lambda c: domain(c, 1).update({"hostname": "rke2-worker-dc1-gpu-a"}),
-        ["gpu-pool:failureDomains[1].hostname: 'rke2-worker-dc1-gpu-a' is already used by failureDomains[0]"],
+        ["gpu-pool:failureDomains[dc2].hostname: 'rke2-worker-dc1-gpu-a' is already used by failureDomains[dc1]"],
     ),
     (
         "duplicate VM ids",
         lambda c: domain(c, 2).update({"vmId": 4101}),
-        ["gpu-pool:failureDomains[2].vmId: 4101 is already used by failureDomains[0]"],
+        ["gpu-pool:failureDomains[dc3].vmId: 4101 is already used by failureDomains[dc1]"],
     ),
     (
         "a VM id below Proxmox's range",
         lambda c: domain(c, 0).update({"vmId": 99}),
-        ["gpu-pool:failureDomains[0].vmId: Input should be greater than or equal to 100", "(got 99)"],
+        ["gpu-pool:failureDomains[dc1].vmId: Input should be greater than or equal to 100", "(got 99)"],
     ),
     (
         "two GPU domains on one Proxmox host",
         lambda c: domain(c, 1).update({"proxmoxNode": "pve-dc1"}),
-        ["gpu-pool:failureDomains[1].proxmoxNode: 'pve-dc1' is already used by failureDomains[0]", "physical host"],
+        ["gpu-pool:failureDomains[dc2].proxmoxNode: 'pve-dc1' is already used by failureDomains[dc1]", "physical host"],
     ),
     (
         "a PCI address in the wrong form",
         lambda c: domain(c, 1)["gpu"].update({"pciAddress": "01:00.0"}),
-        ["gpu-pool:failureDomains[1].gpu.pciAddress: is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F"],
+        ["gpu-pool:failureDomains[dc2].gpu.pciAddress: is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F"],
     ),
     (
         "a vendor:device id in the wrong form",
         lambda c: domain(c, 0)["gpu"].update({"vendorDeviceId": "10de-25b0"}),
-        ["gpu-pool:failureDomains[0].gpu.vendorDeviceId: is not a vendor:device id; expected vvvv:dddd"],
+        ["gpu-pool:failureDomains[dc1].gpu.vendorDeviceId: is not a vendor:device id; expected vvvv:dddd"],
     ),
     (
         "a card that is not NVIDIA's",
         lambda c: domain(c, 0)["gpu"].update({"vendorDeviceId": "1002:73bf"}),
-        ["gpu-pool:failureDomains[0].gpu.vendorDeviceId: is not an NVIDIA device"],
+        ["gpu-pool:failureDomains[dc1].gpu.vendorDeviceId: is not an NVIDIA device"],
     ),
     (
         "a sharing profile that does not exist",
         lambda c: domain(c, 2).update({"sharing": "a1000-x8"}),
-        ["gpu-pool:failureDomains[2].sharing: 'a1000-x8' is not a defined sharing profile", "a1000-x4, whole"],
+        ["gpu-pool:failureDomains[dc3].sharing: 'a1000-x8' is not a defined sharing profile", "a1000-x4, whole"],
     ),
     (
         "replicas above 64",
@@ -115,27 +115,27 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "zero cores",
         lambda c: domain(c, 0).update({"cores": 0}),
-        ["gpu-pool:failureDomains[0].cores: Input should be greater than or equal to 1"],
+        ["gpu-pool:failureDomains[dc1].cores: Input should be greater than or equal to 1"],
     ),
     (
         "too little memory for the driver build",
         lambda c: domain(c, 0).update({"memoryMiB": 4096}),
-        ["gpu-pool:failureDomains[0].memoryMiB: Input should be greater than or equal to 8192"],
+        ["gpu-pool:failureDomains[dc1].memoryMiB: Input should be greater than or equal to 8192"],
     ),
     (
         "too small a disk for the GPU images",
         lambda c: domain(c, 0).update({"diskGiB": 20}),
-        ["gpu-pool:failureDomains[0].diskGiB: Input should be greater than or equal to 40"],
+        ["gpu-pool:failureDomains[dc1].diskGiB: Input should be greater than or equal to 40"],
     ),
     (
         "UEFI Secure Boot without module signing",
         lambda c: domain(c, 0).update({"firmware": "ovmf", "secureBoot": True}),
-        ["gpu-pool:failureDomains[0]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
+        ["gpu-pool:failureDomains[dc1]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
     ),
     (
         "a raw PCI id with an API token",
         lambda c: domain(c, 0)["gpu"].update({"passthrough": "raw"}),
-        ["gpu-pool:failureDomains[0].gpu.passthrough: 'raw' assigns a raw PCI id", "root@pam"],
+        ["gpu-pool:failureDomains[dc1].gpu.passthrough: 'raw' assigns a raw PCI id", "root@pam"],
     ),
     (
         "an RKE2 channel instead of a pinned version",
@@ -207,7 +207,7 @@ def test_every_mistake_is_reported_at_once_not_one_per_run(run_stack_program: Ru
     domain(prod_config, 0).update({"cores": 0})
     domain(prod_config, 1)["gpu"].update({"pciAddress": "bad"})
     message = refused(run_stack_program, prod_config, monitor)
-    assert "failureDomains[0].cores" in message and "failureDomains[1].gpu.pciAddress" in message
+    assert "failureDomains[dc1].cores" in message and "failureDomains[dc2].gpu.pciAddress" in message
 
 
 def test_a_missing_secret_says_the_exact_command_to_set_it(monitor: Any, prod_config: dict[str, Any]) -> None:

@@ -80,15 +80,16 @@ def test_raw_pci_id_is_an_explicit_opt_in_without_a_mapping(run_stack_program: R
 
 
 def test_cloud_init_snippet_is_a_secret_because_it_holds_the_join_token(run_stack_program: Run, prod_config):
-    recording = run_stack_program(prod_config, {"rke2Token": "K10-join-token"})
+    recording = run_stack_program(prod_config, {"rke2Token": "K10" + "ab" * 32 + "::server:join-secret"})
     snippet = recording.named("dc1-cloud-init").inputs
     assert snippet["contentType"] == "snippets"
     assert is_secret(snippet["sourceRaw"]["data"])
-    assert "token: K10-join-token" in reveal(snippet["sourceRaw"]["data"])
+    assert "token: K10" + "ab" * 32 + "::server:join-secret" in reveal(snippet["sourceRaw"]["data"])
 
 
 def test_proxmox_provider_token_is_a_secret(run_stack_program: Run, prod_config):
-    provider = run_stack_program(prod_config, {"proxmoxApiToken": "pulumi@pve!t=1"}).named("proxmox").inputs
+    token = "pulumi@pve!t=12345678-1234-1234-1234-123456789abc"
+    provider = run_stack_program(prod_config, {"proxmoxApiToken": token}).named("proxmox").inputs
     assert is_secret(provider["apiToken"])
     assert provider["endpoint"] == "https://pve-dc1.lab.internal:8006/"
 

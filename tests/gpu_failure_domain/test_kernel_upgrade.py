@@ -71,7 +71,7 @@ def test_a_pinned_kernel_without_an_ssh_key_on_the_vm_is_refused_at_preview(
     run_stack_program: Run, prod_config, monitor
 ):
     prod_config["gpu-pool:failureDomains"][1]["kernel"] = "6.8.0-60-generic"
-    with pytest.raises(pulumi.RunError, match=r"failureDomains\[1\]\.kernel: .*no sshAuthorizedKeys"):
+    with pytest.raises(pulumi.RunError, match=r"failureDomains\[dc2\]\.kernel: .*no sshAuthorizedKeys"):
         run_stack_program(prod_config)
     assert monitor.recording.registrations == []
 

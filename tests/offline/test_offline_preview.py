@@ -14,7 +14,7 @@ from offline.preview import main
 from offline.runner import ROOT_DIR
 
 SENTINEL_TOKEN = "sentinel-rke2-token-7f3a91"
-SENTINEL_API = "pulumi@pve!gpu-pool=sentinel-0b1c"
+SENTINEL_API = "pulumi@pve!gpu-pool=5e471e11-0b1c-4d2e-9f3a-7f3a91c0ffee"
 
 
 def preview(out: Path, *extra: str) -> int:
@@ -99,6 +99,6 @@ def test_invalid_config_exits_non_zero_with_the_message_and_no_traceback(tmp_pat
         cwd=ROOT_DIR, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 1
-    assert "gpu-pool:failureDomains[1].gpu.pciAddress: is not a PCI address" in result.stderr
+    assert "gpu-pool:failureDomains[dc2].gpu.pciAddress: is not a PCI address" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not (tmp_path / "o" / "plan.json").exists()

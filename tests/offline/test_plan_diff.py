@@ -45,6 +45,11 @@ def secret(config: Config, key: str, ciphertext: str) -> None:
     config[f"gpu-pool:{key}"] = {"secure": ciphertext}
 
 
+def all_domains(config: Config, settings: dict[str, Any]) -> None:
+    for domain in config[FD]:
+        domain.update(settings)
+
+
 def add_domain(config: Config) -> None:
     dc4 = copy.deepcopy(config[FD][2])
     dc4.update({"name": "dc4", "proxmoxNode": "pve-dc4", "vmId": 4401, "hostname": "rke2-worker-dc4-gpu-a"})
@@ -139,7 +144,7 @@ ROWS = [
     ),
     Row(
         "more cores on every domain would drain and reboot the whole pool at once, which is flagged",
-        lambda c: [domain.update({"cores": 12}) for domain in c[FD]],
+        lambda c: all_domains(c, {"cores": 12}),
         ops={**{f"dc{i}-vm": "update" for i in (1, 2, 3)}, **{f"dc{i}-power-cycle": "update" for i in (1, 2, 3)}},
         dangers=["3 GPU domains (dc1, dc2, dc3) drain and reboot in parallel"],
     ),

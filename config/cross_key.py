@@ -1,0 +1,157 @@
+"""Rules no single key can check, run on whatever parts of the stack config parse, so that a stack with a
+single-key mistake still hears about its cross-key ones in the same run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from config.errors import domain_label
+from config.failure_domain import FailureDomainConfig
+from config.gpu_operator import GpuOperatorConfig
+from config.kyverno import KyvernoConfig
+from config.proxmox import ProxmoxConfig
+from config.sharing import SharingProfile
+from config.smoke_test import SmokeTestConfig
+from config.stack import StackConfig
+from config.validators import LABEL_VALUE
+from knowledge.gpu_operator import GPU_RESOURCE
+
+PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, SharingProfile])
+
+
+@dataclass
+class StackParts:
+    """The parts of a stack config the rules read; None (or a missing domain) where that part did not parse."""
+
+    domains: list[tuple[str, FailureDomainConfig]] = field(default_factory=list)
+    profiles: Mapping[str, SharingProfile] | None = None
+    proxmox: ProxmoxConfig | None = None
+    kyverno: KyvernoConfig | None = None
+    operator_namespace: str | None = None
+    smoke_namespace: str | None = None
+
+
+def parts_of(cfg: StackConfig) -> StackParts:
+    names = [{"name": domain.name} for domain in cfg.failure_domains]
+    return StackParts(
+        domains=[(domain_label(names, index), domain) for index, domain in enumerate(cfg.failure_domains)],
+        profiles=cfg.sharing_profiles,
+        proxmox=cfg.proxmox,
+        kyverno=cfg.kyverno,
+        operator_namespace=cfg.gpu_operator.namespace,
+        smoke_namespace=cfg.smoke_test.namespace,
+    )
+
+
+def _parsed(parse: Any, value: Any) -> Any:
+    try:
+        return parse(value)
+    except ValidationError:
+        return None
+
+
+def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
+    """What parses of a stack config that as a whole did not."""
+    domains_raw = raw.get("failureDomains")
+    domains: list[tuple[str, FailureDomainConfig]] = []
+    if isinstance(domains_raw, list):
+        for index, item in enumerate(domains_raw):
+            domain = _parsed(FailureDomainConfig.model_validate, item)
+            if domain is not None:
+                domains.append((domain_label(domains_raw, index), domain))
+    operator = _parsed(GpuOperatorConfig.model_validate, raw.get("gpuOperator", {}))
+    smoke = _parsed(SmokeTestConfig.model_validate, raw.get("smokeTest", {}))
+    return StackParts(
+        domains=domains,
+        profiles=_parsed(PROFILES.validate_python, raw["sharingProfiles"]) if "sharingProfiles" in raw else None,
+        proxmox=_parsed(ProxmoxConfig.model_validate, raw["proxmox"]) if "proxmox" in raw else None,
+        kyverno=_parsed(KyvernoConfig.model_validate, raw.get("kyverno", {})),
+        operator_namespace=operator.namespace if operator else None,
+        smoke_namespace=smoke.namespace if smoke else None,
+    )
+
+
+def _duplicates(parts: StackParts, attr: str, what: str, why: str) -> list[str]:
+    counts = Counter(getattr(domain, attr) for _, domain in parts.domains)
+    problems: list[str] = []
+    seen: dict[Any, str] = {}
+    alias = FailureDomainConfig.model_fields[attr].alias or attr
+    for label, domain in parts.domains:
+        value = getattr(domain, attr)
+        if counts[value] > 1 and value in seen:
+            problems.append(
+                f"gpu-pool:failureDomains[{label}].{alias}: {value!r} is already used by "
+                f"failureDomains[{seen[value]}]; {what} must be unique{why}"
+            )
+        seen.setdefault(value, label)
+    return problems
+
+
+def cross_key_problems(parts: StackParts) -> list[str]:
+    """Each message names the key path of the offending entry (a domain by its name)."""
+    problems = [
+        *_duplicates(parts, "name", "domain names", ""),
+        *_duplicates(parts, "hostname", "hostnames", " (they are Kubernetes node names)"),
+        *_duplicates(parts, "vm_id", "VM ids", " (Proxmox VM ids are cluster-wide)"),
+        *_duplicates(
+            parts,
+            "proxmox_node",
+            "Proxmox nodes",
+            ": a failure domain is a physical host, and two GPU domains on one host both die with it",
+        ),
+    ]
+    for label, domain in parts.domains:
+        where = f"gpu-pool:failureDomains[{label}]"
+        if parts.profiles is not None and domain.sharing not in parts.profiles:
+            defined = ", ".join(sorted(parts.profiles))
+            problems.append(
+                f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
+                f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
+                "takes that card from 1 schedulable GPU to 0"
+            )
+        if domain.kernel is not None and not domain.ssh_authorized_keys:
+            problems.append(
+                f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
+                "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
+                "in the secret gpu-pool:sshPrivateKey"
+            )
+        if domain.gpu.passthrough == "raw" and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
+            problems.append(
+                f"{where}.gpu.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam to do "
+                "(an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
+                "rootPassword"
+            )
+    for name in parts.profiles or {}:
+        if not name or not LABEL_VALUE.match(name):
+            problems.append(
+                f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
+                "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
+                "ending with a letter or digit"
+            )
+    if parts.kyverno is not None and parts.kyverno.gpu_resource != GPU_RESOURCE:
+        problems.append(
+            f"gpu-pool:kyverno.gpuResource: {parts.kyverno.gpu_resource!r} is not what the device plugin advertises "
+            f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
+            "would never see a GPU pod"
+        )
+    if parts.smoke_namespace is not None and parts.smoke_namespace == parts.operator_namespace:
+        problems.append(
+            f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
+            "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
+        )
+    return problems
+
+
+def config_warnings(cfg: StackConfig) -> list[str]:
+    """Valid, but probably not what was meant."""
+    return [
+        f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
+        f"{domain.username!r} without a password: the VM will have no login (add a key to debug it over SSH)"
+        for domain in cfg.failure_domains
+        if not domain.ssh_authorized_keys
+    ]

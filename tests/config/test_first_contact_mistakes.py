@@ -1,0 +1,192 @@
+"""The mistakes a new user made writing a stack for their own lab: each refused (or normalised) at preview,
+with a message naming the key and the fix, never a secret's value, and nothing registered."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pytest
+
+from offline.recording import Recording
+from offline.runner import run_stack
+
+Run = Callable[..., Recording]
+FD = "gpu-pool:failureDomains"
+
+
+def refused(run: Run, config: dict[str, Any], monitor: Any, secrets: dict[str, str] | None = None) -> str:
+    with pytest.raises(pulumi.RunError) as raised:
+        run(config, secrets)
+    assert monitor.recording.registrations == [], "a refused config must register nothing"
+    return str(raised.value)
+
+
+# --- paths and URLs that fail only during `up` ---------------------------------------------------------------
+
+
+def test_a_kubeconfig_under_home_is_expanded_before_any_kubectl_step_quotes_it(
+    run_stack_program: Run, prod_config, monkeypatch
+):
+    monkeypatch.setenv("HOME", "/home/ops")
+    prod_config["gpu-pool:kubernetes"] = {"kubeconfig": "~/.kube/lab.yaml", "context": "lab"}
+    recording = run_stack_program(prod_config)
+    assert (
+        recording.named("dc1-node-taint").inputs["create"].startswith("kubectl --kubeconfig /home/ops/.kube/lab.yaml")
+    )
+    assert "/home/ops/.kube/lab.yaml" in recording.named("dc1-node-ready").inputs["environment"]["KUBECTL"]
+    assert recording.named("kubernetes").inputs["kubeconfig"] == "/home/ops/.kube/lab.yaml"
+
+
+def test_a_relative_kubeconfig_becomes_absolute_so_every_step_reads_the_same_file(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:kubernetes"] = {"kubeconfig": "secrets/lab.kubeconfig"}
+    recording = run_stack_program(prod_config)
+    assert recording.named("kubernetes").inputs["kubeconfig"] == os.path.abspath("secrets/lab.kubeconfig")
+
+
+def test_a_proxmox_endpoint_with_the_api_path_is_refused_saying_which_part_to_drop(
+    run_stack_program: Run, prod_config, monitor
+):
+    prod_config["gpu-pool:proxmox"]["endpoint"] = "https://pve-dc1.lab.internal:8006/api2/json"
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "gpu-pool:proxmox.endpoint: drop '/api2/json'" in message
+    assert "https://pve-dc1.lab.internal:8006/" in message
+
+
+# --- secrets: their shape, never their value ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("rke2Token", "", "gpu-pool:rke2Token: the RKE2 join token is empty"),
+        ("rke2Token", "K10deadbeef::server:abc", "expected K10<64 hex digits>::<user>:<password>"),
+        ("rke2Token", "my-token\n", "contains a space or a line break"),
+        ("proxmoxApiToken", "pulumi@pve!gpu-pool", "has no '=<secret>' part"),
+        ("proxmoxApiToken", "root@pam=hunter2", "expected user@realm!tokenid=<uuid>"),
+    ],
+    ids=[
+        "an empty join token",
+        "a mangled full join token",
+        "a join token with its newline",
+        "an API token without its secret",
+        "a password where the API token goes",
+    ],
+)
+def test_a_malformed_secret_is_refused_showing_the_expected_shape_but_never_the_value(
+    run_stack_program: Run, prod_config, monitor, key: str, value: str, expected: str
+):
+    message = refused(run_stack_program, prod_config, monitor, {key: value})
+    assert expected in message and "(value not shown)" in message
+    if value.strip():
+        assert value.strip() not in message
+
+
+def test_a_secret_written_in_plain_text_in_the_stack_file_is_refused_with_the_command_that_encrypts_it(
+    run_stack_program: Run, prod_config, monitor
+):
+    prod_config["gpu-pool:rke2Token"] = "K10" + "ab" * 32 + "::server:in-the-clear"
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "gpu-pool:rke2Token: the RKE2 join token is in the stack file in plain text" in message
+    assert "pulumi config set --secret gpu-pool:rke2Token <value>" in message
+    assert "in-the-clear" not in message
+
+
+def test_the_offline_preview_refuses_a_plain_text_secret_too(tmp_path):
+    import yaml
+
+    from offline.runner import read_stack_file
+
+    config = read_stack_file("prod")
+    config["gpu-pool:proxmoxApiToken"] = "pulumi@pve!gpu-pool=12345678-1234-1234-1234-123456789abc"
+    with pytest.raises(pulumi.RunError, match="in plain text"):
+        run_stack("prod", config=config)
+    assert yaml.safe_dump(config)
+
+
+def test_a_domain_without_any_login_is_a_warning_not_an_error(run_stack_program: Run, prod_config, monkeypatch):
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
+    run_stack_program(prod_config)
+    assert any(w.startswith("gpu-pool:failureDomains[dc1].sshAuthorizedKeys: none given") for w in warnings)
+    assert any("the VM will have no login" in w for w in warnings)
+
+
+# --- type mix-ups get the fix, in YAML ---------------------------------------------------------------------
+
+
+TYPE_MIXUPS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    (
+        "a driver version YAML read as a number",
+        lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": 570.211}),
+        "gpu-pool:gpuOperator.driverVersion: Input should be a valid string (got 570.211); "
+        'YAML read a float: quote it, driverVersion: "570.211"',
+    ),
+    (
+        "a sharing profile given as a bare number",
+        lambda c: c["gpu-pool:sharingProfiles"].update({"a1000-x4": 4}),
+        "gpu-pool:sharingProfiles.a1000-x4: Input should be a valid dictionary (got 4); "
+        "write a map of keys under it, e.g. a1000-x4: {replicas: 4}",
+    ),
+    (
+        "failure domains given as a map instead of a list",
+        lambda c: c.update({FD: {"dc1": c[FD][0]}}),
+        "gpu-pool:failureDomains: Input should be a valid list; "
+        "write a list of `- name: ...` entries under failureDomains",
+    ),
+    (
+        "replicas in quotes",
+        lambda c: c["gpu-pool:sharingProfiles"]["whole"].update({"replicas": "1"}),
+        "gpu-pool:sharingProfiles.whole.replicas: Input should be a valid integer (got '1'); "
+        "write a whole number without quotes, e.g. replicas: 8",
+    ),
+    (
+        "a yes/no where a boolean goes",
+        lambda c: c.update({"gpu-pool:monitoring": {"serviceMonitor": "maybe"}}),
+        "gpu-pool:monitoring.serviceMonitor: Input should be a valid boolean (got 'maybe'); "
+        "write true or false without quotes",
+    ),
+    (
+        "a section given as a plain value instead of a map",
+        lambda c: c.update({"gpu-pool:proxmox": "https://pve:8006"}),
+        "gpu-pool:proxmox: Input should be a valid dictionary (got 'https://pve:8006'); "
+        "write a map of keys under it, e.g. proxmox: {endpoint: ..., cloudImage: ...}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mistake", "break_config", "expected"), TYPE_MIXUPS, ids=[m[0] for m in TYPE_MIXUPS])
+def test_a_type_mix_up_gets_the_shape_to_write_instead(
+    run_stack_program: Run, prod_config, monitor, mistake, break_config, expected
+):
+    break_config(prod_config)
+    assert expected in refused(run_stack_program, prod_config, monitor), mistake
+
+
+def test_a_key_written_without_the_project_prefix_is_recognised_as_such(run_stack_program: Run, prod_config, monitor):
+    prod_config["rke2"] = prod_config.pop("gpu-pool:rke2")
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "rke2: written without the project prefix; write it as gpu-pool:rke2" in message
+    assert "gpu-pool:rke2: is required but not set" in message
+
+
+def test_a_misspelt_project_prefix_is_recognised_as_such(run_stack_program: Run, prod_config, monitor):
+    prod_config["gpu_pool:smokeTest"] = {"enabled": False}
+    assert "gpu_pool:smokeTest: 'gpu_pool' is not this project's prefix; write it as gpu-pool:smokeTest" in refused(
+        run_stack_program, prod_config, monitor
+    )
+
+
+def test_single_key_and_cross_key_mistakes_come_back_in_one_run(run_stack_program: Run, prod_config, monitor):
+    prod_config[FD][0]["gpu"]["pciAddress"] = "01:00.0"  # single key, dc1
+    prod_config[FD][2]["vmId"] = 4201  # cross key: dc2's VM id
+    prod_config[FD][1]["sharing"] = "a1000-x8"  # cross key: no such profile
+    prod_config["gpu-pool:rke2"]["version"] = "latest"  # single key
+    message = refused(run_stack_program, prod_config, monitor, {"rke2Token": ""})
+    assert "gpu-pool:failureDomains[dc1].gpu.pciAddress: is not a PCI address" in message
+    assert "gpu-pool:failureDomains[dc3].vmId: 4201 is already used by failureDomains[dc2]" in message
+    assert "gpu-pool:failureDomains[dc2].sharing: 'a1000-x8' is not a defined sharing profile" in message
+    assert "gpu-pool:rke2.version: 'latest' is a channel" in message
+    assert "gpu-pool:rke2Token: the RKE2 join token is empty" in message
