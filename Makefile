@@ -1,5 +1,6 @@
 # The two commands: `make preview` (offline preview of a stack) and `make test`.
 # On a fresh machine both bootstrap uv and the locked environment; only python3 and make are assumed.
+# `make preview` installs what the program needs; `make test` adds the dev tools (linters, test libraries).
 
 UV_VERSION := 0.13.8
 TOOLS := .tools
@@ -10,6 +11,8 @@ export UV_PYTHON := python3
 # Compile the SDKs to bytecode once at install: where PYTHONDONTWRITEBYTECODE is set (as on CI), every
 # Python process would otherwise recompile pulumi_kubernetes' sources (~3 s each).
 export UV_COMPILE_BYTECODE := 1
+# uv's own progress goes away; its errors do not.
+export UV_NO_PROGRESS := 1
 
 STACK ?= prod
 OUT ?= build/$(STACK)
@@ -17,36 +20,77 @@ ARGS ?=
 # Contract tests read upstream reference data from here; CI sets it explicitly.
 export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
 
-.PHONY: preview diff test lint bench clean
+RUNTIME := .venv/.synced-runtime
+DEV := .venv/.synced-dev
+
+.PHONY: preview diff check docs claims doctor test lint bench bench-update clean
 
 $(UV):
-	python3 -m venv $(TOOLS)
-	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@echo "setting up uv $(UV_VERSION) in $(TOOLS)/ (once)"
+	@python3 -m venv $(TOOLS)
+	@$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-.venv/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --locked
+# --inexact: a runtime sync after `make test` keeps the dev tools instead of uninstalling them.
+$(RUNTIME): $(UV) pyproject.toml uv.lock
+	@echo "installing the locked runtime packages into .venv/"
+	@$(UV) sync --locked --no-dev --inexact --quiet
 	@touch $@
 
-preview: .venv/.synced
+$(DEV): $(UV) pyproject.toml uv.lock
+	@echo "installing the locked runtime and dev packages into .venv/"
+	@$(UV) sync --locked --quiet
+	@touch $@ $(RUNTIME)
+
+preview: $(RUNTIME)
 	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
 
 # What a config change will do: make diff STACK=prod BEFORE=path/to/earlier/Pulumi.prod.yaml [AFTER=...]
 BEFORE ?=
 AFTER ?=
-diff: .venv/.synced
+diff: $(RUNTIME)
 	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
 	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) --out $(OUT) $(ARGS)
 
-lint: .venv/.synced
+# The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.
+check: $(DEV)
+	GPU_POOL_CHECK_STACK=$(STACK) $(UV) run --no-sync pytest -q tests/contract/test_preview_manifests_contract.py $(ARGS)
+
+# docs/config-reference.md and docs/stack-config.schema.json from the config models.
+docs: $(RUNTIME)
+	$(UV) run --no-sync python -m config.schema_export docs
+
+# The day-2 tool: make claims ARGS="--stack prod" / make doctor ARGS="rke2-worker-dc1-gpu-a --stack prod"
+claims: $(RUNTIME)
+	$(UV) run --no-sync gpu-pool claims $(ARGS)
+
+doctor: $(RUNTIME)
+	$(UV) run --no-sync gpu-pool doctor $(ARGS)
+
+lint: $(DEV)
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync mypy
 
 test: lint
-	$(UV) run --no-sync pytest
+	$(UV) run --no-sync pytest $(ARGS)
 
-bench: .venv/.synced
-	$(UV) run --no-sync python -m benchmarks.run
+# Measures into build/BENCHMARKS.md; `make bench-update` rewrites the tracked BENCHMARKS.md.
+bench: $(DEV)
+	$(UV) run --no-sync python -m benchmarks.run --output build/BENCHMARKS.md $(ARGS)
+
+bench-update: $(DEV)
+	$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(ARGS)
 
 clean:
 	rm -rf build .venv $(TOOLS)
+
+# --- e2e tier (issue 12): a real etcd + kube-apiserver, built from the Go modules pinned in e2e/, under pytest.
+# Binaries are cached in $(E2E_BIN) (outside git) and rebuilt only when a pin changes; the first build takes minutes.
+E2E_BIN := $(TOOLS)/e2e/bin
+.PHONY: e2e-tools e2e
+
+e2e-tools:
+	bash e2e/build-tools.sh $(E2E_BIN)
+
+e2e: e2e-tools $(DEV)
+	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) $(UV) run --no-sync pytest -q tests/e2e $(ARGS)

@@ -9,7 +9,15 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
-from config.validators import dns_1123_name, dns_label, pci_address, vendor_device_id
+from config.validators import (
+    DNS_1123_SUBDOMAIN,
+    DNS_LABEL,
+    PCI_ADDRESS,
+    dns_1123_name,
+    dns_label,
+    pci_address,
+    vendor_device_id,
+)
 
 NVIDIA_VENDOR_ID = "10de"
 SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
@@ -24,11 +32,20 @@ MIN_DISK_GIB = 40
 
 
 class GpuConfig(ConfigModel):
-    pci_address: str = Field(description="the card's address on its Proxmox host, DDDD:BB:DD[.F], e.g. 0000:01:00")
-    vendor_device_id: str = Field(description="PCI vendor:device id, e.g. 10de:25b0 for an RTX A1000")
+    pci_address: str = Field(
+        description="the card's address on its Proxmox host, DDDD:BB:DD[.F], e.g. 0000:01:00",
+        json_schema_extra={"pattern": PCI_ADDRESS.pattern},
+    )
+    vendor_device_id: str = Field(
+        description="PCI vendor:device id, e.g. 10de:25b0 for an RTX A1000",
+        json_schema_extra={"pattern": "^10[dD][eE]:[0-9a-fA-F]{4}$"},
+    )
     model: str = Field(description="human name of the card, e.g. NVIDIA RTX A1000")
     iommu_group: int = Field(ge=0, description="the card's IOMMU group (`pvesh get /nodes/<n>/hardware/pci`)")
-    subsystem_id: str = Field(description="PCI subsystem vendor:device id; the mapping is incomplete without it")
+    subsystem_id: str = Field(
+        description="PCI subsystem vendor:device id; the mapping is incomplete without it",
+        json_schema_extra={"pattern": SUBSYSTEM_ID.pattern},
+    )
     passthrough: Literal["mapping", "raw"] = Field(
         default="mapping",
         description="mapping: PCI resource mapping (works with an API token); raw: raw hostpci id (root@pam only)",
@@ -84,11 +101,20 @@ class NetworkConfig(ConfigModel):
 
 
 class FailureDomainConfig(ConfigModel):
-    name: str = Field(description="domain name, a DNS label; becomes topology.kubernetes.io/zone")
-    proxmox_node: str = Field(description="the Proxmox node (physical host) that holds the card")
+    name: str = Field(
+        description="domain name, a DNS label; becomes topology.kubernetes.io/zone",
+        json_schema_extra={"pattern": DNS_LABEL.pattern},
+    )
+    proxmox_node: str = Field(
+        description="the Proxmox node (physical host) that holds the card",
+        json_schema_extra={"pattern": DNS_LABEL.pattern},
+    )
     vm_id: int = Field(ge=100, le=999_999_999, description="Proxmox VM id of the GPU worker")
-    hostname: str = Field(description="VM hostname = Kubernetes node name, e.g. rke2-worker-dc1-gpu-a")
-    gpu: GpuConfig
+    hostname: str = Field(
+        description="VM hostname = Kubernetes node name, e.g. rke2-worker-dc1-gpu-a",
+        json_schema_extra={"pattern": DNS_1123_SUBDOMAIN.pattern},
+    )
+    gpu: GpuConfig = Field(description="the card on this host, as `pvesh get /nodes/<node>/hardware/pci` shows it")
     sharing: str = Field(description="name of a gpu-pool:sharingProfiles entry")
     cores: int = Field(default=8, ge=1, le=512, description="vCPUs (CPU type host)")
     memory_mib: int = Field(
@@ -103,7 +129,7 @@ class FailureDomainConfig(ConfigModel):
         ge=MIN_DISK_GIB,
         description=f"root disk in GiB, at least {MIN_DISK_GIB}",
     )
-    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VM's network (cloud-init)")
     firmware: Literal["seabios", "ovmf"] = Field(default="seabios", description="seabios (default) or ovmf (UEFI)")
     secure_boot: bool = Field(default=False, description="UEFI Secure Boot in the VM (ovmf only)")
     module_signing: bool = Field(
@@ -113,6 +139,7 @@ class FailureDomainConfig(ConfigModel):
     kernel: str | None = Field(
         default=None,
         description="pinned guest kernel release, e.g. 6.8.0-60-generic; changing it runs the kernel upgrade",
+        json_schema_extra={"pattern": KERNEL_RELEASE.pattern},
     )
     username: str = Field(default="ubuntu", description="cloud-init login user")
     ssh_authorized_keys: list[str] = Field(default_factory=list, description="SSH public keys for that user")

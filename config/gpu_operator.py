@@ -89,6 +89,7 @@ class GpuOperatorConfig(ConfigModel):
     chart_version: str = Field(
         default="v26.3.2",
         description="gpu-operator chart version, pinned as vX.Y.Z (the article's pin is v26.3.2)",
+        json_schema_extra={"pattern": _SEMVER_TAG.pattern},
     )
     chart_repository: str = Field(
         default="https://helm.ngc.nvidia.com/nvidia", description="Helm repository of the chart (https)"
@@ -97,6 +98,7 @@ class GpuOperatorConfig(ConfigModel):
     driver_version: str = Field(
         default="580.173.02",
         description="NVIDIA driver the operator builds; a branch such as '580' when usePrecompiled",
+        json_schema_extra={"pattern": r"^\d+(\.\d+){0,2}$"},
     )
     kernel_module_type: Literal["auto", "open", "proprietary"] = Field(
         default="auto", description="open or proprietary kernel modules; auto tries open first"

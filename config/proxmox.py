@@ -25,7 +25,10 @@ class ProxmoxSshConfig(ConfigModel):
 
 
 class ProxmoxConfig(ConfigModel):
-    endpoint: str = Field(description="Proxmox VE API URL, e.g. https://pve1.lab:8006/")
+    endpoint: str = Field(
+        description="Proxmox VE API URL, the server alone, e.g. https://pve1.lab:8006/",
+        json_schema_extra={"pattern": "^https://[^/?#]+/?$"},
+    )
     insecure: bool = Field(default=False, description="skip TLS verification (self-signed Proxmox certificate)")
     auth: Literal["apiToken", "rootPassword"] = Field(
         default="apiToken",
@@ -34,9 +37,12 @@ class ProxmoxConfig(ConfigModel):
     snippets_datastore: str = Field(default="local", description="datastore with the `snippets` content type")
     disk_datastore: str = Field(default="local-lvm", description="datastore for VM disks and the cloud-init drive")
     cloud_image: str = Field(
-        description="file id of the cloud image the VM disk is imported from, e.g. local:import/noble.qcow2"
+        description="file id of the cloud image the VM disk is imported from, e.g. local:import/noble.qcow2",
+        json_schema_extra={"pattern": FILE_ID.pattern},
     )
-    ssh: ProxmoxSshConfig = Field(default_factory=ProxmoxSshConfig)
+    ssh: ProxmoxSshConfig = Field(
+        default_factory=ProxmoxSshConfig, description="how the provider reaches the nodes over SSH (snippet upload)"
+    )
 
     @field_validator("endpoint")
     @classmethod

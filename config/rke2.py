@@ -44,8 +44,15 @@ def containerd_problem(version: str) -> str | None:
 
 
 class Rke2Config(ConfigModel):
-    server_url: str = Field(description="RKE2 supervisor URL the agents register with, https://<server>:9345")
-    version: str = Field(description="pinned RKE2 release, e.g. v1.33.5+rke2r1 (must match the servers)")
+    server_url: str = Field(
+        description="RKE2 supervisor URL the agents register with, https://<server>:9345",
+        json_schema_extra={"pattern": "^https://[^/]+:9345/?$"},
+    )
+    version: str = Field(
+        description="pinned RKE2 release, e.g. v1.33.5+rke2r1 (must match the servers; v1.31.6, v1.32.2 or any "
+        "v1.33+ release: the GPU Operator needs containerd 2.0)",
+        json_schema_extra={"pattern": RKE2_VERSION.pattern},
+    )
 
     @field_validator("server_url")
     @classmethod

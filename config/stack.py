@@ -15,20 +15,43 @@ from config.proxmox import ProxmoxConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
+from config.validators import LABEL_VALUE
 
 
 class StackConfig(ConfigModel):
-    proxmox: ProxmoxConfig
-    rke2: Rke2Config
-    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
-    sharing_profiles: dict[str, SharingProfile] = Field(min_length=1)
-    failure_domains: list[FailureDomainConfig] = Field(min_length=1)
-    gpu_operator: GpuOperatorConfig = Field(default_factory=GpuOperatorConfig)
-    kyverno: KyvernoConfig = Field(default_factory=KyvernoConfig)
-    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
-    gpu_quotas: GpuQuotasConfig = Field(default_factory=GpuQuotasConfig)
-    smoke_test: SmokeTestConfig = Field(default_factory=SmokeTestConfig)
-    preflight: PreflightConfig = Field(default_factory=PreflightConfig)
+    """The `gpu-pool:` keys of a Pulumi.<stack>.yaml."""
+
+    proxmox: ProxmoxConfig = Field(description="how the stack reaches the Proxmox VE cluster that holds the GPU hosts")
+    rke2: Rke2Config = Field(description="the RKE2 cluster the GPU workers join")
+    kubernetes: KubernetesConfig = Field(
+        default_factory=KubernetesConfig, description="the Kubernetes API the stack and its kubectl steps talk to"
+    )
+    sharing_profiles: dict[str, SharingProfile] = Field(
+        min_length=1,
+        description="named sharing profiles; each domain's card advertises its profile's replicas as nvidia.com/gpu",
+        json_schema_extra={"propertyNames": {"pattern": LABEL_VALUE.pattern}},
+    )
+    failure_domains: list[FailureDomainConfig] = Field(
+        min_length=1, description="one entry per Proxmox host with a GPU: its card, its worker VM, its sharing profile"
+    )
+    gpu_operator: GpuOperatorConfig = Field(
+        default_factory=GpuOperatorConfig, description="the NVIDIA GPU Operator release: chart, driver, resources"
+    )
+    kyverno: KyvernoConfig = Field(
+        default_factory=KyvernoConfig, description="the Kyverno policy that steers GPU pods to GPU nodes"
+    )
+    monitoring: MonitoringConfig = Field(
+        default_factory=MonitoringConfig, description="DCGM ServiceMonitor, Grafana dashboard and GPU alert rules"
+    )
+    gpu_quotas: GpuQuotasConfig = Field(
+        default_factory=GpuQuotasConfig, description="how many GPUs each namespace may request"
+    )
+    smoke_test: SmokeTestConfig = Field(
+        default_factory=SmokeTestConfig, description="the CUDA vector-add Job that proves each domain's GPU chain"
+    )
+    preflight: PreflightConfig = Field(
+        default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"
+    )
 
     def slots(self, domain: FailureDomainConfig) -> int:
         """Schedulable `nvidia.com/gpu` the domain's card advertises under its sharing profile."""

@@ -5,12 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import pulumi
+import yaml
 
 from config.errors import ConfigError
 from offline.render import tree, write_all
-from offline.runner import PROJECT, StackFileError, read_stack_file, run_stack
+from offline.runner import (
+    PROJECT,
+    ROOT_DIR,
+    StackFileError,
+    placeholder_keys,
+    read_stack_file,
+    run_stack,
+    secret_markers,
+)
 
 
 def parse_secret(text: str) -> tuple[str, str]:
@@ -33,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out or Path("build") / args.stack
     secrets = dict(args.secret)
     try:
-        config = read_stack_file(args.stack, args.stack_dir) if args.stack_dir else None
+        config = read_stack_file(args.stack, args.stack_dir or ROOT_DIR)
         recording = run_stack(args.stack, config=config, secrets=secrets)
     except StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -47,15 +57,46 @@ def main(argv: list[str] | None = None) -> int:
         # Raised by __main__.py with the validation messages already formatted, as `pulumi preview` shows them.
         print(str(error), file=sys.stderr)
         return 1
-    document = write_all(recording, out, PROJECT, args.stack, secrets.values())
+    markers = secret_markers(config, secrets)
+    document = write_all(recording, out, PROJECT, args.stack, secrets.values(), markers)
     if not args.quiet:
         print(tree(recording, secrets.values()), end="")
-    print(
-        f"\noffline preview of stack {args.stack!r}: {len(document['resources'])} resources, "
-        f"{document['outputs'].get('schedulableGpuSlots', '?')} schedulable GPU slots; wrote {out}/plan.json, "
-        f"{out}/manifests/, {out}/graph.mmd",
+        print()
+    auth = (
+        (config.get(f"{PROJECT}:proxmox") or {}).get("auth", "apiToken")
+        if isinstance(config.get(f"{PROJECT}:proxmox"), dict)
+        else "apiToken"
     )
+    unused = f"{PROJECT}:proxmoxApiToken" if auth == "rootPassword" else f"{PROJECT}:proxmoxRootPassword"
+    placeholders = [key for key in placeholder_keys(config, secrets) if key != unused]
+    print(summary(args.stack, out, document, placeholders), end="")
     return 0
+
+
+def summary(stack: str, out: Path, document: dict[str, Any], placeholders: list[str]) -> str:
+    """The end of the console output: what was written, the stack outputs, and what the preview could not know."""
+    manifests = len(list((out / "manifests").glob("*.yaml")))
+    vms = len(list((out / "cloud-init").glob("*.yaml")))
+    outputs = yaml.safe_dump(document["outputs"], sort_keys=True, width=120).rstrip("\n")
+    lines = [
+        f"offline preview of stack {stack!r}: {len(document['resources'])} resources, "
+        f"{document['outputs'].get('schedulableGpuSlots', '?')} schedulable GPU slots",
+        f"wrote {out}/: plan.json, graph.mmd, manifests/ ({manifests} objects), cloud-init/ ({vms} VMs), "
+        "gpu-operator-values.yaml",
+        "",
+        "Outputs:",
+        *(f"  {line}" for line in outputs.splitlines()),
+        "",
+    ]
+    if placeholders:
+        lines.append(
+            f"Secrets not given, placeholders used: {', '.join(placeholders)} "
+            '(give yours with ARGS="--secret KEY=VALUE")'
+        )
+    lines.append(
+        "Host and cluster preflight skipped: offline there is no Proxmox API or cluster; `pulumi preview` runs them."
+    )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from offline.recording import UNKNOWN, Recording, Registration, is_secret
+from offline.recording import UNKNOWN, Recording, Registration, is_secret, reveal
 
 SECRET_SHOWN = "[secret]"
 COMPUTED_SHOWN = "<computed>"
@@ -156,8 +156,48 @@ def tree(recording: Recording, secret_values: Iterable[str] = ()) -> str:
     return "\n".join(out) + "\n"
 
 
+SNIPPET = "proxmoxve:index/fileLegacy:FileLegacy"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _unmask(text: str, markers: Mapping[str, str]) -> str:
+    for value, marker in sorted(markers.items(), key=lambda item: -len(item[0])):
+        text = text.replace(value, marker)
+    return text
+
+
+def review_files(recording: Recording, stack: str, markers: Mapping[str, str]) -> dict[str, str]:
+    """The documents a user should read before `up`, by relative path: each VM's cloud-init user data (the one
+    document that runs on the VM) with every secret replaced by a marker, and the operator's Helm values."""
+    files: dict[str, str] = {}
+    for r in ordered(recording):
+        if r.type == SNIPPET:
+            domain = r.name.removesuffix("-cloud-init")
+            data = str(reveal(r.inputs.get("sourceRaw", {})).get("data", ""))
+            first, _, rest = _unmask(data, markers).partition("\n")
+            # `#cloud-config` stays the first line: cloud-init recognises the document by it.
+            note = (
+                f"# gpu-pool offline preview of stack {stack!r}: the user data {domain}'s VM boots with (first boot "
+                "only).\n# Secrets are shown as <secret KEY>; the uploaded snippet holds their values.\n"
+            )
+            files[f"cloud-init/{domain}.yaml"] = f"{first}\n{note}{rest}"
+        elif r.type == RELEASE:
+            values = redact(r.inputs.get("values") or {}, list(markers))
+            header = (
+                f"# gpu-pool offline preview of stack {stack!r}: exactly the values the {r.inputs.get('chart')} "
+                f"{r.inputs.get('version')} release gets.\n"
+            )
+            files["gpu-operator-values.yaml"] = header + yaml.safe_dump(values, sort_keys=True, width=120)
+    return files
+
+
 def write_all(
-    recording: Recording, out: Path, project: str, stack: str, secret_values: Iterable[str] = ()
+    recording: Recording,
+    out: Path,
+    project: str,
+    stack: str,
+    secret_values: Iterable[str] = (),
+    markers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     secrets = list(secret_values)
     out.mkdir(parents=True, exist_ok=True)
@@ -171,4 +211,12 @@ def write_all(
     for file_name, body in kubernetes_objects(recording, secrets):
         (manifests / file_name).write_text(yaml.safe_dump(body, sort_keys=True), encoding="utf-8")
     (out / "graph.mmd").write_text(mermaid(recording), encoding="utf-8")
+    cloud_init = out / "cloud-init"
+    if cloud_init.exists():
+        for old in cloud_init.glob("*.yaml"):
+            old.unlink()
+    for relative, text in review_files(recording, stack, markers or {}).items():
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     return document

@@ -92,6 +92,12 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
     return engine, sorted(set(secret_keys))
 
 
+def secret_markers(config: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, str]:
+    """Each secret value the preview runs with -> the marker a reviewable file shows instead of it."""
+    engine, secret_keys = to_engine_config(config, secrets)
+    return {engine[key]: f"<secret {key}>" for key in secret_keys if engine.get(key)}
+
+
 def placeholder_keys(config: Mapping[str, Any], secrets: Mapping[str, str]) -> list[str]:
     """The secrets an offline preview made up: not given with --secret."""
     given = {short if ":" in short else f"{PROJECT}:{short}" for short in secrets}

@@ -91,4 +91,16 @@ def build_user_data(
         ],
         "runcmd": runcmd,
     }
-    return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False, width=1000)
+    return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (the files cloud-init writes) as `|` blocks, so a person can review them as files."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_LiteralDumper.add_representer(str, _text)

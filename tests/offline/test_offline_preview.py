@@ -102,3 +102,44 @@ def test_invalid_config_exits_non_zero_with_the_message_and_no_traceback(tmp_pat
     assert "gpu-pool:failureDomains[dc2].gpu.pciAddress: is not a PCI address" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not (tmp_path / "o" / "plan.json").exists()
+
+
+def test_each_vms_cloud_init_is_written_for_review_with_secrets_replaced_by_markers(tmp_path: Path) -> None:
+    import yaml
+
+    from components.gpu_failure_domain.cloud_init import build_user_data
+    from config.loader import validate_stack
+    from offline.runner import read_stack_file
+
+    assert preview(tmp_path, "--secret", f"rke2Token={SENTINEL_TOKEN}") == 0
+    stack = validate_stack({k.partition(":")[2]: v for k, v in read_stack_file("prod").items()})
+    for domain in stack.failure_domains:
+        text = (tmp_path / "cloud-init" / f"{domain.name}.yaml").read_text()
+        assert text.startswith("#cloud-config\n# gpu-pool offline preview")
+        assert SENTINEL_TOKEN not in text
+        expected = build_user_data(domain, stack.rke2, "<secret gpu-pool:rke2Token>")
+        assert yaml.safe_load(text) == yaml.safe_load(expected)
+
+
+def test_the_operator_values_are_written_as_the_release_gets_them(tmp_path: Path) -> None:
+    import yaml
+
+    preview(tmp_path)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    release = next(r for r in plan["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")
+    written = yaml.safe_load((tmp_path / "gpu-operator-values.yaml").read_text())
+    assert written == release["inputs"]["values"]
+
+
+def test_the_console_ends_with_the_outputs_and_what_the_offline_preview_could_not_know(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "offline.preview", "--stack", "prod", "--out", str(tmp_path), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.rstrip("\n").splitlines()
+    assert "Outputs:" in lines and "  schedulableGpuSlots: 9" in lines
+    assert lines[-2].startswith("Secrets not given, placeholders used: gpu-pool:proxmoxApiToken, gpu-pool:rke2Token")
+    assert lines[-1].startswith("Host and cluster preflight skipped")
