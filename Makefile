@@ -8,10 +8,11 @@ UV := $(TOOLS)/bin/uv
 # uv must use this machine's python3, never download a Python build of its own.
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3
-# Compile the SDKs to bytecode once at install: where PYTHONDONTWRITEBYTECODE is set (as on CI), every
-# Python process would otherwise recompile pulumi_kubernetes' sources (~3 s each).
-export UV_COMPILE_BYTECODE := 1
-# uv's own progress goes away; its errors do not.
+# Python writes each module's bytecode the first time it imports it, so a preview compiles only what it uses
+# (a few seconds once) instead of uv compiling every SDK module at install. Some machines (CI among them) set
+# PYTHONDONTWRITEBYTECODE, which would make every process compile pulumi_kubernetes again.
+unexport PYTHONDONTWRITEBYTECODE
+# uv's own progress bars go away; its errors do not.
 export UV_NO_PROGRESS := 1
 
 STACK ?= prod
@@ -21,25 +22,39 @@ ARGS ?=
 export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
 
 RUNTIME := .venv/.synced-runtime
+DAY2 := .venv/.synced-day2
 DEV := .venv/.synced-dev
 
 .PHONY: preview diff check docs claims doctor test lint bench bench-update clean
 
+# With a pip at hand, uv lands in .tools without creating a venv (ensurepip alone takes seconds); without one,
+# a venv's bundled pip installs it.
 $(UV):
 	@echo "setting up uv $(UV_VERSION) in $(TOOLS)/ (once)"
-	@python3 -m venv $(TOOLS)
-	@$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@mkdir -p $(TOOLS)/bin
+	@if python3 -m pip --version >/dev/null 2>&1; then \
+	  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	    --target $(TOOLS)/uv-package uv==$(UV_VERSION) && ln -sf ../uv-package/bin/uv $(UV); \
+	else \
+	  python3 -m venv $(TOOLS)/venv && $(TOOLS)/venv/bin/pip install --quiet --disable-pip-version-check \
+	    uv==$(UV_VERSION) && ln -sf ../venv/bin/uv $(UV); \
+	fi
 
-# --inexact: a runtime sync after `make test` keeps the dev tools instead of uninstalling them.
+# --inexact: a smaller sync after `make test` keeps the other packages instead of uninstalling them.
 $(RUNTIME): $(UV) pyproject.toml uv.lock
 	@echo "installing the locked runtime packages into .venv/"
-	@$(UV) sync --locked --no-dev --inexact --quiet
+	@$(UV) sync --locked --no-default-groups --inexact --quiet
+	@touch $@
+
+$(DAY2): $(RUNTIME)
+	@echo "installing the day-2 tool's packages into .venv/"
+	@$(UV) sync --locked --no-default-groups --group day2 --inexact --quiet
 	@touch $@
 
 $(DEV): $(UV) pyproject.toml uv.lock
-	@echo "installing the locked runtime and dev packages into .venv/"
+	@echo "installing the locked runtime, day-2 and dev packages into .venv/"
 	@$(UV) sync --locked --quiet
-	@touch $@ $(RUNTIME)
+	@touch $@ $(RUNTIME) $(DAY2)
 
 preview: $(RUNTIME)
 	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
@@ -60,10 +75,10 @@ docs: $(RUNTIME)
 	$(UV) run --no-sync python -m config.schema_export docs
 
 # The day-2 tool: make claims ARGS="--stack prod" / make doctor ARGS="rke2-worker-dc1-gpu-a --stack prod"
-claims: $(RUNTIME)
+claims: $(DAY2)
 	$(UV) run --no-sync gpu-pool claims $(ARGS)
 
-doctor: $(RUNTIME)
+doctor: $(DAY2)
 	$(UV) run --no-sync gpu-pool doctor $(ARGS)
 
 lint: $(DEV)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks.cases import Case, Measurement, discover_sdk_modules, generated_case, measure, run_once
 from benchmarks.child import run_child
+from benchmarks.cold_setup import cold_setup
 from benchmarks.profile_summary import Profile, import_costs, summarise_profile
 from benchmarks.report import Report, render
 from benchmarks.settings import (
@@ -68,6 +69,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-tests", action="store_true", help="do not time the test suite")
     parser.add_argument("--no-profile", action="store_true", help="skip the profile and import breakdown")
+    parser.add_argument("--skip-cold", action="store_true", help="do not time make preview/test on a fresh clone")
+    parser.add_argument(
+        "--e2e-cold", action="store_true", help="also time the e2e tier's cold build (minutes, gigabytes)"
+    )
     parser.add_argument("--output", type=Path, default=OUTPUT, help="where to write the report (BENCHMARKS.md)")
     # Internal: the measured child process.
     parser.add_argument("--child", choices=["preview", "baseline"], help=argparse.SUPPRESS)
@@ -128,6 +133,7 @@ def bench(args: argparse.Namespace) -> Report:
             _log(f"{len(as_configured)} cases with bytecode as configured, {args.uncached_runs} runs each")
             uncached = measure(as_configured, work, args.uncached_runs, 0, _log)
         tests = [] if args.skip_tests else time_test_suite(_log)
+        cold = [] if args.skip_cold else cold_setup(_log, e2e=args.e2e_cold)
         profiles: list[Profile] = []
         imports: list[tuple[str, list[tuple[str, float]]]] = []
         if not args.no_profile:
@@ -151,6 +157,7 @@ def bench(args: argparse.Namespace) -> Report:
         scale=scaled,
         uncached=uncached,
         tests=tests,
+        cold=cold,
         profiles=profiles,
         imports=imports,
         load_before=load_before,
@@ -172,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench failed: {error}", file=sys.stderr)
         return 1
     text = render(report)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(text, end="")
     return 0

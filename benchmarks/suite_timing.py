@@ -58,7 +58,7 @@ def time_test_suite(log: Callable[[str], None]) -> list[Timed]:
     timed: list[Timed] = []
     if make is not None:
         # Setup is not part of the suite's time: make the environment once, untimed (a no-op under `make bench`).
-        subprocess.run([make, "--no-print-directory", ".venv/.synced"], cwd=ROOT, capture_output=True, check=False)
+        subprocess.run([make, "--no-print-directory", ".venv/.synced-dev"], cwd=ROOT, capture_output=True, check=False)
         log("timing `make test` (lint + pytest)")
         timed.append(time_command("`make test` (lint + pytest)", [make, "--no-print-directory", "test"]))
     log("timing pytest alone")
