@@ -81,7 +81,7 @@ class MonitoringConfig(ConfigModel):
         description="extra labels on the PrometheusRule, e.g. what the Prometheus ruleSelector matches",
     )
     runbook_base_url: str = Field(
-        default="https://github.com/gpu-pool/gpu-pool/blob/main/README.md",
+        default="https://github.com/gpu-pool/gpu-pool/blob/main/docs/alerts.md",
         description="page holding the alert runbooks; each alert links <this>#<anchor>",
     )
     thresholds: AlertThresholds = Field(default_factory=AlertThresholds, description="alert thresholds")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="where diff.json goes (default build/<stack>)")
     parser.add_argument("--fail-on-danger", action="store_true", help="exit 1 when any danger is found")
     args = parser.parse_args(argv)
-    after: Path = args.after or ROOT_DIR / f"Pulumi.{args.stack}.yaml"
+    after: Path = args.after or Path(os.path.relpath(ROOT_DIR / f"Pulumi.{args.stack}.yaml"))
     out: Path = args.out or Path("build") / args.stack
     try:
         changes = diff_files(args.stack, args.before, after)

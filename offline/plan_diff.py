@@ -173,8 +173,9 @@ def _command_notes(change: Change, after: Registration) -> None:
             "moved, then uncordons the node"
         )
     elif step == "gpu-ready":
+        slots = environment.get("GPU_SLOTS")
         change.info.append(
-            f"{after.name} waits until {node} advertises {environment.get('GPU_SLOTS')} GPUs on driver "
+            f"{after.name} waits until {node} advertises {slots} GPU{'' if slots == '1' else 's'} on driver "
             f"{environment.get('DRIVER_VERSION')} before its smoke test runs"
         )
     else:

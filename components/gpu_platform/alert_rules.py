@@ -45,7 +45,7 @@ from knowledge.metric_names import (
 RULE_NAME = "gpu-pool-gpus"
 GROUP_NAME = "gpu-pool.gpus"
 
-# README sections the runbook links point at: a heading "Alert: GpuXidErrors" gets the GitHub anchor
+# docs/alerts.md sections the runbook links point at: a heading "Alert: GpuXidErrors" gets the GitHub anchor
 # "alert-gpuxiderrors".
 RUNBOOK_ANCHORS: Mapping[str, str] = MappingProxyType(
     {

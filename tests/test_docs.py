@@ -1,0 +1,161 @@
+"""The README and docs/ cannot go stale: every output block is the command's real output now, every test they
+cite exists, every relative link and anchor resolves.
+
+An output block is a fenced block right after `<!-- output: NAME -->`; NAME picks the command below. In a
+block, a line that is only `…` stands for any number of lines, and `…` inside a line for any text on it (counts
+and widths that change with the tree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+OUTPUT_BLOCK = re.compile(r"<!-- output: (?P<name>[\w-]+) -->\n```[^\n]*\n(?P<body>.*?)```", re.DOTALL)
+TEST_REFERENCE = re.compile(r"(tests/[\w/]+\.py)::(test_\w+)")
+LINK = re.compile(r"\[[^\]]*\]\((?!https?://|mailto:)([^)#\s]*)(?:#([^)\s]+))?\)")
+
+
+def _captured(run: Callable[[], int], tmp: Path) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        run()
+    return out.getvalue().replace(str(tmp), "build/prod"), err.getvalue()
+
+
+def _preview_tail(tmp: Path) -> str:
+    from offline.preview import main
+
+    return _captured(lambda: main(["--stack", "prod", "--out", str(tmp), "--quiet"]), tmp)[0]
+
+
+def _diff_example(tmp: Path) -> str:
+    from offline.diff import main
+
+    return _captured(
+        lambda: main(["--stack", "prod", "--before", "examples/diff/Pulumi.prod.yaml", "--out", str(tmp)]), tmp
+    )[0]
+
+
+def _validation_example(tmp: Path) -> str:
+    from offline.preview import main
+
+    args = ["--stack", "prod", "--stack-dir", "examples/mistakes", "--out", str(tmp), "--quiet"]
+    return _captured(lambda: main(args), tmp)[1]
+
+
+def _make_test_shape(tmp: Path) -> str:
+    """The commands `make test` runs, as make prints them, with what each tool prints on success."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    printed = {
+        "ruff check": "All checks passed!\n",
+        "ruff format": "… files already formatted\n",
+        "mypy": "Success: no issues found in … source files\n",
+        "pytest": "…\n… passed, … skipped in …\n",
+    }
+    lines = []
+    for target in ("lint", "test"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+        assert recipe, f"no {target} target in the Makefile"
+        for command in recipe.group(1).splitlines():
+            shown = command.strip().replace("$(UV)", ".tools/bin/uv").replace(" $(ARGS)", "")
+            lines.append(shown + "\n")
+            lines.append(next(text for tool, text in printed.items() if tool in shown))
+    return "".join(lines)
+
+
+OUTPUTS: dict[str, Callable[[Path], str]] = {
+    "make-preview-tail": _preview_tail,
+    "make-diff-example": _diff_example,
+    "validation-example": _validation_example,
+    "make-test-shape": _make_test_shape,
+}
+
+
+def _pattern(block: str) -> re.Pattern[str]:
+    parts = []
+    for line in block.splitlines():
+        if line == "…":
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            parts.append("[^\n]*?".join(re.escape(piece) for piece in line.split("…")) + r"[ \t]*\n")
+    return re.compile("".join(parts))
+
+
+def _blocks() -> list[tuple[str, str, str]]:
+    found = []
+    for path in DOCS:
+        for match in OUTPUT_BLOCK.finditer(path.read_text(encoding="utf-8")):
+            found.append((path.relative_to(ROOT).as_posix(), match["name"], match["body"]))
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def test_every_output_block_names_a_command_the_test_knows() -> None:
+    unknown = [(path, name) for path, name, _ in BLOCKS if name not in OUTPUTS and not name.startswith("day2-")]
+    assert unknown == []
+    assert {name for _, name, _ in BLOCKS} >= set(OUTPUTS)
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "body"),
+    [b for b in BLOCKS if b[1] in OUTPUTS],
+    ids=[f"{b[0]}:{b[1]}" for b in BLOCKS if b[1] in OUTPUTS],
+)
+def test_an_output_block_is_what_the_command_prints_now(
+    path: str, name: str, body: str, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    actual = OUTPUTS[name](tmp_path)
+    assert _pattern(body).fullmatch(actual), f"{path}: the {name} block is stale; the command prints:\n{actual}"
+
+
+def test_the_block_pattern_does_not_match_what_it_should_not() -> None:
+    assert _pattern("a\n…\nz 3 … left\n").fullmatch("a\nb\nc\nz 3 files left\n")
+    assert not _pattern("a\nz 3 … left\n").fullmatch("a\nb\nz 3 files left\n")
+    assert not _pattern("44 resources\n").fullmatch("45 resources\n")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_every_test_a_page_cites_exists(path: Path) -> None:
+    missing = []
+    for file, function in TEST_REFERENCE.findall(path.read_text(encoding="utf-8")):
+        source = ROOT / file
+        if not source.is_file() or not re.search(rf"^def {function}\(", source.read_text(encoding="utf-8"), re.M):
+            missing.append(f"{file}::{function}")
+    assert missing == []
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.relative_to(ROOT).as_posix() for p in DOCS])
+def test_every_relative_link_and_anchor_resolves(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    broken = []
+    for target, anchor in LINK.findall(text):
+        resolved = (path.parent / target).resolve() if target else path
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved.read_text(encoding="utf-8")):
+            broken.append(f"{target}#{anchor}")
+    assert broken == []
+
+
+def test_the_readme_is_a_third_of_what_it_was() -> None:
+    assert len((ROOT / "README.md").read_bytes()) < 78010 // 3
