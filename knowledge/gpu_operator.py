@@ -12,3 +12,49 @@ DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 DRIVER_POD_SELECTOR: Final = "app=nvidia-driver-daemonset"
 # The operator mounts the DCGM metrics ConfigMap and reads exactly this key.
 DCGM_METRICS_KEY: Final = "dcgm-metrics.csv"
+
+# --- Operand pods (day-2 tool) ---------------------------------------------------------------------
+# Each operand DaemonSet's pod template carries `app: <name>`; the operator selects its own pods by it.
+# Checked in gpu-operator v26.3.2 assets/ (the DaemonSet name is the same string):
+OPERAND_APP_LABEL: Final = "app"
+# assets/state-driver/0500_daemonset.yaml (pods also carry app.kubernetes.io/component=nvidia-driver);
+# init container k8s-driver-manager, container nvidia-driver-ctr.
+DRIVER_APP: Final = "nvidia-driver-daemonset"
+DRIVER_CONTAINER: Final = "nvidia-driver-ctr"
+DRIVER_MANAGER_INIT_CONTAINER: Final = "k8s-driver-manager"
+# assets/state-container-toolkit/0500_daemonset.yaml: init driver-validation, container nvidia-container-toolkit-ctr.
+TOOLKIT_APP: Final = "nvidia-container-toolkit-daemonset"
+TOOLKIT_CONTAINER: Final = "nvidia-container-toolkit-ctr"
+# assets/state-device-plugin/0500_daemonset.yaml: init toolkit-validation and config-manager-init,
+# containers nvidia-device-plugin and config-manager.
+DEVICE_PLUGIN_APP: Final = "nvidia-device-plugin-daemonset"
+DEVICE_PLUGIN_CONTAINER: Final = "nvidia-device-plugin"
+# Watches the node's nvidia.com/device-plugin.config label and switches the plugin to that profile.
+CONFIG_MANAGER_CONTAINER: Final = "config-manager"
+# assets/state-dcgm-exporter/0800_daemonset.yaml: init toolkit-validation, container nvidia-dcgm-exporter.
+DCGM_EXPORTER_APP: Final = "nvidia-dcgm-exporter"
+DCGM_EXPORTER_CONTAINER: Final = "nvidia-dcgm-exporter"
+# assets/gpu-feature-discovery/0500_daemonset.yaml: init toolkit-validation and config-manager-init.
+GPU_FEATURE_DISCOVERY_APP: Final = "gpu-feature-discovery"
+# assets/state-operator-validation/0500_daemonset.yaml: init driver-, toolkit-, cuda- and plugin-validation.
+OPERATOR_VALIDATOR_APP: Final = "nvidia-operator-validator"
+# The driver version is only in the driver container's image tag: nvcr.io/nvidia/driver:<version>-<os>,
+# e.g. 570.211.01-ubuntu24.04.
+DRIVER_IMAGE_NAME: Final = "driver"
+# Set by the operator's upgrade controller on each GPU node (values include upgrade-done, upgrade-failed).
+DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
+DRIVER_UPGRADE_FAILED: Final = "upgrade-failed"
+# NFD labels a node with an NVIDIA (PCI vendor 10de) device; every operand is scheduled only where it is.
+NFD_NVIDIA_PCI_LABEL: Final = "feature.node.kubernetes.io/pci-10de.present"
+
+# --- dcgm-exporter per-pod series (4.5.3-4.8.2, what v26.3.2 ships) --------------------------------
+# With the kubelet pod-resources socket mounted, a GPU held by a pod gets these labels; `Hostname` is the
+# node name, `gpu` and `UUID` the card. Behind the operator's ServiceMonitor (honorLabels false) Prometheus
+# keeps the target's own pod/namespace and renames the exporter's to exported_pod/exported_namespace.
+# On a time-sliced card only one of the pods sharing it is named per series (KUBERNETES_VIRTUAL_GPUS=false,
+# the default).
+DCGM_POD_LABEL: Final = "pod"
+DCGM_NAMESPACE_LABEL: Final = "namespace"
+DCGM_EXPORTED_POD_LABEL: Final = "exported_pod"
+DCGM_EXPORTED_NAMESPACE_LABEL: Final = "exported_namespace"
+DCGM_HOSTNAME_LABEL: Final = "Hostname"

@@ -1,0 +1,87 @@
+"""The floors of one GPU node, bottom up, stopping at the first broken one (the article: debug from the driver up).
+
+Every floor above the driver waits for the one below, so a broken driver makes the toolkit, the device plugin
+and everything else look broken too: only the lowest broken floor is worth reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from day2 import objects as o
+from day2.floors_operands import dcgm_exporter_floor, device_plugin_floor, driver_floor, toolkit_floor
+from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
+from day2.floors_types import Check, Fix, NodeContext
+from day2.pool import PoolFacts
+
+FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
+    ("node", node_floor),
+    ("labels", labels_floor),
+    ("sharing-config", sharing_floor),
+    ("taint", taint_floor),
+    ("driver", driver_floor),
+    ("toolkit", toolkit_floor),
+    ("device-plugin", device_plugin_floor),
+    ("gpu-capacity", gpu_capacity_floor),
+    ("dcgm-exporter", dcgm_exporter_floor),
+    ("smoke-test", smoke_floor),
+)
+FLOOR_NAMES = tuple(name for name, _ in FLOORS)
+NOT_CHECKED = "not checked: a floor below is broken"
+
+
+@dataclass(frozen=True)
+class Floor:
+    name: str
+    # None: not checked, because a floor below is broken.
+    ok: bool | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    node: str
+    floors: tuple[Floor, ...]
+    first_broken: str | None
+    fix: Fix | None
+
+    @property
+    def healthy(self) -> bool:
+        return self.first_broken is None
+
+
+def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str) -> Diagnosis:
+    """Check the floors in order; the first broken one ends the walk and the rest are left unchecked."""
+    ctx = NodeContext.of(snapshot, facts, node)
+    floors: list[Floor] = []
+    broken: tuple[str, Check] | None = None
+    for name, check in FLOORS:
+        if broken is not None:
+            floors.append(Floor(name, None, NOT_CHECKED))
+            continue
+        result = check(ctx)
+        floors.append(Floor(name, result.ok, result.detail))
+        if not result.ok:
+            broken = (name, result)
+    if broken is None:
+        return Diagnosis(node, tuple(floors), None, None)
+    name, result = broken
+    return Diagnosis(node, tuple(floors), name, result.fix or Fix((), f"kubectl describe node {node}"))
+
+
+def gpu_nodes(snapshot: o.Snapshot, facts: PoolFacts) -> list[str]:
+    """Nodes carrying the GPU node label, and the stack's nodes (a missing one is a finding, not a skip)."""
+    key, value = facts.marking.label_key, facts.marking.label_value
+    labelled = {o.name(n) for n in snapshot.nodes if o.labels(n).get(key) == value}
+    return sorted(labelled | {d.hostname for d in facts.domains})
+
+
+def diagnose_all(snapshot: o.Snapshot, facts: PoolFacts, node: str | None = None) -> list[Diagnosis]:
+    names = [node] if node else gpu_nodes(snapshot, facts)
+    return [diagnose(snapshot, facts, name) for name in names]
+
+
+def fix_as_dict(fix: Fix | None) -> Mapping[str, Any] | None:
+    return None if fix is None else {"traps": list(fix.traps), "command": fix.command}

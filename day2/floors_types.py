@@ -1,0 +1,67 @@
+"""What each floor check returns, and what it reads about one node (derived once, shared by the floors)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from day2 import objects as o
+from day2 import sharing
+from day2.pool import Domain, PoolFacts
+from day2.traps import trap
+from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
+
+
+@dataclass(frozen=True)
+class Fix:
+    # `trap N: <title>` of every trap of the docs' table this failure can be; empty when it is none of them.
+    traps: tuple[str, ...]
+    # The next command to run.
+    command: str
+
+    @classmethod
+    def of(cls, command: str, *numbers: int) -> Fix:
+        return cls(tuple(trap(n) for n in numbers), command)
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str
+    fix: Fix | None = None
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    snapshot: o.Snapshot
+    facts: PoolFacts
+    name: str
+    node: Mapping[str, Any] | None
+    domain: Domain | None
+    # The profile the node's nvidia.com/device-plugin.config label names, if any.
+    profile: str | None
+    # The time-slicing ConfigMap, and the slots the node's profile gives there (None: not found/unreadable).
+    configmap: Mapping[str, Any] | None
+    configmap_slots: int | None
+
+    @classmethod
+    def of(cls, snapshot: o.Snapshot, facts: PoolFacts, name: str) -> NodeContext:
+        node = next((n for n in snapshot.nodes if o.name(n) == name), None)
+        profile = o.labels(node).get(DEVICE_PLUGIN_CONFIG_LABEL) if node is not None else None
+        configmap = sharing.find_configmap(snapshot, facts.operator_namespace, facts.time_slicing_configmap)
+        document = sharing.profiles(configmap).get(profile or "") if configmap is not None else None
+        slots = sharing.profile_slots(document) if document is not None else None
+        return cls(snapshot, facts, name, node, facts.domain_of(name), profile or None, configmap, slots)
+
+    @property
+    def expected_slots(self) -> int | None:
+        """What the node should advertise: the stack's profile when there is a stack, else the ConfigMap's."""
+        return self.domain.slots if self.domain is not None else self.configmap_slots
+
+    @property
+    def ns(self) -> str:
+        return self.facts.operator_namespace
+
+    def pulumi_up(self) -> str:
+        return f"pulumi up --stack {self.facts.stack}" if self.facts.stack else "pulumi up"

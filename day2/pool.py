@@ -1,0 +1,91 @@
+"""What the tool checks a cluster against: the stack's GPU nodes, labels, taint and namespaces.
+
+Without `--stack` the defaults of the stack config models apply (the article's lab: label nodepool=gpu, taint
+nvidia.com/gpu=true:NoSchedule, namespaces gpu-operator and gpu-smoke-test) and nothing is expected per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
+from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
+from config.gpu_operator import GpuOperatorConfig
+from config.monitoring import AlertThresholds
+from config.smoke_test import SmokeTestConfig
+from day2.errors import Day2Error
+
+PROJECT_PREFIX = "gpu-pool:"
+# What components/gpu_failure_domain/smoke_test.py labels each smoke Job with (a test keeps the two equal).
+SMOKE_JOB_NAME_LABEL = "app.kubernetes.io/name"
+SMOKE_JOB_NAME = "cuda-smoke-test"
+SMOKE_JOB_DOMAIN_LABEL = "gpu-pool/domain"
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One failure domain of the stack: its node and the sharing profile that node should carry."""
+
+    name: str
+    hostname: str
+    sharing: str
+    slots: int
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    marking: GpuNodeMarking = ARTICLE_MARKING
+    operator_namespace: str = field(default_factory=lambda: GpuOperatorConfig().namespace)
+    smoke_namespace: str = field(default_factory=lambda: SmokeTestConfig().namespace)
+    time_slicing_configmap: str = TIME_SLICING_CONFIGMAP
+    domains: tuple[Domain, ...] = ()
+    profile_slots: dict[str, int] = field(default_factory=dict)
+    driver_version: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    idle_hours: int = field(default_factory=lambda: AlertThresholds().idle_gpu_hours)
+    idle_percent: int = field(default_factory=lambda: AlertThresholds().idle_utilisation_percent)
+    stack: str | None = None
+
+    def domain_of(self, node: str) -> Domain | None:
+        return next((d for d in self.domains if d.hostname == node), None)
+
+    def expected_slots(self) -> dict[str, int] | None:
+        """Node name -> slots its profile promises; None without a stack (nothing is expected)."""
+        return {d.hostname: d.slots for d in self.domains} if self.stack else None
+
+
+def load_stack(stack: str, root: Path) -> PoolFacts:
+    """Read and validate Pulumi.<stack>.yaml in root. Raises Day2Error with one line naming the problem."""
+    # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
+    from config.errors import ConfigError
+    from config.loader import validate_stack
+    from offline.runner import StackFileError, read_stack_file
+
+    try:
+        raw = read_stack_file(stack, root)
+    except StackFileError as error:
+        raise Day2Error(f"--stack {stack}: {error}") from None
+    values = {
+        key.removeprefix(PROJECT_PREFIX): value
+        for key, value in raw.items()
+        if key.startswith(PROJECT_PREFIX) and not (isinstance(value, dict) and set(value) == {"secure"})
+    }
+    try:
+        cfg = validate_stack(values)
+    except ConfigError as error:
+        raise Day2Error(f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}") from None
+    return PoolFacts(
+        marking=GpuNodeMarking.from_kyverno(cfg.kyverno),
+        operator_namespace=cfg.gpu_operator.namespace,
+        smoke_namespace=cfg.smoke_test.namespace,
+        domains=tuple(Domain(d.name, d.hostname, d.sharing, cfg.slots(d)) for d in cfg.failure_domains),
+        profile_slots={name: profile.replicas for name, profile in cfg.sharing_profiles.items()},
+        driver_version=cfg.gpu_operator.driver_version,
+        kubeconfig=cfg.kubernetes.kubeconfig,
+        context=cfg.kubernetes.context,
+        idle_hours=cfg.monitoring.thresholds.idle_gpu_hours,
+        idle_percent=cfg.monitoring.thresholds.idle_utilisation_percent,
+        stack=stack,
+    )

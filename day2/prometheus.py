@@ -1,0 +1,93 @@
+"""Which GPU holders left their card idle, from dcgm-exporter's per-pod utilisation series in Prometheus.
+
+dcgm-exporter names the pod holding a GPU on each series (`pod`, `namespace`). Behind the operator's
+ServiceMonitor (honorLabels false) Prometheus keeps the scrape target's own `pod`/`namespace` and renames the
+exporter's to `exported_pod`/`exported_namespace`; both shapes are read, the exported ones first.
+
+Caveat: on a time-sliced card the exporter names only one of the pods sharing it (KUBERNETES_VIRTUAL_GPUS
+false, the default), so a pod sharing a card may have no series of its own (no idle flag), and the series
+it has measures the whole card, whichever pod kept it busy.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from day2.errors import Day2Error
+from knowledge.gpu_operator import (
+    DCGM_EXPORTED_NAMESPACE_LABEL,
+    DCGM_EXPORTED_POD_LABEL,
+    DCGM_NAMESPACE_LABEL,
+    DCGM_POD_LABEL,
+)
+from knowledge.metric_names import DCGM_GPU_UTIL
+
+TIMEOUT_SECONDS = 15
+POD_LABELS = (DCGM_EXPORTED_NAMESPACE_LABEL, DCGM_EXPORTED_POD_LABEL, DCGM_NAMESPACE_LABEL, DCGM_POD_LABEL)
+
+
+def peak_utilisation_query(hours: int) -> str:
+    """Highest GPU utilisation over the window, per pod as the exporter names it (either label shape)."""
+    return f"max by ({', '.join(POD_LABELS)}) (max_over_time({DCGM_GPU_UTIL}[{hours}h]))"
+
+
+def holder_of(labels: Mapping[str, str]) -> tuple[str, str] | None:
+    """(namespace, pod) a series is about: the exporter's renamed labels first, else its own."""
+    pod = labels.get(DCGM_EXPORTED_POD_LABEL) or labels.get(DCGM_POD_LABEL)
+    if not pod:
+        return None
+    namespace = labels.get(DCGM_EXPORTED_NAMESPACE_LABEL) if labels.get(DCGM_EXPORTED_POD_LABEL) else None
+    return (namespace or labels.get(DCGM_NAMESPACE_LABEL) or "", pod)
+
+
+def peaks_from_response(body: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """(namespace, pod) -> peak utilisation (percent), from a /api/v1/query vector response."""
+    if body.get("status") != "success" or body.get("data", {}).get("resultType") != "vector":
+        raise ValueError(f"unexpected answer: {str(body)[:200]}")
+    peaks: dict[tuple[str, str], float] = {}
+    for sample in body["data"]["result"]:
+        key = holder_of({str(k): str(v) for k, v in sample.get("metric", {}).items()})
+        if key is None:
+            continue
+        value = float(sample["value"][1])
+        peaks[key] = max(value, peaks.get(key, value))
+    return peaks
+
+
+def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str], float]:
+    """Ask Prometheus at `url` (its base URL) for each pod's peak GPU utilisation over `hours` before `at`."""
+    query = urllib.parse.urlencode({"query": peak_utilisation_query(hours), "time": f"{at.timestamp():.3f}"})
+    endpoint = f"{url.rstrip('/')}/api/v1/query?{query}"
+    if urllib.parse.urlparse(endpoint).scheme not in ("http", "https"):
+        raise Day2Error(f"--prometheus {url}: not an http(s) URL")
+    try:
+        with urllib.request.urlopen(endpoint, timeout=TIMEOUT_SECONDS) as response:
+            body = json.loads(response.read().decode("utf-8"))
+        return peaks_from_response(body)
+    except urllib.error.HTTPError as error:
+        raise Day2Error(f"--prometheus {url}: the query was refused: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise Day2Error(f"--prometheus {url}: cannot reach it: {reason}") from None
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise Day2Error(f"--prometheus {url}: not a Prometheus query answer: {error}") from None
+
+
+def idle_holders(
+    peaks: Mapping[tuple[str, str], float], held_seconds: Mapping[tuple[str, str], int], hours: int, percent: float
+) -> frozenset[tuple[str, str]]:
+    """Holders whose GPU never passed `percent` over the whole window they held it.
+
+    Only pods that have held the GPU for at least the window, like the GpuHeldWhileIdle alert: a pod bound
+    ten minutes ago has not had the chance to use its card yet. A holder with no series is not flagged.
+    """
+    window = hours * 3600
+    return frozenset(
+        key for key, held in held_seconds.items() if held >= window and key in peaks and peaks[key] <= percent
+    )

@@ -1,0 +1,105 @@
+"""A real Prometheus (Debian's package) on loopback, serving blocks backfilled with promtool.
+
+`promtool tsdb create-blocks-from openmetrics` turns an OpenMetrics text into TSDB blocks in the directory
+Prometheus then starts on; readiness is polled on /-/ready (no fixed sleeps), and the process is terminated
+and waited for when the test is done.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+READY_TIMEOUT_SECONDS = 60.0
+POLL_SECONDS = 0.1
+
+
+def openmetrics(series: Sequence[tuple[str, Mapping[str, str], Sequence[tuple[datetime, float]]]]) -> str:
+    """Gauge samples as OpenMetrics text: (metric, labels, [(time, value)]) per series, time-ordered."""
+    lines: list[str] = []
+    typed: set[str] = set()
+    for metric, labels, samples in series:
+        if metric not in typed:
+            lines.append(f"# TYPE {metric} gauge")
+            typed.add(metric)
+        rendered = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+        lines += [f"{metric}{{{rendered}}} {value:g} {at.timestamp():.0f}" for at, value in samples]
+    return "\n".join([*lines, "# EOF"]) + "\n"
+
+
+def backfill(promtool: str, text: str, directory: Path) -> Path:
+    """Blocks for `text` in directory/data, made by promtool."""
+    source = directory / "series.om"
+    source.write_text(text, encoding="utf-8")
+    data = directory / "data"
+    subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return data
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextmanager
+def running_prometheus(prometheus: str, data: Path, directory: Path) -> Iterator[str]:
+    """Start Prometheus on 127.0.0.1 serving `data`; yields its base URL; stops it (terminate, wait) after."""
+    config = directory / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (directory / "prometheus.log").open("w", encoding="utf-8")
+    process = subprocess.Popen(
+        [
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=3650d",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while not _ready(url):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Prometheus was not ready within {READY_TIMEOUT_SECONDS:.0f} s; see {log.name}")
+            try:
+                # The pause between polls doubles as the check that Prometheus has not exited.
+                code = process.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                continue
+            raise RuntimeError(f"Prometheus exited with {code}: {(directory / 'prometheus.log').read_text()[-2000:]}")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+        log.close()
