@@ -86,8 +86,10 @@ lint: $(DEV)
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync mypy
 
+# pytest-xdist: one worker per core (the suite is CPU-bound); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 test: lint
-	$(UV) run --no-sync pytest $(ARGS)
+	$(UV) run --no-sync pytest -n $(TEST_WORKERS) $(ARGS)
 
 # Measures into build/BENCHMARKS.md; `make bench-update` rewrites the tracked BENCHMARKS.md.
 bench: $(DEV)

@@ -61,11 +61,11 @@ def time_test_suite(log: Callable[[str], None]) -> list[Timed]:
         subprocess.run([make, "--no-print-directory", ".venv/.synced-dev"], cwd=ROOT, capture_output=True, check=False)
         log("timing `make test` (lint + pytest)")
         timed.append(time_command("`make test` (lint + pytest)", [make, "--no-print-directory", "test"]))
-    log("timing pytest alone")
+    log("timing pytest alone, in one process, for the slowest tests")
     env = dict(os.environ)
     upstream = ROOT.parent / "shared" / "upstream"
     if "GPU_POOL_UPSTREAM_DIR" not in env and upstream.is_dir():
         env["GPU_POOL_UPSTREAM_DIR"] = str(upstream)  # as the Makefile sets it, so contract tests run too
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--durations={SLOWEST_TESTS}"]
-    timed.append(time_command("pytest alone", command, env))
+    timed.append(time_command("pytest alone, one process", command, env))
     return timed

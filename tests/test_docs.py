@@ -60,12 +60,15 @@ def _make_test_shape(tmp: Path) -> str:
         "mypy": "Success: no issues found in … source files\n",
         "pytest": "…\n… passed, … skipped in …\n",
     }
+    workers = re.search(r"^TEST_WORKERS \?= (\S+)", makefile, re.MULTILINE)
+    assert workers, "no TEST_WORKERS default in the Makefile"
     lines = []
     for target in ("lint", "test"):
         recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
         assert recipe, f"no {target} target in the Makefile"
         for command in recipe.group(1).splitlines():
             shown = command.strip().replace("$(UV)", ".tools/bin/uv").replace(" $(ARGS)", "")
+            shown = shown.replace("$(TEST_WORKERS)", workers.group(1))
             lines.append(shown + "\n")
             lines.append(next(text for tool, text in printed.items() if tool in shown))
     return "".join(lines)
