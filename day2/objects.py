@@ -161,9 +161,18 @@ def allocatable(node: Mapping[str, Any], resource: str) -> str | None:
 
 
 def newest(objects: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The most recently created object (by creationTimestamp, then name)."""
-    dated = [(parse_time(metadata(o).get("creationTimestamp")), name(o), o) for o in objects]
+    """The most recently created object: by creationTimestamp, which has whole seconds only, so two objects created
+    in the same second (a pod recreated at once, two Jobs applied together) by when they started, then by name."""
+    epoch = datetime.fromtimestamp(0).astimezone()
+    dated = [
+        (
+            parse_time(metadata(o).get("creationTimestamp")) or epoch,
+            parse_time(status(o).get("startTime")) or epoch,
+            name(o),
+            o,
+        )
+        for o in objects
+    ]
     if not dated:
         return None
-    epoch = datetime.fromtimestamp(0).astimezone()
-    return max(dated, key=lambda item: (item[0] or epoch, item[1]))[2]
+    return max(dated, key=lambda item: item[:3])[3]

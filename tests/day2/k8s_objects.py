@@ -174,6 +174,19 @@ def container(
     return c
 
 
+def qos_class(containers: list[Obj]) -> str:
+    """The QoS class the API server computes (and refuses to have changed): from cpu and memory only."""
+    compute = ("cpu", "memory")
+    requests = [c.get("resources", {}).get("requests", {}) for c in containers]
+    limits = [c.get("resources", {}).get("limits", {}) for c in containers]
+    if not any(r in x for x in [*requests, *limits] for r in compute):
+        return "BestEffort"
+    guaranteed = all(
+        r in lim and req.get(r, lim[r]) == lim[r] for req, lim in zip(requests, limits, strict=True) for r in compute
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 def running(name: str, image: str, since: timedelta, *, restarts: int = 0, ready: bool = True) -> Obj:
     return {
         "name": name,
@@ -367,8 +380,11 @@ def pod(
                 }
             }
         }
-    has_resources = any(c.get("resources") for c in [*containers, *(init_containers or [])])
-    status: Obj = {"phase": phase, "conditions": conditions, "qosClass": "Burstable" if has_resources else "BestEffort"}
+    status: Obj = {
+        "phase": phase,
+        "conditions": conditions,
+        "qosClass": qos_class([*containers, *(init_containers or [])]),
+    }
     if node_name:
         status.update({"hostIP": "10.10.21.51", "hostIPs": [{"ip": "10.10.21.51"}], "startTime": at(age)})
         if phase != "Pending" or init_statuses:

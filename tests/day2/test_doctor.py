@@ -123,6 +123,21 @@ def test_a_failed_newest_smoke_job_breaks_the_top_floor_even_though_an_older_one
     assert [t.split(":")[0] for t in d.fix.traps] == ["trap 7", "trap 8", "trap 9", "trap 10"]
 
 
+def test_of_two_smoke_jobs_created_in_the_same_second_the_one_that_started_later_counts() -> None:
+    objects = failed_smoke()
+    jobs = [o for o in objects if o["kind"] == "Job" and "-dc1-" in o["metadata"]["name"]]
+    for job in jobs:  # creationTimestamp has whole seconds: a real server often gives both the same
+        job["metadata"]["creationTimestamp"] = "2026-05-04T09:00:00Z"
+    failed = next(j for j in jobs if any(c["type"] == "Failed" for c in j["status"].get("conditions", [])))
+    for job in jobs:  # whichever name sorts last, the later start decides
+        job["metadata"]["name"] = "cuda-smoke-dc1-a" if job is failed else "cuda-smoke-dc1-z"
+
+    d = diagnose(snapshot_of(objects), DEFAULTS, NODES["dc1"])
+
+    assert_stops_at(d, "smoke-test")
+    assert detail(d, "smoke-test").startswith("cuda-smoke-dc1-a: Failed")
+
+
 def test_a_device_plugin_pending_on_the_untolerated_gpu_taint_is_trap_11() -> None:
     d = diagnose(snapshot_of(untolerated_device_plugin()), DEFAULTS, NODES["dc3"])
 
