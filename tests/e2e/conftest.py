@@ -1,0 +1,121 @@
+"""The e2e tier: a real etcd + kube-apiserver for the whole session. Runs only under `make e2e`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+
+import pytest
+
+from offline.runner import ROOT_DIR
+from tests.e2e.kube import Kubectl
+from tests.e2e.servers import Cluster, Tools, log_tails, start_cluster
+from tests.e2e.stacks import Previewed, preview_options, preview_prod
+from tests.e2e.steps import StepRunner
+
+HERE = Path(__file__).resolve().parent
+ENABLE_ENV = "GPU_POOL_E2E"
+TOOLS_ENV = "E2E_TOOLS_BIN"
+DEFAULT_BIN = ROOT_DIR / ".tools" / "e2e" / "bin"
+# The CRDs of what the stack writes to and the chart installs, from ../shared/upstream (never copied here).
+UPSTREAM_CRDS = (
+    "gpu-operator/v26.3.2/chart/crds/nvidia.com_clusterpolicies.yaml",
+    "gpu-operator/v26.3.2/chart/crds/nvidia.com_nvidiadrivers.yaml",
+    "gpu-operator/v26.3.2/chart/charts/node-feature-discovery/crds/nfd-api-crds.yaml",
+    "kyverno/v1.19.0/kyverno.io_clusterpolicies.yaml",
+    "prometheus-operator/v0.93.0/monitoring.coreos.com_prometheusrules.yaml",
+)
+# Clusters this session started, for the failure report.
+STARTED: list[Cluster] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The plain `pytest` run (`make test`) skips this folder: it needs built servers and takes longer."""
+    if os.environ.get(ENABLE_ENV) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"e2e tier: run `make e2e` (sets {ENABLE_ENV}=1)")
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test shows where the server logs are kept, and their last lines."""
+    report: pytest.TestReport = yield
+    if report.failed and STARTED:
+        report.sections.append(("e2e server logs", log_tails(STARTED[-1].logs)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def e2e_tools() -> Tools:
+    tools = Tools(Path(os.environ.get(TOOLS_ENV) or DEFAULT_BIN))
+    missing = tools.missing()
+    if missing:
+        message = f"{', '.join(missing)} not built in {tools.bin_dir}: run `make e2e-tools`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return tools
+
+
+@pytest.fixture(scope="session")
+def cluster(e2e_tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """etcd + kube-apiserver on free loopback ports; logs stay in pytest's temp dir (the last 3 runs are kept)."""
+    with start_cluster(e2e_tools, tmp_path_factory.mktemp("kube")) as running:
+        STARTED.append(running)
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kubectl(e2e_tools: Tools, cluster: Cluster) -> Kubectl:
+    return Kubectl(e2e_tools.kubectl, cluster.kubeconfig, cluster.kubeconfig.parent / "kubectl-cache")
+
+
+@pytest.fixture(scope="session")
+def crds(kubectl: Kubectl, upstream: Path) -> list[str]:
+    """The upstream CRDs, installed and Established. Server-side apply: the largest exceed the annotation limit
+    client-side apply would need."""
+    names: list[str] = []
+    for relative in UPSTREAM_CRDS:
+        out = kubectl(
+            "apply", "--server-side", "--field-manager", "e2e-setup", "-o", "name", "-f", str(upstream / relative)
+        )
+        names += out.split()
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    return names
+
+
+@pytest.fixture(scope="session")
+def prod_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
+    return preview_prod(tmp_path_factory.mktemp("prod"))
+
+
+@pytest.fixture(scope="session")
+def options_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Previewed:
+    # Its commands name the e2e kubeconfig and context (gpu-pool:kubernetes), so they run here as written.
+    return preview_options(tmp_path_factory.mktemp("options"), cluster.kubeconfig)
+
+
+@pytest.fixture(params=["prod", "options"])
+def stack(request: pytest.FixtureRequest) -> Previewed:
+    previewed: Previewed = request.getfixturevalue(f"{request.param}_stack")
+    return previewed
+
+
+@pytest.fixture(scope="session")
+def step_runner_for(
+    e2e_tools: Tools, kubectl: Kubectl, cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[Previewed], StepRunner]:
+    nowhere = tmp_path_factory.mktemp("ambient") / "no-such-kubeconfig"
+
+    def runner(stack: Previewed) -> StepRunner:
+        # Without gpu-pool:kubernetes the steps use the ambient kubeconfig; with it, the ambient one must not matter.
+        ambient = cluster.kubeconfig if stack.config.kubernetes.kubeconfig is None else nowhere
+        return StepRunner(stack, e2e_tools, kubectl, ambient)
+
+    return runner

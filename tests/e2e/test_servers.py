@@ -1,0 +1,38 @@
+"""The e2e servers are the builds e2e/ pins, and the admin kubeconfig can do anything."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from offline.runner import ROOT_DIR
+from tests.e2e.kube import Kubectl
+from tests.e2e.servers import Tools
+
+E2E_DIR = ROOT_DIR / "e2e"
+
+
+def pinned(go_mod: Path, module: str) -> str:
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod.read_text(), re.MULTILINE)
+    assert match, f"{module} is not required in {go_mod}"
+    return match.group(1)
+
+
+def test_the_api_server_and_kubectl_are_the_pinned_kubernetes_release(kubectl: Kubectl) -> None:
+    versions = kubectl.json("version")
+    expected = pinned(E2E_DIR / "go.mod", "k8s.io/kubernetes")
+    assert versions["serverVersion"]["gitVersion"] == versions["clientVersion"]["gitVersion"] == expected
+
+
+def test_etcd_and_helm_are_the_pinned_releases(e2e_tools: Tools) -> None:
+    etcd = subprocess.run([str(e2e_tools.etcd), "--version"], capture_output=True, text=True, check=True).stdout
+    helm = subprocess.run(
+        [str(e2e_tools.helm), "version", "--template", "{{.Version}}"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"etcd Version: {pinned(E2E_DIR / 'etcd' / 'go.mod', 'go.etcd.io/etcd/server/v3').removeprefix('v')}" in etcd
+    assert helm == pinned(E2E_DIR / "helm" / "go.mod", "helm.sh/helm/v4")
+
+
+def test_the_admin_kubeconfig_may_do_anything(kubectl: Kubectl) -> None:
+    assert kubectl("auth", "can-i", "*", "*", "--all-namespaces").strip() == "yes"
