@@ -13,8 +13,10 @@ from knowledge.gpu_operator import GPU_RESOURCE
 
 
 def quota_key(resource: str = GPU_RESOURCE) -> str:
-    """`requests.<resource>`: extended resources cannot be overcommitted (request == limit), so Kubernetes
-    only accepts the `requests.` prefix for them in a quota; `limits.nvidia.com/gpu` is refused.
+    """`requests.<resource>`: extended resources cannot be overcommitted (request == limit), so the pod quota
+    evaluator counts them under the `requests.` prefix only. The API server does accept a quota on
+    `limits.nvidia.com/gpu` (the e2e tier's v1.33.5 created one), but nothing is ever counted against it
+    (kubernetes pkg/quota/v1/evaluator/core/pods.go, isExtendedResourceNameForQuota): it would limit nothing.
 
     A pod that only sets the limit is still counted: its request defaults to the limit. Pods that ask for no
     GPU are not affected (unlike a cpu/memory quota, an extended-resource quota does not force every pod to
