@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from config.base import ConfigModel
+from config.quantities import cpu_quantity
 from config.validators import DNS_1123_SUBDOMAIN, dns_labels, label_key, label_value
 
 
@@ -54,6 +55,14 @@ class KyvernoConfig(ConfigModel):
         default=10, ge=1, le=30, strict=True, description="admission webhook timeout, 1 to 30 seconds"
     )
     gpu_resource: str = Field(default="nvidia.com/gpu", description="extended resource a GPU pod asks for")
+    min_cpu_per_gpu: str | None = Field(
+        default=None,
+        description=(
+            "off by default; when set (a CPU quantity such as 1 or 500m), a second ClusterPolicy audits GPU pods "
+            "whose containers request less CPU than this per GPU: the notebook that holds a whole card at 0.6 "
+            "CPU shows in the policy reports (Audit only, nothing is refused)"
+        ),
+    )
 
     @field_validator("policy_name")
     @classmethod
@@ -82,3 +91,8 @@ class KyvernoConfig(ConfigModel):
     @classmethod
     def _gpu_resource(cls, value: str) -> str:
         return extended_resource_name(value)
+
+    @field_validator("min_cpu_per_gpu")
+    @classmethod
+    def _min_cpu_per_gpu(cls, value: str | None) -> str | None:
+        return cpu_quantity(value)

@@ -45,6 +45,11 @@ def parse_quantity(text: str) -> Decimal:
     return number.scaleb(int(Decimal(suffix[1:])))
 
 
+def cpu_quantity(value: str | None) -> str | None:
+    """A CPU amount above zero ("2", "500m"), or None."""
+    return _check_quantity(value, "cpu")
+
+
 def _check_quantity(value: str | None, what: str) -> str | None:
     if value is None:
         return None

@@ -43,21 +43,18 @@ def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
                 f"{monitoring}, or set gpu-pool:monitoring.alertsEnabled to false",
             )
         )
-    if cfg.kyverno.enabled or cfg.gpu_quotas.selectors:
-        why = " and ".join(
-            reason
-            for flag, reason in (
-                (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the GPU steering policy)"),
-                (bool(cfg.gpu_quotas.selectors), "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)"),
-            )
-            if flag
-        )
+    kyverno_users = [
+        (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the GPU steering policy)"),
+        (bool(cfg.gpu_quotas.selectors), "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)"),
+        (cfg.kyverno.min_cpu_per_gpu is not None, "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)"),
+    ]
+    if any(flag for flag, _ in kyverno_users):
         needed.append(
             NeededCrd(
                 "clusterpolicies.kyverno.io",
-                why,
+                " and ".join(reason for flag, reason in kyverno_users if flag),
                 "install Kyverno (1.13 or newer), or set gpu-pool:kyverno.enabled to false and drop "
-                "gpu-pool:gpuQuotas.selectors",
+                "gpu-pool:gpuQuotas.selectors and gpu-pool:kyverno.minCpuPerGpu",
             )
         )
     return needed

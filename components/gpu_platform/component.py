@@ -9,6 +9,7 @@ import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import (
     DCGM_METRICS_CONFIGMAP,
@@ -93,6 +94,10 @@ class GpuPlatform(pulumi.ComponentResource):
                 build_gpu_steering_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace),
                 k8s,
             )
+
+        cpu_guard = build_cpu_guard_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace)
+        if cpu_guard is not None:
+            register_object(f"{name}-gpu-cpu-guard-policy", cpu_guard, k8s)
 
         smoke_namespace: pulumi.Resource | None = None
         if cfg.smoke_test.enabled:

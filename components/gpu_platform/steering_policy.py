@@ -13,30 +13,26 @@ from typing import Any
 
 import yaml
 
+from components.gpu_platform.kyverno_expressions import (
+    EMPTY,
+    SPEC,
+    condition,
+    excluded_namespaces,
+    gpu_pod_match_conditions,
+)
 from components.shared.kubernetes_objects import managed_labels
 from config.kyverno import KyvernoConfig
 from knowledge.kyverno import MINIMUM_KYVERNO_VERSION
 
 AUTOGEN_ANNOTATION = "pod-policies.kyverno.io/autogen-controllers"
 
-_SPEC = "request.object.spec"
-_AFFINITY = f"{_SPEC}.affinity"
+_AFFINITY = f"{SPEC}.affinity"
 _NODE_AFFINITY = f"{_AFFINITY}.nodeAffinity"
 _REQUIRED = f"{_NODE_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution"
 _TERMS = f"{_REQUIRED}.nodeSelectorTerms"
 _TERMS_POINTER = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
-_EMPTY = "`[]`"
 # Requirements in one node-selector term; zero means an empty term, which matches no node.
-_TERM_SIZE = f"length([element.matchExpressions || {_EMPTY}, element.matchFields || {_EMPTY}][])"
-
-
-def _var(expression: str) -> str:
-    """A Kyverno variable. A key that is one whole `{{ }}` keeps the JSON type of its result."""
-    return "{{ " + expression + " }}"
-
-
-def _condition(expression: str, operator: str, value: Any) -> dict[str, Any]:
-    return {"key": _var(expression), "operator": operator, "value": value}
+_TERM_SIZE = f"length([element.matchExpressions || {EMPTY}, element.matchFields || {EMPTY}][])"
 
 
 def _patch(*operations: dict[str, Any]) -> str:
@@ -52,29 +48,9 @@ def _gpu_limits_expression(resource: str) -> str:
     Every value defaults to [] so no expression ever resolves to null.
     """
     return (
-        f"[{_SPEC}.containers || {_EMPTY}, {_SPEC}.initContainers || {_EMPTY}][]"
+        f"[{SPEC}.containers || {EMPTY}, {SPEC}.initContainers || {EMPTY}][]"
         f".resources.limits.\"{resource}\" | [?to_string(@) != '0'] | length(@)"
     )
-
-
-def _gpu_cel_condition(resource: str) -> str:
-    """CEL: does any container or initContainer set a non-zero limit for the GPU resource?"""
-    has_gpu = (
-        f"has(c.resources) && has(c.resources.limits) && '{resource}' in c.resources.limits"
-        f" && string(c.resources.limits['{resource}']) != '0'"
-    )
-    return (
-        f"object.spec.containers.exists(c, {has_gpu}) || "
-        f"(has(object.spec.initContainers) && object.spec.initContainers.exists(c, {has_gpu}))"
-    )
-
-
-def _cel_string_list(values: list[str]) -> str:
-    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
-
-
-def _excluded(cfg: KyvernoConfig, operator_namespace: str) -> list[str]:
-    return sorted({operator_namespace, *cfg.excluded_namespaces})
 
 
 def _toleration(cfg: KyvernoConfig) -> dict[str, str]:
@@ -88,7 +64,7 @@ def _node_expression(cfg: KyvernoConfig) -> dict[str, Any]:
 def _term_has_expression(cfg: KyvernoConfig) -> str:
     values = json.dumps([cfg.gpu_node_label_value])
     return (
-        f"(element.matchExpressions || {_EMPTY})"
+        f"(element.matchExpressions || {EMPTY})"
         f"[?key=='{cfg.gpu_node_label_key}' && operator=='In' && values==`{values}`] | length(@)"
     )
 
@@ -96,11 +72,11 @@ def _term_has_expression(cfg: KyvernoConfig) -> str:
 def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, Any]]:
     match = {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]}
     exclude = {"any": [{"resources": {"namespaces": excluded}}]}
-    asks_for_gpu = _condition(_gpu_limits_expression(cfg.gpu_resource), "GreaterThan", 0)
+    asks_for_gpu = condition(_gpu_limits_expression(cfg.gpu_resource), "GreaterThan", 0)
     toleration = _toleration(cfg)
     expression = _node_expression(cfg)
     term = {"matchExpressions": [expression]}
-    tolerations = f"{_SPEC}.tolerations || {_EMPTY}"
+    tolerations = f"{SPEC}.tolerations || {EMPTY}"
     same_toleration = (
         f"({tolerations})[?key=='{cfg.taint_key}' && (operator=='Equal' || !operator)"
         f" && value=='{cfg.taint_value}' && effect=='{cfg.taint_effect}'] | length(@)"
@@ -126,20 +102,20 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
     return [
         rule(
             "tolerate-gpu-taint-new-list",
-            [_condition(f"length({tolerations})", "Equals", 0)],
+            [condition(f"length({tolerations})", "Equals", 0)],
             {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations", "value": [toleration]})},
         ),
         rule(
             "tolerate-gpu-taint",
             [
-                _condition(f"length({tolerations})", "GreaterThan", 0),
-                _condition(same_toleration, "Equals", 0),
+                condition(f"length({tolerations})", "GreaterThan", 0),
+                condition(same_toleration, "Equals", 0),
             ],
             {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations/-", "value": toleration})},
         ),
         rule(
             "require-gpu-node-new-affinity",
-            [_condition(f"type({_AFFINITY})", "Equals", "null")],
+            [condition(f"type({_AFFINITY})", "Equals", "null")],
             {
                 "patchesJson6902": _patch(
                     {
@@ -157,8 +133,8 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
         rule(
             "require-gpu-node-new-node-affinity",
             [
-                _condition(f"type({_AFFINITY})", "Equals", "object"),
-                _condition(f"type({_NODE_AFFINITY})", "Equals", "null"),
+                condition(f"type({_AFFINITY})", "Equals", "object"),
+                condition(f"type({_NODE_AFFINITY})", "Equals", "null"),
             ],
             {
                 "patchesJson6902": _patch(
@@ -174,8 +150,8 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
         rule(
             "require-gpu-node-new-required-terms",
             [
-                _condition(f"type({_NODE_AFFINITY})", "Equals", "object"),
-                _condition(f"type({_REQUIRED})", "Equals", "null"),
+                condition(f"type({_NODE_AFFINITY})", "Equals", "object"),
+                condition(f"type({_REQUIRED})", "Equals", "null"),
             ],
             {
                 "patchesJson6902": _patch(
@@ -190,8 +166,8 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
         rule(
             "require-gpu-node-empty-required-terms",
             [
-                _condition(f"type({_REQUIRED})", "Equals", "object"),
-                _condition(f"length({_TERMS} || {_EMPTY})", "Equals", 0),
+                condition(f"type({_REQUIRED})", "Equals", "object"),
+                condition(f"length({_TERMS} || {EMPTY})", "Equals", 0),
             ],
             {"patchesJson6902": _patch({"op": "add", "path": _TERMS_POINTER, "value": [term]})},
         ),
@@ -200,16 +176,16 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
         # matches no node; extending it would make it match every GPU node, so it is left alone.
         rule(
             "require-gpu-node-in-every-term",
-            [_condition(f"length({_TERMS} || {_EMPTY})", "GreaterThan", 0)],
+            [condition(f"length({_TERMS} || {EMPTY})", "GreaterThan", 0)],
             {
                 "foreach": [
                     {
                         "list": _TERMS,
                         "preconditions": {
                             "all": [
-                                _condition("type(element.matchExpressions)", "Equals", "array"),
-                                _condition(_TERM_SIZE, "GreaterThan", 0),
-                                _condition(_term_has_expression(cfg), "Equals", 0),
+                                condition("type(element.matchExpressions)", "Equals", "array"),
+                                condition(_TERM_SIZE, "GreaterThan", 0),
+                                condition(_term_has_expression(cfg), "Equals", 0),
                             ]
                         },
                         "patchesJson6902": _patch(
@@ -224,8 +200,8 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
                         "list": _TERMS,
                         "preconditions": {
                             "all": [
-                                _condition("type(element.matchExpressions)", "Equals", "null"),
-                                _condition(f"length(element.matchFields || {_EMPTY})", "GreaterThan", 0),
+                                condition("type(element.matchExpressions)", "Equals", "null"),
+                                condition(f"length(element.matchFields || {EMPTY})", "GreaterThan", 0),
                             ]
                         },
                         "patchesJson6902": _patch(
@@ -244,7 +220,7 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
 
 def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) -> dict[str, Any]:
     """ClusterPolicy `gpu-pods-to-gpu-nodes`: GPU pods tolerate the GPU taint and require a GPU node."""
-    excluded = _excluded(cfg, operator_namespace)
+    excluded = excluded_namespaces(cfg, operator_namespace)
     label = f"{cfg.gpu_node_label_key}={cfg.gpu_node_label_value}"
     taint = f"{cfg.taint_key}={cfg.taint_value}:{cfg.taint_effect}"
     return {
@@ -278,16 +254,7 @@ def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) ->
                 # Fail closed but scoped: the API server only calls Kyverno for GPU pods outside the excluded
                 # namespaces, so a Kyverno outage delays GPU pods and never blocks the rest of the cluster,
                 # nor the operator's own validator pods, which request a GPU in its namespace.
-                "matchConditions": [
-                    # On DELETE `object` is null: evaluating object.spec would be an error, and with
-                    # failurePolicy Fail an error refuses the request. A false condition skips the webhook.
-                    {"name": "not-a-delete", "expression": "request.operation != 'DELETE'"},
-                    {"name": "asks-for-gpu", "expression": _gpu_cel_condition(cfg.gpu_resource)},
-                    {
-                        "name": "not-in-excluded-namespace",
-                        "expression": f"!(request.namespace in {_cel_string_list(excluded)})",
-                    },
-                ],
+                "matchConditions": gpu_pod_match_conditions(cfg, excluded),
             },
             # CREATE only: node affinity is immutable on a running pod, so an UPDATE patch would be refused.
             "rules": _steering_rules(cfg, excluded),

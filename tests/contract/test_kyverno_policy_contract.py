@@ -1,4 +1,4 @@
-"""Both ClusterPolicies against the Kyverno v1.19 CRD schema, strictly; GPU quotas against Kubernetes' schema.
+"""The ClusterPolicies against the Kyverno v1.19 CRD schema, strictly; GPU quotas against Kubernetes' schema.
 
 The API server prunes fields a structural CRD schema does not know, silently: a misspelt or misplaced field
 would vanish and, for example, the fail-closed scope of the webhook with it. So the schema is made strict
@@ -15,6 +15,7 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev group
 import kubernetes_validate
 import pytest
 
+from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_resource_quota
 from components.gpu_platform.steering_policy import build_gpu_steering_policy
@@ -43,6 +44,10 @@ def validator(crd_schema: dict[str, Any]) -> jsonschema.Draft7Validator:
 def _policies() -> dict[str, dict[str, Any]]:
     quota_policy = build_gpu_quota_generate_policy(GpuQuotasConfig.model_validate({"selectors": [KUBEFLOW, TEAM]}))
     assert quota_policy is not None
+    cpu_guard = build_cpu_guard_policy(
+        KyvernoConfig.model_validate({"minCpuPerGpu": "1"}), operator_namespace="gpu-operator"
+    )
+    assert cpu_guard is not None
     return {
         "steering": build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator"),
         "steering, custom": build_gpu_steering_policy(
@@ -50,6 +55,7 @@ def _policies() -> dict[str, dict[str, Any]]:
             operator_namespace="nvidia",
         ),
         "quota generate": quota_policy,
+        "cpu guard": cpu_guard,
     }
 
 
