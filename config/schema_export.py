@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -22,6 +21,7 @@ from config.base import ConfigModel
 from config.loader import SECRET_KEYS
 from config.secret_checks import SHAPES
 from config.stack import StackConfig
+from config.type_hints import unwrap_annotation
 
 NAMESPACE = "gpu-pool"
 SCHEMA_FILE = "stack-config.schema.json"
@@ -112,24 +112,8 @@ def stack_file_schema() -> dict[str, Any]:
 # --- the reference ------------------------------------------------------------------------------------------
 
 
-def _unwrap(annotation: Any) -> tuple[Any, bool]:
-    optional = False
-    while True:
-        origin = get_origin(annotation)
-        if origin is Annotated:
-            annotation = get_args(annotation)[0]
-        elif origin in (Union, types.UnionType):
-            options = [a for a in get_args(annotation) if a is not type(None)]
-            optional = optional or len(options) < len(get_args(annotation))
-            if len(options) != 1:
-                return annotation, optional
-            annotation = options[0]
-        else:
-            return annotation, optional
-
-
 def _type_name(annotation: Any) -> str:
-    annotation, optional = _unwrap(annotation)
+    annotation, optional = unwrap_annotation(annotation)
     origin = get_origin(annotation)
     if origin is Literal:
         text = " \\| ".join(f"`{value}`" for value in get_args(annotation))
@@ -158,7 +142,7 @@ def _default(field: FieldInfo) -> str:
 def _rows(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str, str, str]]:
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
-        annotation, _ = _unwrap(field.annotation)
+        annotation, _ = unwrap_annotation(field.annotation)
         yield f"`{key}`", _type_name(field.annotation), _default(field), (field.description or "").replace("|", "\\|")
         origin = get_origin(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -170,7 +154,7 @@ def _rows(model: type[BaseModel], prefix: str) -> Iterator[tuple[str, str, str, 
 
 
 def _is_model(annotation: Any) -> bool:
-    annotation, _ = _unwrap(annotation)
+    annotation, _ = unwrap_annotation(annotation)
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
@@ -191,7 +175,7 @@ def config_reference() -> str:
         required = "required" if field.is_required() else "optional"
         lines += [f"## {NAMESPACE}:{key}", "", f"{field.description} ({required}).", ""]
         lines += ["| key | type | default | what it is |", "|---|---|---|---|"]
-        annotation, _ = _unwrap(field.annotation)
+        annotation, _ = unwrap_annotation(field.annotation)
         origin = get_origin(annotation)
         if _is_model(annotation):
             rows = list(_rows(annotation, ""))

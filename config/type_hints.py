@@ -13,19 +13,25 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 
-def _unwrap(annotation: Any) -> Any:
-    """`Annotated[X, ...]` -> X, `X | None` -> X."""
+def unwrap_annotation(annotation: Any) -> tuple[Any, bool]:
+    """`Annotated[X, ...]` -> X, `X | None` -> X; and whether None was one of the options."""
+    optional = False
     while True:
         origin = get_origin(annotation)
         if origin is Annotated:
             annotation = get_args(annotation)[0]
         elif origin in (Union, types.UnionType):
             options = [a for a in get_args(annotation) if a is not type(None)]
+            optional = optional or len(options) < len(get_args(annotation))
             if len(options) != 1:
-                return annotation
+                return annotation, optional
             annotation = options[0]
         else:
-            return annotation
+            return annotation, optional
+
+
+def _unwrap(annotation: Any) -> Any:
+    return unwrap_annotation(annotation)[0]
 
 
 def _is_model(annotation: Any) -> bool:

@@ -174,6 +174,19 @@ def container(
     return c
 
 
+def job_spec_defaults(job_uid: str) -> Obj:
+    """The fields the API server defaults on a non-indexed Job, and the selector it generates from the Job's uid."""
+    return {
+        "completionMode": "NonIndexed",
+        "completions": 1,
+        "manualSelector": False,
+        "parallelism": 1,
+        "podReplacementPolicy": "TerminatingOrFailed",
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": job_uid}},
+        "suspend": False,
+    }
+
+
 def qos_class(containers: list[Obj]) -> str:
     """The QoS class the API server computes (and refuses to have changed): from cpu and memory only."""
     compute = ("cpu", "memory")

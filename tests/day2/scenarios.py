@@ -15,7 +15,20 @@ from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_t
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from tests.day2 import workloads
-from tests.day2.k8s_objects import NOW, Obj, at, container, digest, node, pod, pod_conditions, suffix, taint, uid
+from tests.day2.k8s_objects import (
+    NOW,
+    Obj,
+    at,
+    container,
+    digest,
+    job_spec_defaults,
+    node,
+    pod,
+    pod_conditions,
+    suffix,
+    taint,
+    uid,
+)
 from tests.day2.operator_pods import (
     DCGM_EXPORTER,
     DEVICE_PLUGIN,
@@ -125,17 +138,7 @@ def smoke_job(domain: str, *, outcome: str = "Complete", age: timedelta = timede
     job_uid = uid("job", meta["namespace"], meta["name"])
     meta.update({"uid": job_uid, "resourceVersion": "77120", "generation": 1, "creationTimestamp": at(age)})
     ids = {"batch.kubernetes.io/controller-uid": job_uid, "batch.kubernetes.io/job-name": meta["name"]}
-    job["spec"].update(
-        {
-            "completionMode": "NonIndexed",
-            "completions": 1,
-            "manualSelector": False,
-            "parallelism": 1,
-            "podReplacementPolicy": "TerminatingOrFailed",
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": job_uid}},
-            "suspend": False,
-        }
-    )
+    job["spec"].update(job_spec_defaults(job_uid))
     job["spec"]["template"]["metadata"]["labels"].update({**ids, "controller-uid": job_uid, "job-name": meta["name"]})
     started, finished = at(age), at(age - timedelta(seconds=47))
     if outcome == "Complete":

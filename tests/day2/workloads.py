@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.day2.k8s_objects import Obj, at, container, pod, pod_conditions, running, suffix, uid
+from tests.day2.k8s_objects import Obj, at, container, job_spec_defaults, pod, pod_conditions, running, suffix, uid
 
 # Kyverno's steering policy adds this to every GPU pod (components/gpu_platform/steering_policy.py).
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
@@ -92,13 +92,7 @@ def katib_trial(experiment: str, trial: str, node: str | None, *, age: timedelta
         },
         "spec": {
             "backoffLimit": 0,
-            "completionMode": "NonIndexed",
-            "completions": 1,
-            "manualSelector": False,
-            "parallelism": 1,
-            "podReplacementPolicy": "TerminatingOrFailed",
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": job_uid}},
-            "suspend": False,
+            **job_spec_defaults(job_uid),
             "template": {
                 "metadata": {"labels": {**labels, **ids}},
                 "spec": {"containers": [trainer, collector], "restartPolicy": "Never", "tolerations": [GPU_TOLERATION]},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -63,17 +64,28 @@ def e2e_tools() -> Tools:
     return tools
 
 
+@contextlib.contextmanager
+def reported_cluster(tools: Tools, work: Path) -> Iterator[Cluster]:
+    """etcd + kube-apiserver on free loopback ports, whose logs a failed test's report shows."""
+    with start_cluster(tools, work) as running:
+        STARTED.append(running)
+        yield running
+
+
+def kubectl_for(tools: Tools, cluster: Cluster) -> Kubectl:
+    return Kubectl(tools.kubectl, cluster.kubeconfig, cluster.kubeconfig.parent / "kubectl-cache")
+
+
 @pytest.fixture(scope="session")
 def cluster(e2e_tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """etcd + kube-apiserver on free loopback ports; logs stay in pytest's temp dir (the last 3 runs are kept)."""
-    with start_cluster(e2e_tools, tmp_path_factory.mktemp("kube")) as running:
-        STARTED.append(running)
+    """The session's server; logs stay in pytest's temp dir (the last 3 runs are kept)."""
+    with reported_cluster(e2e_tools, tmp_path_factory.mktemp("kube")) as running:
         yield running
 
 
 @pytest.fixture(scope="session")
 def kubectl(e2e_tools: Tools, cluster: Cluster) -> Kubectl:
-    return Kubectl(e2e_tools.kubectl, cluster.kubeconfig, cluster.kubeconfig.parent / "kubectl-cache")
+    return kubectl_for(e2e_tools, cluster)
 
 
 @pytest.fixture(scope="session")

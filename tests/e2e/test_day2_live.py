@@ -18,21 +18,20 @@ from tests.day2.cli_helpers import ROOT, Result, run, write_dump
 from tests.day2.k8s_objects import NOW_TEXT
 from tests.day2.scenarios import NODES, SCENARIOS
 from tests.e2e import scenario_load
-from tests.e2e.conftest import STARTED
+from tests.e2e.conftest import kubectl_for, reported_cluster
 from tests.e2e.kube import Kubectl
-from tests.e2e.servers import Cluster, Tools, start_cluster
+from tests.e2e.servers import Cluster, Tools
 
 
 @pytest.fixture(scope="module")
 def day2_cluster(e2e_tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with start_cluster(e2e_tools, tmp_path_factory.mktemp("day2-kube")) as running:
-        STARTED.append(running)
+    with reported_cluster(e2e_tools, tmp_path_factory.mktemp("day2-kube")) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def day2_kubectl(e2e_tools: Tools, day2_cluster: Cluster) -> Kubectl:
-    return Kubectl(e2e_tools.kubectl, day2_cluster.kubeconfig, day2_cluster.kubeconfig.parent / "kubectl-cache")
+    return kubectl_for(e2e_tools, day2_cluster)
 
 
 def both(kubeconfig: Path, dump: Path, *argv: str) -> tuple[Result, Result]:
