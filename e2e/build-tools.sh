@@ -3,6 +3,7 @@
 #   kube-apiserver, kubectl  <- k8s.io/kubernetes        (e2e/go.mod)
 #   etcd                     <- go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   helm                     <- helm.sh/helm/v4           (e2e/helm/go.mod)
+#   kyverno (the CLI)        <- github.com/kyverno/kyverno (e2e/kyverno/go.mod)
 # The go.mod/go.sum files are the lock; versions are read from them, never typed here.
 #
 # Usage: e2e/build-tools.sh [BIN_DIR]
@@ -131,9 +132,19 @@ if [[ -n "$HELM_COMMIT" ]]; then
 fi
 build helm "$E2E_DIR/helm" helm.sh/helm/v4/cmd/helm "$HELM_VERSION" "3.5 min" "$helm_ldflags" ""
 
+# --- kyverno (the CLI: `kyverno apply` / `kyverno test`, the real policy engine) ----------
+KYVERNO_MOD=github.com/kyverno/kyverno
+KYVERNO_VERSION="$(mod_field "$E2E_DIR/kyverno" "$KYVERNO_MOD" Version)"
+# The ldflags of Kyverno's Makefile (LD_FLAGS, with VERSION set to the tag as its CI does), so `kyverno version`
+# says the pinned tag. Its commit and time come from Go's VCS build info, which a module build does not have.
+kyverno_ldflags="-s -w -X $KYVERNO_MOD/pkg/version.BuildVersion=$KYVERNO_VERSION"
+build kyverno "$E2E_DIR/kyverno" "$KYVERNO_MOD/cmd/cli/kubectl-kyverno" "$KYVERNO_VERSION" \
+  "7 min on 2 cores" "$kyverno_ldflags" ""
+
 # --- report what the binaries themselves say ---------------------------------------
 echo "--- $BIN_DIR"
 echo "kube-apiserver $("$BIN_DIR/kube-apiserver" --version | awk '{print $2}')"
 echo "kubectl $("$BIN_DIR/kubectl" version --client -o json | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -n1)"
 echo "etcd v$("$BIN_DIR/etcd" --version | awk '/^etcd Version:/{print $3}')"
 echo "helm $("$BIN_DIR/helm" version --template '{{.Version}}')"
+echo "kyverno $("$BIN_DIR/kyverno" version | awk '/^Version:/{print $2}')"

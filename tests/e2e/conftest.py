@@ -11,6 +11,8 @@ import pytest
 
 from offline.runner import ROOT_DIR
 from tests.e2e.kube import Kubectl
+from tests.e2e.kyverno_cases import Runs
+from tests.e2e.kyverno_cli import Kyverno
 from tests.e2e.servers import Cluster, Tools, log_tails, start_cluster
 from tests.e2e.stacks import Previewed, preview_options, preview_prod
 from tests.e2e.steps import StepRunner
@@ -131,3 +133,14 @@ def step_runner_for(
         return StepRunner(stack, e2e_tools, kubectl, ambient)
 
     return runner
+
+
+@pytest.fixture(scope="session")
+def kyverno(e2e_tools: Tools) -> Kyverno:
+    return Kyverno(e2e_tools.kyverno)
+
+
+@pytest.fixture(scope="session")
+def runs(kyverno: Kyverno, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """`kyverno apply` once per stack and question, shared by the Kyverno tests."""
+    return Runs(kyverno, tmp_path_factory.mktemp("kyverno"))

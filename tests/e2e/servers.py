@@ -60,8 +60,13 @@ class Tools:
     def helm(self) -> Path:
         return self.bin_dir / "helm"
 
+    @property
+    def kyverno(self) -> Path:
+        """The Kyverno CLI (`kubectl-kyverno`, installed as `kyverno`): the real policy engine."""
+        return self.bin_dir / "kyverno"
+
     def missing(self) -> list[str]:
-        wanted = (self.etcd, self.kube_apiserver, self.kubectl, self.helm)
+        wanted = (self.etcd, self.kube_apiserver, self.kubectl, self.helm, self.kyverno)
         return [path.name for path in wanted if not path.is_file()]
 
 

@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 from offline.runner import ROOT_DIR
+from tests.e2e.conftest import UPSTREAM_CRDS
 from tests.e2e.kube import Kubectl
+from tests.e2e.kyverno_cli import Kyverno
 from tests.e2e.servers import Tools
 
 E2E_DIR = ROOT_DIR / "e2e"
@@ -32,6 +34,12 @@ def test_etcd_and_helm_are_the_pinned_releases(e2e_tools: Tools) -> None:
     ).stdout
     assert f"etcd Version: {pinned(E2E_DIR / 'etcd' / 'go.mod', 'go.etcd.io/etcd/server/v3').removeprefix('v')}" in etcd
     assert helm == pinned(E2E_DIR / "helm" / "go.mod", "helm.sh/helm/v4")
+
+
+def test_the_kyverno_cli_is_the_pinned_release_whose_crd_the_tier_installs(e2e_tools: Tools, tmp_path: Path) -> None:
+    expected = pinned(E2E_DIR / "kyverno" / "go.mod", "github.com/kyverno/kyverno")
+    assert Kyverno(e2e_tools.kyverno).version(tmp_path) == expected
+    assert f"kyverno/{expected}/kyverno.io_clusterpolicies.yaml" in UPSTREAM_CRDS
 
 
 def test_the_admin_kubeconfig_may_do_anything(kubectl: Kubectl) -> None:

@@ -1,6 +1,7 @@
 """A small, strict model of the API server and Kyverno, for testing the generated ClusterPolicies.
 
-Kyverno cannot run here, so this file is a small, strict model of the parts of Kyverno the policy uses:
+The real Kyverno CLI runs in the e2e tier (tests/e2e/test_kyverno_*.py, which also hold this model to it); for
+the fast suite, this is a small, strict model of the parts of Kyverno the policies use:
 - the API server evaluates `webhookConfiguration.matchConditions` (CEL, with `celpy`) and only calls
   Kyverno when all are true;
 - Kyverno matches each rule (kinds, operations, namespaces), resolves its `{{ }}` variables with JMESPath

@@ -1,7 +1,8 @@
 """The optional CPU-per-GPU audit policy: off unless asked for, Audit only, sent only GPU pods, counting GPUs right.
 
-Its quantity arithmetic (Kyverno's sum and multiply of CPU quantities) exists only in Kyverno, so it needs the
-real engine. Here: its shape, where it is sent, and the GPU count, which uses only standard JMESPath functions.
+Its quantity arithmetic (Kyverno's sum and multiply of CPU quantities) exists only in Kyverno: the e2e tier runs the
+policy through the real Kyverno CLI (tests/e2e/test_kyverno_cpu_guard.py). Here: its shape, where it is sent, and
+the GPU count, which uses only standard JMESPath functions.
 """
 
 from __future__ import annotations

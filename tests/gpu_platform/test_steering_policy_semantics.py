@@ -1,6 +1,7 @@
 """What the GPU steering policy does to real pods, simulated with the libraries Kyverno's semantics rest on.
 
-Kyverno cannot run here, so this file is a small, strict model of the parts of Kyverno the policy uses:
+The real Kyverno CLI runs in the e2e tier (tests/e2e/test_kyverno_*.py, which also hold this model to it); for
+the fast suite, this is a small, strict model of the parts of Kyverno the policies use:
 - the API server evaluates `webhookConfiguration.matchConditions` (CEL, with `celpy`) and only calls
   Kyverno when all are true;
 - Kyverno matches each rule (kinds, operations, namespaces), resolves its `{{ }}` variables with JMESPath
@@ -208,7 +209,8 @@ def test_a_pod_without_a_non_zero_gpu_limit_never_reaches_kyverno_and_is_unchang
 def test_the_rules_alone_leave_a_non_gpu_pod_unchanged_where_match_conditions_do_not_apply(
     policy: dict[str, Any], name: str
 ) -> None:
-    # The Kyverno CLI and older API servers do not evaluate matchConditions: the preconditions must agree.
+    # Defence in depth: should Kyverno ever be called for the pod anyway (a background scan, a webhook registered
+    # without the conditions), the rules' preconditions agree with the conditions and leave it alone.
     assert run_rules(policy, pod_request(PODS[name])) == PODS[name]
 
 
