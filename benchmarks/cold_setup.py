@@ -1,5 +1,5 @@
 """What a new user waits for: `make preview` and `make test` on a fresh clone with an empty package cache, and
-(on request) the e2e tier's cold build of kube-apiserver, etcd, kubectl and helm.
+(on request) the e2e tier's cold build of kube-apiserver, etcd, kubectl, helm and the Kyverno CLI.
 
 Each runs in a throwaway clone of the current commit with its own empty uv cache (UV_CACHE_DIR), so every
 package is downloaded, installed and compiled as on a new machine. The e2e build gets an empty Go build and
@@ -26,6 +26,18 @@ class ColdRun:
     command: str
     wall: float
     exit_code: int
+    # What the run left on disk in caches and tools (bytes), where measured.
+    disk_bytes: int | None = None
+
+
+def _disk_use(*paths: Path) -> int:
+    """Bytes under `paths` (files only, links not followed)."""
+    total = 0
+    for path in paths:
+        for root, _, files in os.walk(path):
+            for name in files:
+                total += (Path(root) / name).lstat().st_size
+    return total
 
 
 def _clone(target: Path) -> None:
@@ -68,7 +80,9 @@ def cold_setup(log: Callable[[str], None], *, e2e: bool = False) -> list[ColdRun
             _clone(clone)
             log("timing the e2e tier's cold build (empty Go build and module caches: several minutes)")
             env = _environment(work, {"GOCACHE": str(work / "go-build"), "GOMODCACHE": str(work / "go-mod")})
-            runs.append(_timed("cold `make e2e-tools`", [make, "-s", "e2e-tools"], clone, env))
+            built = _timed("cold `make e2e-tools`", [make, "-s", "e2e-tools"], clone, env)
+            disk = _disk_use(work / "go-build", work / "go-mod", clone / ".tools" / "e2e")
+            runs.append(ColdRun(built.label, built.command, built.wall, built.exit_code, disk))
             # The module cache is read-only by design; make it removable.
             subprocess.run(["chmod", "-R", "u+w", str(work / "go-mod")], check=False)
     return runs

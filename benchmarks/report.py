@@ -252,7 +252,13 @@ def render(report: Report) -> str:
             "downloaded, installed and compiled (`benchmarks/cold_setup.py`); the e2e build also starts from empty Go",
             "caches. `make preview` installs the runtime packages only; `make test` adds the dev tools.",
             "",
-            *_table(["command", "wall (s)"], [[run.label, f"{run.wall:.1f}"] for run in report.cold]),
+            *_table(
+                ["command", "wall (s)", "left on disk (Go caches and binaries)"],
+                [
+                    [run.label, f"{run.wall:.1f}", "-" if run.disk_bytes is None else f"{run.disk_bytes / 1e9:.1f} GB"]
+                    for run in report.cold
+                ],
+            ),
         ]
     else:
         lines.append("Not measured in this run (`--skip-cold`).")
