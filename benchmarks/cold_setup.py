@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.settings import ROOT, BenchError
+from benchmarks.settings import ROOT, BenchError, without_make_variables
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,11 @@ def _clone(target: Path) -> None:
 
 
 def _environment(work: Path, extra: dict[str, str]) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "VIRTUAL_ENV"))}
+    env = {
+        key: value
+        for key, value in without_make_variables(dict(os.environ)).items()
+        if not key.startswith(("UV_", "VIRTUAL_ENV"))
+    }
     env["UV_CACHE_DIR"] = str(work / "uv-cache")
     return env | extra
 

@@ -27,3 +27,9 @@ MAX_COLD_PREVIEW_S = 20.0
 
 class BenchError(RuntimeError):
     pass
+
+
+def without_make_variables(environ: dict[str, str]) -> dict[str, str]:
+    """The environment for a `make` the benchmark starts: without the variables of the `make bench` that started
+    it. `make bench ARGS=--e2e-cold` puts ARGS in MAKEFLAGS, and a child `make preview` would pass it on."""
+    return {key: value for key, value in environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}

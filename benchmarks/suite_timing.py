@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from benchmarks.settings import ROOT
+from benchmarks.settings import ROOT, without_make_variables
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,12 @@ def time_test_suite(log: Callable[[str], None]) -> list[Timed]:
     timed: list[Timed] = []
     if make is not None:
         # Setup is not part of the suite's time: make the environment once, untimed (a no-op under `make bench`).
-        subprocess.run([make, "--no-print-directory", ".venv/.synced-dev"], cwd=ROOT, capture_output=True, check=False)
+        clean = without_make_variables(dict(os.environ))
+        subprocess.run(
+            [make, "--no-print-directory", ".venv/.synced-dev"], cwd=ROOT, env=clean, capture_output=True, check=False
+        )
         log("timing `make test` (lint + pytest)")
-        timed.append(time_command("`make test` (lint + pytest)", [make, "--no-print-directory", "test"]))
+        timed.append(time_command("`make test` (lint + pytest)", [make, "--no-print-directory", "test"], clean))
     log("timing pytest alone, in one process, for the slowest tests")
     env = dict(os.environ)
     upstream = ROOT.parent / "shared" / "upstream"
