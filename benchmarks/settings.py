@@ -31,5 +31,10 @@ class BenchError(RuntimeError):
 
 def without_make_variables(environ: dict[str, str]) -> dict[str, str]:
     """The environment for a `make` the benchmark starts: without the variables of the `make bench` that started
-    it. `make bench ARGS=--e2e-cold` puts ARGS in MAKEFLAGS, and a child `make preview` would pass it on."""
-    return {key: value for key, value in environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    it. `make bench ARGS=--e2e-cold` exports ARGS to its recipes and lists it in MAKEFLAGS; a child `make preview`
+    would read it from either and pass `--e2e-cold` to the preview."""
+    flags = environ.get("MAKEFLAGS", "")
+    overrides = flags.split(" -- ", 1)[1] if " -- " in flags else ""
+    names = set(re.findall(r"(?:^|(?<=\s))([A-Za-z_][A-Za-z0-9_]*)=", overrides))
+    dropped = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", *names}
+    return {key: value for key, value in environ.items() if key not in dropped}
