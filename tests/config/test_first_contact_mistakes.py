@@ -10,19 +10,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from offline.recording import Recording
 from offline.runner import run_stack
-
-Run = Callable[..., Recording]
-FD = "gpu-pool:failureDomains"
-
-
-def refused(run: Run, config: dict[str, Any], monitor: Any, secrets: dict[str, str] | None = None) -> str:
-    with pytest.raises(pulumi.RunError) as raised:
-        run(config, secrets)
-    assert monitor.recording.registrations == [], "a refused config must register nothing"
-    return str(raised.value)
-
+from tests.config.refusal import FD, Run, refused
 
 # --- paths and URLs that fail only during `up` ---------------------------------------------------------------
 

@@ -8,18 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from offline.recording import Recording
-
-Run = Callable[..., Recording]
-FD = "gpu-pool:failureDomains"
-
-
-def refused(run: Run, config: dict[str, Any], monitor: Any, secrets: dict[str, str] | None = None) -> str:
-    """Run the program, expect the clean RunError, and check nothing at all was registered."""
-    with pytest.raises(pulumi.RunError) as raised:
-        run(config, secrets)
-    assert monitor.recording.registrations == [], "a refused config must register nothing"
-    return str(raised.value)
+from tests.config.refusal import FD, Run, refused
 
 
 def domain(config: dict[str, Any], index: int) -> dict[str, Any]:

@@ -1,16 +1,5 @@
-"""What the GPU steering policy does to real pods, simulated with the libraries Kyverno's semantics rest on.
-
-The real Kyverno CLI runs in the e2e tier (tests/e2e/test_kyverno_*.py, which also hold this model to it); for
-the fast suite, this is a small, strict model of the parts of Kyverno the policies use:
-- the API server evaluates `webhookConfiguration.matchConditions` (CEL, with `celpy`) and only calls
-  Kyverno when all are true;
-- Kyverno matches each rule (kinds, operations, namespaces), resolves its `{{ }}` variables with JMESPath
-  (`jmespath`, standard functions only), evaluates the preconditions, and applies `patchesJson6902`
-  (`jsonpatch`), chaining rules so each sees the pod as the previous rule left it; `foreach` entries get
-  `element` / `elementIndex` per list item.
-Anything outside that subset raises `UnsupportedConstruct`, so the policy cannot drift into constructs the
-model would silently misread.
-"""
+"""What the GPU steering policy does to real pods, run through the strict Kyverno model in kyverno_admission.py
+(the e2e tier holds that model to the real Kyverno CLI)."""
 
 from __future__ import annotations
 
