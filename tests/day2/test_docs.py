@@ -12,7 +12,7 @@ from tests.day2.cli_helpers import ROOT, run
 
 DOC = ROOT / "docs" / "day2.md"
 README = ROOT / "README.md"
-BLOCK = re.compile(r"```console\n\$ (gpu-pool [^\n]*)\n(.*?)```", re.DOTALL)
+BLOCK = re.compile(r"```console\n\$ \.venv/bin/(gpu-pool [^\n]*)\n(.*?)```", re.DOTALL)
 
 
 def blocks() -> list[tuple[str, str]]:
