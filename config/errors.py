@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from config.type_hints import hint_for
+from config.type_hints import EXPECTED, hint_for
 
 NAMESPACE = "gpu-pool"
 
@@ -90,5 +90,6 @@ def format_validation_error(
         got = item.get("input")
         shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
         hint = hint_for(model, loc, item["type"], got) if model is not None else None
-        messages.append(f"{key_path(loc, raw)}: {_clean(item['msg'])}{shown}" + (f"; {hint}" if hint else ""))
+        what = EXPECTED.get(item["type"], _clean(item["msg"])) if hint else _clean(item["msg"])
+        messages.append(f"{key_path(loc, raw)}: {what}{shown}" + (f"; {hint}" if hint else ""))
     return messages

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 
 def unwrap_annotation(annotation: Any) -> tuple[Any, bool]:
@@ -64,15 +65,58 @@ def annotation_at(model: type[BaseModel], loc: Sequence[int | str]) -> Any:
     return _unwrap(current)
 
 
-def _required(model: type[BaseModel]) -> list[str]:
-    return [field.alias or name for name, field in model.model_fields.items() if field.is_required()]
+def field_at(model: type[BaseModel], loc: Sequence[int | str]) -> FieldInfo | None:
+    """The model field the value at `loc` is, when `loc` ends at one (its default and bounds give examples)."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    parent = annotation_at(model, loc[:-1]) if len(loc) > 1 else model
+    if not _is_model(parent):
+        return None
+    return next((f for n, f in parent.model_fields.items() if (f.alias or n) == loc[-1]), None)
+
+
+def _number_example(field: FieldInfo | None, fallback: int | float) -> int | float:
+    """An example the field itself accepts: its default, else its lower bound, else the fallback."""
+    if field is None:
+        return fallback
+    if isinstance(field.default, int | float) and not isinstance(field.default, bool):
+        return field.default
+    for bound in field.metadata:
+        if getattr(bound, "ge", None) is not None:
+            return bound.ge  # type: ignore[no-any-return]
+        if getattr(bound, "gt", None) is not None:
+            return bound.gt + 1  # type: ignore[no-any-return]
+    return fallback
 
 
 def _map_example(model: type[BaseModel], got: Any) -> str:
-    required = _required(model) or [next(iter(model.model_fields.values())).alias or next(iter(model.model_fields))]
-    if len(required) == 1 and got is not None and not isinstance(got, dict | list):
-        return f"{{{required[0]}: {got}}}"
-    return "{" + ", ".join(f"{key}: ..." for key in required) + "}"
+    fields = {field.alias or name: field for name, field in model.model_fields.items()}
+    required = [key for key, field in fields.items() if field.is_required()]
+    if got is not None and not isinstance(got, dict | list):
+        # `network: dhcp` meant the key whose value dhcp can be, not the first key of the map.
+        same = [key for key, field in fields.items() if not field.is_required() and field.default == got]
+        if len(same) == 1:
+            return f"{{{same[0]}: {got}}}"
+        if len(required) == 1:
+            return f"{{{required[0]}: {got}}}"
+    return "{" + ", ".join(f"{key}: ..." for key in (required or list(fields)[:2])) + "}"
+
+
+# What each type mix-up expected, in the user's words rather than pydantic's ("Input should be a valid ...").
+EXPECTED: dict[str, str] = {
+    "string_type": "expects text",
+    "dict_type": "expects a map of keys",
+    "model_type": "expects a map of keys",
+    "model_attributes_type": "expects a map of keys",
+    "list_type": "expects a list",
+    "int_type": "expects a whole number",
+    "int_parsing": "expects a whole number",
+    "int_from_float": "expects a whole number",
+    "bool_type": "expects true or false",
+    "bool_parsing": "expects true or false",
+    "float_type": "expects a number",
+    "float_parsing": "expects a number",
+}
 
 
 def hint_for(model: type[BaseModel], loc: Sequence[int | str], kind: str, got: Any) -> str | None:
@@ -91,9 +135,9 @@ def hint_for(model: type[BaseModel], loc: Sequence[int | str], kind: str, got: A
             return f"write a list of `- name: ...` entries under {field}"
         return f"write a list under {field}, one `- item` per line"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"write a whole number without quotes, e.g. {field}: 8"
+        return f"write a whole number without quotes, e.g. {field}: {_number_example(field_at(model, loc), 8)}"
     if kind in ("bool_type", "bool_parsing"):
         return f"write true or false without quotes, e.g. {field}: true"
     if kind in ("float_type", "float_parsing"):
-        return f"write a number without quotes, e.g. {field}: 0.95"
+        return f"write a number without quotes, e.g. {field}: {_number_example(field_at(model, loc), 0.95)}"
     return None

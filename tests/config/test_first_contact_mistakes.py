@@ -110,37 +110,53 @@ TYPE_MIXUPS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "a driver version YAML read as a number",
         lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": 570.211}),
-        "gpu-pool:gpuOperator.driverVersion: Input should be a valid string (got 570.211); "
+        "gpu-pool:gpuOperator.driverVersion: expects text (got 570.211); "
         'YAML read a float: quote it, driverVersion: "570.211"',
     ),
     (
         "a sharing profile given as a bare number",
         lambda c: c["gpu-pool:sharingProfiles"].update({"a1000-x4": 4}),
-        "gpu-pool:sharingProfiles.a1000-x4: Input should be a valid dictionary (got 4); "
+        "gpu-pool:sharingProfiles.a1000-x4: expects a map of keys (got 4); "
         "write a map of keys under it, e.g. a1000-x4: {replicas: 4}",
     ),
     (
         "failure domains given as a map instead of a list",
         lambda c: c.update({FD: {"dc1": c[FD][0]}}),
-        "gpu-pool:failureDomains: Input should be a valid list; "
-        "write a list of `- name: ...` entries under failureDomains",
+        "gpu-pool:failureDomains: expects a list; write a list of `- name: ...` entries under failureDomains",
     ),
     (
         "replicas in quotes",
         lambda c: c["gpu-pool:sharingProfiles"]["whole"].update({"replicas": "1"}),
-        "gpu-pool:sharingProfiles.whole.replicas: Input should be a valid integer (got '1'); "
-        "write a whole number without quotes, e.g. replicas: 8",
+        "gpu-pool:sharingProfiles.whole.replicas: expects a whole number (got '1'); "
+        "write a whole number without quotes, e.g. replicas: 1",
     ),
     (
         "a yes/no where a boolean goes",
         lambda c: c.update({"gpu-pool:monitoring": {"serviceMonitor": "maybe"}}),
-        "gpu-pool:monitoring.serviceMonitor: Input should be a valid boolean (got 'maybe'); "
-        "write true or false without quotes",
+        "gpu-pool:monitoring.serviceMonitor: expects true or false (got 'maybe'); write true or false without quotes",
+    ),
+    (
+        "a VM id in words gets an example the VM id itself accepts",
+        lambda c: c[FD][0].update({"vmId": "four-two"}),
+        "gpu-pool:failureDomains[dc1].vmId: expects a whole number (got 'four-two'); "
+        "write a whole number without quotes, e.g. vmId: 100",
+    ),
+    (
+        "memory with a unit gets the default as its example",
+        lambda c: c[FD][0].update({"memoryMiB": "32G"}),
+        "gpu-pool:failureDomains[dc1].memoryMiB: expects a whole number (got '32G'); "
+        "write a whole number without quotes, e.g. memoryMiB: 16384",
+    ),
+    (
+        "network: dhcp is shown under the key that takes dhcp",
+        lambda c: c[FD][0].update({"network": "dhcp"}),
+        "gpu-pool:failureDomains[dc1].network: expects a map of keys (got 'dhcp'); "
+        "write a map of keys under it, e.g. network: {ipv4: dhcp}",
     ),
     (
         "a section given as a plain value instead of a map",
         lambda c: c.update({"gpu-pool:proxmox": "https://pve:8006"}),
-        "gpu-pool:proxmox: Input should be a valid dictionary (got 'https://pve:8006'); "
+        "gpu-pool:proxmox: expects a map of keys (got 'https://pve:8006'); "
         "write a map of keys under it, e.g. proxmox: {endpoint: ..., cloudImage: ...}",
     ),
 ]

@@ -89,7 +89,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "replicas that are not an integer",
         lambda c: c["gpu-pool:sharingProfiles"]["a1000-x4"].update({"replicas": 2.5}),
-        ["gpu-pool:sharingProfiles.a1000-x4.replicas: Input should be a valid integer"],
+        ["gpu-pool:sharingProfiles.a1000-x4.replicas: expects a whole number"],
     ),
     (
         "a sharing profile name that cannot be a node label value",
@@ -167,7 +167,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "a section given as a plain value instead of a map",
         lambda c: c.update({"gpu-pool:proxmox": "https://pve:8006"}),
-        ["gpu-pool:proxmox: Input should be a valid dictionary (got 'https://pve:8006')"],
+        ["gpu-pool:proxmox: expects a map of keys (got 'https://pve:8006')"],
     ),
     (
         "no failure domains",
