@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
@@ -115,11 +116,13 @@ def cross_key_problems(parts: StackParts) -> list[str]:
                 "takes that card from 1 schedulable GPU to 0"
             )
         if domain.kernel is not None and not domain.ssh_authorized_keys:
-            problems.append(
+            no_key = (
                 f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
                 "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
                 "in the secret gpu-pool:sshPrivateKey"
             )
+            if not waived(no_key):
+                problems.append(no_key)
         if domain.gpu.passthrough == "raw" and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(
                 f"{where}.gpu.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam to do "
@@ -151,7 +154,8 @@ def config_warnings(cfg: StackConfig) -> list[str]:
     """Valid, but probably not what was meant."""
     return [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
-        f"{domain.username!r} without a password: the VM will have no login (add a key to debug it over SSH)"
+        f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "
+        "it (cloud-init runs once): add one before the VM is created"
         for domain in cfg.failure_domains
         if not domain.ssh_authorized_keys
     ]

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel, nearest
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
+from config.earlier_file import waived
 from config.quantities import ComputeQuantities, ResourceRequirements
 from knowledge.driver_matrix import driver_problem, is_branch
 from knowledge.gpu_operator_chart import DEAD_KEYS, KNOWN_CHART_SECTIONS
@@ -71,8 +72,11 @@ class ToolkitConfig(ConfigModel):
     def _removed_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key, why in REMOVED_TOOLKIT_KEYS.items():
-                if key in data:
+                if key not in data:
+                    continue
+                if not waived(f"gpu-pool:gpuOperator.toolkit.{key}: '{key}' was removed: {why}"):
                     raise PydanticCustomError("removed_key", "'{key}' was removed: {why}", {"key": key, "why": why})
+                data = {k: v for k, v in data.items() if k != key}
         return data
 
     @field_validator("containerd_socket")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from config.base import nearest
 from config.cross_key import cross_key_problems, parts_from_raw, parts_of
+from config.earlier_file import waived
 from config.errors import NAMESPACE, ConfigError, format_validation_error
 from config.secret_checks import secret_problems
 from config.stack import StackConfig
@@ -122,7 +123,7 @@ def load_config() -> LoadedConfig:
     except ConfigError as error:
         problems += error.messages
     secret_keys = {key for key in (f"{NAMESPACE}:{short}" for short in SECRET_KEYS) if _is_secret(key)}
-    problems += secret_problems(secret_values, secret_keys)
+    problems += [problem for problem in secret_problems(secret_values, secret_keys) if not waived(problem)]
     auth = _auth(raw, stack)
     if auth == "apiToken" and "proxmoxApiToken" not in secret_values:
         problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))

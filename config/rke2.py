@@ -8,6 +8,7 @@ import re
 from pydantic import Field, field_validator
 
 from config.base import ConfigModel
+from config.earlier_file import waived
 from config.validators import https_url
 from knowledge.rke2 import ALL_RELEASES_CONTAINERD_2_FROM, FIRST_CONTAINERD_2_RELEASE
 
@@ -71,7 +72,7 @@ class Rke2Config(ConfigModel):
         if not match:
             raise ValueError("is not an RKE2 release; expected vX.Y.Z+rke2rN, e.g. v1.33.5+rke2r1")
         problem = containerd_problem(value)
-        if problem:
+        if problem and not waived(f"gpu-pool:rke2.version: {value} {problem}"):
             raise ValueError(problem)
         return value
 

@@ -38,6 +38,13 @@ REPLACE_ON_CHANGES: Final[Mapping[str, frozenset[str]]] = {
     "command:remote:Command": frozenset({"triggers"}),
 }
 
+# Inputs the bpg provider replaces the VM for in its CustomizeDiff, which the schema cannot mark (proxmoxtf/
+# resource/vm/vm.go, v0.111.1 under pulumi-proxmoxve 8.3.0: `customdiff.ForceNewIf(mkVMID, ...)` and
+# `customdiff.ForceNewIf(mkNodeName, ... !d.Get(mkMigrate))`). Each maps to the input that waives it, if any.
+PROVIDER_FORCE_NEW: Final[Mapping[str, Mapping[str, str | None]]] = {
+    "proxmoxve:index/vmLegacy:VmLegacy": {"vmId": None, "nodeName": "migrate"},
+}
+
 # Kubernetes: fields the API server refuses to change (a Job's pod template and selector), and the release's
 # identity. Every object is also replaced when its name or namespace changes.
 KUBERNETES_IMMUTABLE: Final[Mapping[str, frozenset[str]]] = {

@@ -3,7 +3,9 @@
 Runs the offline preview for the earlier stack file and for the current one, compares them resource by resource
 (offline/plan_diff.py), prints a table like `pulumi preview --diff` and writes OUT/diff.json:
 `{"stack", "before", "changes": [{"urn", "type", "name", "op", "keys", "replaceKeys", "deleteBeforeReplace",
-"dangers", "info"}], "dangers": <count>}`. Unchanged resources are counted, not listed.
+"dangers", "info"}], "dangers": <count>, "earlierRefusals": [...]}`. Unchanged resources are counted, not listed.
+The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
+refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
 """
 
@@ -13,11 +15,13 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
+from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
@@ -38,6 +42,12 @@ def _stack_file(path: Path) -> tuple[str, Path]:
     return name[len("Pulumi.") : -len(".yaml")], path.parent
 
 
+@dataclass
+class Comparison:
+    changes: list[Change]
+    earlier_refusals: list[str] = field(default_factory=list)
+
+
 def preview(stack: str, config: dict[str, Any], label: str) -> Recording:
     try:
         return run_stack(stack, config=config, secrets={})
@@ -47,7 +57,7 @@ def preview(stack: str, config: dict[str, Any], label: str) -> Recording:
         raise DiffError(f"the {label} stack config is refused: {error}") from None
 
 
-def diff_files(stack: str, before: Path, after: Path) -> list[Change]:
+def diff_files(stack: str, before: Path, after: Path) -> Comparison:
     try:
         old_stack, old_dir = _stack_file(before)
         new_stack, new_dir = _stack_file(after)
@@ -55,25 +65,34 @@ def diff_files(stack: str, before: Path, after: Path) -> list[Change]:
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return diff_configs(stack, old_config, new_config)
+    return compare_configs(stack, old_config, new_config)
+
+
+def compare_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> Comparison:
+    with reading_earlier_file() as refusals:
+        old = preview(stack, before, "earlier")
+    # Both previews run as the same stack, so URNs match when the resources are the same.
+    return Comparison(diff_recordings(old, preview(stack, after, "current")), refusals)
 
 
 def diff_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
-    # Both previews run as the same stack, so URNs match when the resources are the same.
-    return diff_recordings(preview(stack, before, "earlier"), preview(stack, after, "current"))
+    return compare_configs(stack, before, after).changes
 
 
-def document(stack: str, before: Path, changes: list[Change]) -> dict[str, Any]:
+def document(stack: str, before: Path, comparison: Comparison) -> dict[str, Any]:
+    changes = comparison.changes
     listed = [change.as_json() for change in changes if change.op != "same" or change.info]
     return {
         "stack": stack,
         "before": str(before),
         "changes": listed,
         "dangers": sum(len(change.dangers) for change in changes),
+        "earlierRefusals": comparison.earlier_refusals,
     }
 
 
-def table(changes: list[Change]) -> str:
+def table(comparison: Comparison) -> str:
+    changes = comparison.changes
     shown = [c for c in changes if c.op != "same" or c.info]
     lines: list[str] = []
     if shown:
@@ -101,6 +120,12 @@ def table(changes: list[Change]) -> str:
         lines += ["", "Dangers: none"]
     if info:
         lines += ["", "Also:", *(f"  - {text}" for _, text in info)]
+    if comparison.earlier_refusals:
+        lines += [
+            "",
+            "The earlier file breaks rules added since (compared anyway; the current file must pass them):",
+            *(f"  - {text}" for text in comparison.earlier_refusals),
+        ]
     lines.append("[KEY] forces a replacement.")
     return "\n".join(lines) + "\n"
 
@@ -116,15 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     after: Path = args.after or Path(os.path.relpath(ROOT_DIR / f"Pulumi.{args.stack}.yaml"))
     out: Path = args.out or Path("build") / args.stack
     try:
-        changes = diff_files(args.stack, args.before, after)
+        comparison = diff_files(args.stack, args.before, after)
     except DiffError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    result = document(args.stack, args.before, changes)
+    result = document(args.stack, args.before, comparison)
     out.mkdir(parents=True, exist_ok=True)
     (out / "diff.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"offline diff of stack {args.stack!r}: {args.before} -> {after}\n")
-    print(table(changes), end="")
+    print(table(comparison), end="")
     print(f"wrote {out}/diff.json")
     return 1 if args.fail_on_danger and result["dangers"] else 0
 

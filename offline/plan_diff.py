@@ -16,6 +16,7 @@ from typing import Any, Literal
 from knowledge.replacements import (
     KUBERNETES_IDENTITY,
     KUBERNETES_IMMUTABLE,
+    PROVIDER_FORCE_NEW,
     REPLACE_ON_CHANGES,
     VM_CLOUD_INIT_INPUTS,
     VM_COLD_START_INPUTS,
@@ -103,6 +104,11 @@ def _compact(paths: list[str]) -> list[str]:
 
 def replace_rules(registration: Registration) -> list[str]:
     rules = sorted(REPLACE_ON_CHANGES.get(registration.type, frozenset()))
+    rules += [
+        path
+        for path, unless in PROVIDER_FORCE_NEW.get(registration.type, {}).items()
+        if unless is None or registration.inputs.get(unless) is not True
+    ]
     rules += [rule.replace("[*]", "") for rule in registration.replace_on_changes]
     if registration.type.startswith("kubernetes:") and registration.type != RELEASE:
         rules += sorted(KUBERNETES_IDENTITY)
@@ -190,6 +196,11 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
         change.info.append(f"the CUDA smoke test re-runs on {node.get('kubernetes.io/hostname', 'its node')}")
     if subject.type in COMMAND_TYPES and "-kernel-" in subject.name and change.op in ("create", "replace"):
         change.info.append(f"{subject.name}: part of the kernel upgrade, which drains and reboots this node")
+        if subject.name.endswith("-kernel-login"):
+            change.info.append(
+                f"{subject.name} logs in over SSH before the drain, with a key the VM has trusted since it was "
+                "created: keys added to sshAuthorizedKeys later never reached it (cloud-init runs once)"
+            )
     if (
         subject.type == RELEASE
         and change.op == "update"
@@ -211,9 +222,13 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
     if after is None:
         change = Change(subject.urn, subject.type, subject.name, "delete")
         if before.protect:
+            # The engine refuses a protected delete when it applies the delete step, and deletes run
+            # dependents first: only the preview `up` runs before applying keeps them.
             change.dangers.append(
-                f"{before.name} is protected: `pulumi up` stops with an error instead of deleting it; set the "
-                "domain's protect: false and run `pulumi up` first (or `pulumi state unprotect`), if you mean it"
+                f"{before.name} is protected: the preview that `pulumi up` runs first fails on its delete, so "
+                "nothing is applied; `pulumi up --skip-preview` would first delete what depends on it (the node's "
+                "labels and taint, its smoke test) and then stop. If you mean it, set the domain's protect: false "
+                "and run `pulumi up` first (or `pulumi state unprotect`)"
             )
         _kind_notes(change, before, None)
         return change
@@ -235,6 +250,12 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
             change.dangers.append(
                 f"{after.name} is protected and would be replaced ({', '.join(change.replace_keys)}): "
                 "`pulumi up` stops with an error"
+            )
+        if after.type == VM and "initialization.userDataFileId" in change.replace_keys:
+            change.dangers.append(
+                f"{after.name} would boot from {after.inputs['initialization']['userDataFileId']}, which is never "
+                "written: the snippet keeps its first-boot name and data (ignoreChanges), so a new hostname is a "
+                "new GPU worker: add it as a new domain (name, hostname, VM id) and remove this one"
             )
         if not change.delete_before_replace:
             danger = _same_identity_danger(before, after)

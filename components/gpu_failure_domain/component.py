@@ -14,6 +14,7 @@ from components.gpu_failure_domain.cloud_init import build_user_data
 from components.gpu_failure_domain.kernel_upgrade import (
     drain_command,
     install_kernel_command,
+    login_check_command,
     unchanged_kernel_command,
     uncordon_command,
 )
@@ -263,18 +264,27 @@ class GpuFailureDomain(pulumi.ComponentResource):
         assert domain.kernel is not None
         local = pulumi.ResourceOptions(parent=self)
         unchanged = unchanged_kernel_command(domain.kernel)
+        host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
+        # Without a key, pulumi-command's SSH client uses the ssh-agent (SSH_AUTH_SOCK); the loader refuses a
+        # pinned kernel when neither is there.
+        connection = command.remote.ConnectionArgs(host=host, user=domain.username, private_key=args.ssh_private_key)
+        # A key the VM does not trust must fail before the drain, not leave the node cordoned after it.
+        login = command.remote.Command(
+            f"{name}-kernel-login",
+            connection=connection,
+            create=login_check_command(),
+            update=unchanged,
+            triggers=[domain.kernel],
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=after)),
+        )
         drain = command.local.Command(
             f"{name}-kernel-drain",
             create=drain_command(domain.hostname, kubectl),
             update=unchanged,
             interpreter=["/bin/sh", "-c"],
             triggers=[domain.kernel],
-            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=after)),
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[*after, login])),
         )
-        host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
-        # Without a key, pulumi-command's SSH client uses the ssh-agent (SSH_AUTH_SOCK); the loader refuses a
-        # pinned kernel when neither is there.
-        connection = command.remote.ConnectionArgs(host=host, user=domain.username, private_key=args.ssh_private_key)
         install = command.remote.Command(
             f"{name}-kernel-install",
             connection=connection,

@@ -15,6 +15,13 @@ import shlex
 from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES
 
 
+def login_check_command() -> str:
+    """Runs on the VM over SSH before the drain. The VM trusts the keys cloud-init gave it at its creation, and
+    only those: a key added to sshAuthorizedKeys later never reaches it. Logging in (and sudo without a
+    password, which the install needs) is proven here, while the node still serves its GPU pods."""
+    return 'sudo -n true && echo "ssh and sudo ok on $(hostname)"'
+
+
 def drain_command(node: str, kubectl: str) -> str:
     quoted = shlex.quote(node)
     return (

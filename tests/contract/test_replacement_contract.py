@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.replacements import REPLACE_ON_CHANGES
+from knowledge.replacements import PROVIDER_FORCE_NEW, REPLACE_ON_CHANGES
 from offline.runner import read_stack_file, run_stack
 
 SCHEMAS = {
@@ -62,3 +62,16 @@ def test_every_proxmox_and_command_type_the_program_registers_is_in_the_table() 
     recording = run_stack("prod", config=read_stack_file("prod"))
     types = {r.type for r in recording.registrations if r.type.split(":", 1)[0] in SCHEMAS}
     assert types <= set(REPLACE_ON_CHANGES), sorted(types - set(REPLACE_ON_CHANGES))
+
+
+@pytest.mark.parametrize("resource_type", sorted(PROVIDER_FORCE_NEW))
+def test_the_inputs_the_provider_replaces_for_in_code_are_real_inputs_the_schema_does_not_mark(
+    upstream: Path, resource_type: str
+) -> None:
+    """vmId and nodeName replace a VM through the provider's CustomizeDiff, which no schema flag shows: the
+    table names them, and the input that waives one (migrate) must exist for the waiver to mean anything."""
+    schema = _load(upstream, resource_type.split(":", 1)[0])
+    inputs = schema["resources"][resource_type]["inputProperties"]
+    for path, unless in PROVIDER_FORCE_NEW[resource_type].items():
+        assert path in inputs and not inputs[path].get("willReplaceOnChanges"), path
+        assert unless is None or inputs[unless]["type"] == "boolean", unless

@@ -29,6 +29,7 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     recording = run_stack_program(prod_config)
     steps = [r for r in recording.registrations if "-kernel-" in r.name]
     assert {r.name for r in steps} == {
+        "dc2-kernel-login",
         "dc2-kernel-drain",
         "dc2-kernel-install",
         "dc2-kernel-driver-rebuild",
@@ -40,7 +41,8 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     def waits_for(later: str, earlier: str) -> bool:
         return recording.urn_of(earlier) in recording.named(later).dependencies
 
-    assert waits_for("dc2-kernel-drain", "dc2-node-taint")
+    assert waits_for("dc2-kernel-login", "dc2-node-taint")
+    assert waits_for("dc2-kernel-drain", "dc2-kernel-login")
     assert waits_for("dc2-kernel-install", "dc2-kernel-drain")
     assert waits_for("dc2-kernel-driver-rebuild", "dc2-kernel-install")
     assert waits_for("dc2-gpu-ready", "dc2-kernel-driver-rebuild")
@@ -65,6 +67,18 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     assert "linux-virtual" in install["create"].split("apt-mark hold", 1)[1]
     tolerations = job(recording, "dc2")["spec"]["template"]["spec"]["tolerations"]
     assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_a_key_the_vm_does_not_trust_fails_the_upgrade_before_its_node_is_drained(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:failureDomains"][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]})
+    recording = run_stack_program(prod_config)
+    login, install = recording.named("dc2-kernel-login").inputs, recording.named("dc2-kernel-install").inputs
+
+    assert recording.named("dc2-kernel-login").type == "command:remote:Command"
+    assert reveal(login["connection"]) == reveal(install["connection"])
+    # The install runs sudo without a terminal: the check proves that too, before anything is drained.
+    assert login["create"].startswith("sudo -n true")
+    assert recording.urn_of("dc2-kernel-login") in recording.named("dc2-kernel-drain").dependencies
 
 
 def test_a_pinned_kernel_without_an_ssh_key_on_the_vm_is_refused_at_preview(

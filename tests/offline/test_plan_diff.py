@@ -116,6 +116,7 @@ ROWS = [
         lambda c: c[FD][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]}),
         before=lambda c: c[FD][1].update({"sshAuthorizedKeys": [KEY]}),
         ops={
+            "dc2-kernel-login": "create",
             "dc2-kernel-drain": "create",
             "dc2-kernel-install": "create",
             "dc2-kernel-driver-rebuild": "create",
@@ -160,7 +161,48 @@ ROWS = [
             **{name.replace("dc4", "dc3"): "delete" for name in DC4},
             "gpu-platform-alert-rules": "update",
         },
-        dangers=["dc3-vm is protected: `pulumi up` stops with an error instead of deleting it"],
+        dangers=["dc3-vm is protected: the preview that `pulumi up` runs first fails on its delete"],
+    ),
+    Row(
+        "a new VM id replaces the protected VM: the provider forces it in CustomizeDiff, not in its schema",
+        lambda c: c[FD][0].update({"vmId": 4102}),
+        ops={"dc1-vm": "replace", "dc1-power-cycle": "update"},
+        replace_keys={"dc1-vm": ["vmId"]},
+        dangers=["dc1-vm is protected and would be replaced (vmId)"],
+    ),
+    Row(
+        "a domain moved to another Proxmox node replaces its protected VM, since the program never migrates",
+        lambda c: c[FD][0].update({"proxmoxNode": "pve-dc9"}),
+        ops={
+            "dc1-pci-mapping": "update",
+            "dc1-cloud-init": "replace",
+            "dc1-vm": "replace",
+            "dc1-power-cycle": "update",
+            "dc1-gpu-ready": "update",
+            "dc1-cuda-smoke-test": "replace",
+        },
+        replace_keys={"dc1-vm": ["nodeName"], "dc1-cloud-init": ["nodeName"]},
+        dangers=["dc1-vm is protected and would be replaced (nodeName)", "the new VM needs VM id 4101"],
+    ),
+    Row(
+        "a new hostname is a new GPU worker, whose replacement VM would name a snippet that is never written",
+        lambda c: c[FD][0].update({"hostname": "rke2-worker-dc1-gpu-b"}),
+        ops={
+            "dc1-vm": "replace",
+            "dc1-power-cycle": "update",
+            "dc1-node-ready": "replace",
+            "dc1-node-labels": "replace",
+            "dc1-node-taint": "replace",
+            "dc1-gpu-ready": "update",
+            "dc1-cuda-smoke-test": "replace",
+            "gpu-platform-alert-rules": "update",
+        },
+        replace_keys={"dc1-vm": ["initialization.userDataFileId"]},
+        dangers=[
+            "dc1-vm is protected and would be replaced (initialization.userDataFileId)",
+            "rke2-worker-dc1-gpu-b-user-data.yaml, which is never written",
+            "the new VM needs VM id 4101",
+        ],
     ),
     Row(
         "a new quota namespace adds one ResourceQuota",
@@ -257,6 +299,24 @@ def test_a_change_the_program_refuses_is_reported_before_anything_is_compared(mi
         diff_configs("prod", prod(), after)
 
 
+def test_an_earlier_file_that_todays_rules_refuse_is_still_compared_and_its_refusals_listed(tmp_path, capsys) -> None:
+    """The file a user moves away from (an RKE2 pin without containerd 2.0, a removed toolkit key, a plain-text
+    token) describes what is deployed: `make diff` compares it and says what the current file must not repeat."""
+    before = prod()
+    before["gpu-pool:rke2"]["version"] = "v1.31.2+rke2r1"
+    before["gpu-pool:gpuOperator"]["toolkit"] = {"setAsDefault": True}
+    before["gpu-pool:rke2Token"] = "K10" + "0" * 64 + "::server:secret"
+    before_file = write_stack(tmp_path / "before", before)
+    args = ["--stack", "prod", "--before", str(before_file), "--out", str(tmp_path)]
+
+    assert main(args) == 0
+    refusals = json.loads((tmp_path / "diff.json").read_text())["earlierRefusals"]
+    assert [r.split(":", 2)[1] for r in refusals] == ["rke2.version", "gpuOperator.toolkit.setAsDefault", "rke2Token"]
+    assert "K10" + "0" * 64 not in "".join(refusals)
+    out = capsys.readouterr().out
+    assert "The earlier file breaks rules added since" in out and "v1.31.6+rke2r1" in out
+
+
 # --- the command: files in, table and diff.json out ----------------------------------------------------------
 
 
@@ -275,7 +335,8 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
     args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
     assert main(args) == 0
     document = json.loads((tmp_path / "diff.json").read_text())
-    assert set(document) == {"stack", "before", "changes", "dangers"}
+    assert set(document) == {"stack", "before", "changes", "dangers", "earlierRefusals"}
+    assert document["earlierRefusals"] == []
     assert document["stack"] == "prod" and document["dangers"] == 1
     vm = next(c for c in document["changes"] if c["name"] == "dc3-vm")
     assert set(vm) == {"urn", "type", "name", "op", "keys", "replaceKeys", "deleteBeforeReplace", "dangers", "info"}
