@@ -9,9 +9,9 @@ import pulumi
 
 from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
 from components.gpu_failure_domain.host_preflight import run_preflight
-from components.gpu_failure_domain.node_metadata import kubectl_prefix
 from components.gpu_platform import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
+from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_providers, proxmox_credential_env
 from config.cross_key import config_warnings

@@ -86,3 +86,8 @@ GPU_TAINT_TOLERATION: Final[Mapping[str, str]] = {
 # instead of merging them, so setting either list without these would silently drop them.
 DAEMONSETS_DEFAULT_TOLERATIONS: Final[tuple[Mapping[str, str], ...]] = (GPU_TAINT_TOLERATION,)
 NFD_MASTER_DEFAULT_TOLERATIONS: Final[tuple[Mapping[str, str], ...]] = (CONTROL_PLANE_TOLERATION,)
+
+# The operator's own Deployment in the chart (templates/operator.yaml) and the label on its pods: what the
+# platform waits for after the release (the contract test reads both from the pinned chart).
+OPERATOR_DEPLOYMENT: Final = "gpu-operator"
+OPERATOR_POD_SELECTOR: Final = "app=gpu-operator"

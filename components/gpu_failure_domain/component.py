@@ -19,8 +19,6 @@ from components.gpu_failure_domain.kernel_upgrade import (
     uncordon_command,
 )
 from components.gpu_failure_domain.node_metadata import (
-    kubectl_argv,
-    kubectl_prefix,
     node_labels,
     taint_command,
     untaint_command,
@@ -33,6 +31,7 @@ from components.gpu_failure_domain.node_steps import (
 )
 from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
 from components.gpu_failure_domain.smoke_test import build_smoke_job, validated_stack
+from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.kubernetes_objects import register_object
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.platform_handles import PlatformHandles

@@ -25,19 +25,6 @@ def node_labels(domain: FailureDomainConfig, marking: GpuNodeMarking = ARTICLE_M
     return {**registration_labels(domain, marking), DEVICE_PLUGIN_CONFIG_LABEL: domain.sharing}
 
 
-def kubectl_argv(kubeconfig: str | None, context: str | None) -> list[str]:
-    parts = ["kubectl"]
-    if kubeconfig:
-        parts += ["--kubeconfig", kubeconfig]
-    if context:
-        parts += ["--context", context]
-    return parts
-
-
-def kubectl_prefix(kubeconfig: str | None, context: str | None) -> str:
-    return shlex.join(kubectl_argv(kubeconfig, context))
-
-
 def taint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
     # `kubectl taint --overwrite` merges one taint by key. Server-side apply of spec.taints would
     # replace the whole atomic list and wipe taints other controllers own (cordon, unreachable).

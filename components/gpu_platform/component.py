@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_command as command
 import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
@@ -19,10 +20,12 @@ from components.gpu_platform.dcgm_metrics import (
 )
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_values import build_gpu_operator_values
+from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
 from components.gpu_platform.steering_policy import build_gpu_steering_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
+from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_object
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.platform_handles import PlatformHandles
@@ -82,8 +85,24 @@ class GpuPlatform(pulumi.ComponentResource):
             namespace=operator_cfg.namespace,
             create_namespace=False,
             values=values,
-            timeout=900,
+            # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the
+            # workloads is left to the operator-ready step below, which reports what it sees.
+            skip_await=True,
+            timeout=OPERATOR_WAIT_SECONDS,
             opts=after(namespace, time_slicing, dcgm_metrics),
+        )
+        wait = operator_wait_command(
+            kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
+        )
+        self.operator_ready = command.local.Command(
+            f"{name}-gpu-operator-ready",
+            create=wait,
+            update=wait,
+            interpreter=["/bin/sh", "-c"],
+            environment={"TIMEOUT_SECONDS": str(OPERATOR_WAIT_SECONDS)},
+            # A chart bump rolls the operator: wait for the new one.
+            triggers=[operator_cfg.chart_version],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
         )
 
         steering: pulumi.Resource | None = None
@@ -128,7 +147,7 @@ class GpuPlatform(pulumi.ComponentResource):
 
         self.handles = PlatformHandles(
             time_slicing_config=time_slicing,
-            operator=self.release,
+            operator=self.operator_ready,
             smoke_namespace=smoke_namespace,
             steering_policy=steering,
         )

@@ -20,6 +20,8 @@ from knowledge.gpu_operator_chart import (
     DEAD_KEYS,
     KNOWN_CHART_SECTIONS,
     NFD_MASTER_DEFAULT_TOLERATIONS,
+    OPERATOR_DEPLOYMENT,
+    OPERATOR_POD_SELECTOR,
     TEMPLATE_ONLY_KEYS,
 )
 
@@ -241,3 +243,13 @@ def test_a_whole_card_profile_has_the_structure_of_the_examples_minus_sharing(up
     for document in configmap["data"].values():
         theirs = {path for path in key_paths(yaml.safe_load(document)) if not path.startswith("sharing")}
         assert whole == theirs
+
+
+def test_the_operator_wait_names_the_deployment_and_pod_label_the_chart_really_creates(chart_dir: Path) -> None:
+    """templates/operator.yaml: a renamed Deployment would make the wait time out on a healthy operator."""
+    template = (chart_dir / "chart" / "templates" / "operator.yaml").read_text(encoding="utf-8")
+    head = template.split("spec:", 1)[0]
+    assert "kind: Deployment" in head and f"name: {OPERATOR_DEPLOYMENT}\n" in head
+    key, value = OPERATOR_POD_SELECTOR.split("=")
+    pod_template = template.split("template:", 1)[1].split("spec:", 1)[0]
+    assert f'{key}: "{value}"' in pod_template

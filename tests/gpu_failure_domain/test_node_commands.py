@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from components.gpu_failure_domain.kernel_upgrade import drain_command, unchanged_kernel_command, uncordon_command
-from components.gpu_failure_domain.node_metadata import kubectl_prefix, taint_command, untaint_command
+from components.gpu_failure_domain.node_metadata import taint_command, untaint_command
+from components.shared.kubectl import kubectl_prefix
 
 NODE = "rke2-worker-dc1-gpu-a"
 KERNEL = "6.8.0-60-generic"

@@ -61,7 +61,7 @@ def test_smoke_test_waits_for_its_node_to_be_gpu_ready_and_for_the_steering_poli
     for name in ("dc1-gpu-ready", "gpu-platform-gpu-steering-policy", "gpu-platform-smoke-test-namespace"):
         assert recording.urn_of(name) in job_deps, name
     gate = recording.named("dc1-gpu-ready")
-    for name in ("gpu-platform-gpu-operator", "dc1-node-labels", "dc1-node-taint"):
+    for name in ("gpu-platform-gpu-operator-ready", "dc1-node-labels", "dc1-node-taint"):
         assert recording.urn_of(name) in gate.dependencies, name
     env = gate.inputs["environment"]
     assert (env["GPU_POOL_STEP"], env["GPU_SLOTS"], env["DRIVER_VERSION"]) == ("gpu-ready", "4", "570.211.01")

@@ -40,12 +40,11 @@ def test_release_is_the_pinned_chart_from_nvidia_with_the_configured_driver(run_
     assert inputs["values"]["driver"]["version"] == "570.211.01"
 
 
-def test_the_release_waits_through_nfds_first_scan_and_the_driver_build_instead_of_giving_up(
-    run_stack_program: Run, prod_config
-):
-    # NFD takes a minute on first install and the driver compiles for about three: not a fault.
-    release = run_stack_program(prod_config).named(f"{P}-gpu-operator").inputs
-    assert release["timeout"] >= 600
+def test_the_operator_wait_outlasts_a_slow_first_image_pull_instead_of_giving_up(run_stack_program: Run, prod_config):
+    # The operator's and NFD's images are pulled on first install: minutes on a homelab uplink, not a fault.
+    recording = run_stack_program(prod_config)
+    assert int(recording.named(f"{P}-gpu-operator-ready").inputs["environment"]["TIMEOUT_SECONDS"]) >= 600
+    assert recording.named(f"{P}-gpu-operator").inputs["timeout"] >= 600  # the chart's CRD-upgrade hook
 
 
 def test_the_operator_reads_the_configmaps_the_platform_creates(run_stack_program: Run, prod_config):

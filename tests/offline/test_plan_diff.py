@@ -107,6 +107,7 @@ ROWS = [
         lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.3"}),
         ops={
             "gpu-platform-gpu-operator": "update",
+            "gpu-platform-gpu-operator-ready": "replace",
             **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
             **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
         },
