@@ -68,7 +68,8 @@ def labels_floor(ctx: NodeContext) -> Check:
 def sharing_floor(ctx: NodeContext) -> Check:
     cm = f"{ctx.ns}/{ctx.facts.time_slicing_configmap}"
     if ctx.configmap is None:
-        return Check(False, f"ConfigMap {cm} not found: the device plugin has no profiles", Fix.of(ctx.pulumi_up()))
+        detail = f"ConfigMap {cm} not found: the device plugin has no profiles"
+        return Check(False, detail, Fix.of(ctx.pulumi_up(), t.TIME_SLICING_ORDER))
     keys = sorted(profiles(ctx.configmap))
     if ctx.profile not in keys:
         fallback = ctx.domain.sharing if ctx.domain is not None and ctx.domain.sharing in keys else "<profile>"
@@ -77,7 +78,7 @@ def sharing_floor(ctx: NodeContext) -> Check:
             f"(keys: {', '.join(keys) or 'none'}): the device plugin cannot load it and the card advertises 0 GPUs"
         )
         command = f"kubectl label node {ctx.name} {DEVICE_PLUGIN_CONFIG_LABEL}={fallback} --overwrite"
-        return Check(False, detail, Fix.of(command))
+        return Check(False, detail, Fix.of(command, t.TIME_SLICING_ORDER))
     if ctx.configmap_slots is None:
         detail = f"profile {ctx.profile} in ConfigMap {cm} is not a device-plugin config (version: v1)"
         return Check(
@@ -106,7 +107,7 @@ def taint_floor(ctx: NodeContext) -> Check:
     cordoned = any(t_.get("key") == UNSCHEDULABLE_TAINT_KEY for t_ in node_taints)
     if not found:
         detail = f"no {marking.taint} taint: pods that need no GPU can land on this node and crowd it"
-        return Check(False, detail, Fix.of(f"kubectl taint node {ctx.name} {marking.taint} --overwrite"))
+        return Check(False, detail, Fix.of(f"kubectl taint node {ctx.name} {marking.taint} --overwrite", t.GPU_TAINT))
     return Check(True, marking.taint + (f", and {UNSCHEDULABLE_TAINT_KEY} (cordoned)" if cordoned else ""))
 
 
@@ -138,6 +139,8 @@ def smoke_floor(ctx: NodeContext) -> Check:
         and o.node_selector_hostname(o.job_template_spec(j)) == ctx.name
     ]
     job = o.newest(jobs)
+    if job is None and not ctx.facts.smoke_test_enabled:
+        return Check(True, f"off in stack {ctx.facts.stack} (gpu-pool:smokeTest.enabled: false): no smoke Job expected")
     if job is None:
         detail = f"no smoke Job ({SMOKE_JOB_NAME_LABEL}={SMOKE_JOB_NAME}) pinned to this node in {ns}"
         return Check(False, detail, Fix.of(ctx.pulumi_up()))

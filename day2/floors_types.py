@@ -9,7 +9,7 @@ from typing import Any
 from day2 import objects as o
 from day2 import sharing
 from day2.pool import Domain, PoolFacts
-from day2.traps import trap
+from day2.traps import other_trap, trap
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
 
 
@@ -21,8 +21,9 @@ class Fix:
     command: str
 
     @classmethod
-    def of(cls, command: str, *numbers: int) -> Fix:
-        return cls(tuple(trap(n) for n in numbers), command)
+    def of(cls, command: str, *traps: int | str) -> Fix:
+        """Traps by number (the article's thirteen) or by title (day2.traps.OTHER_TRAPS)."""
+        return cls(tuple(trap(n) if isinstance(n, int) else other_trap(n) for n in traps), command)
 
 
 @dataclass(frozen=True)

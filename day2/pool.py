@@ -38,6 +38,8 @@ class PoolFacts:
     marking: GpuNodeMarking = ARTICLE_MARKING
     operator_namespace: str = field(default_factory=lambda: GpuOperatorConfig().namespace)
     smoke_namespace: str = field(default_factory=lambda: SmokeTestConfig().namespace)
+    # False when the stack turns the smoke test off: then no smoke Job is expected on any node.
+    smoke_test_enabled: bool = True
     time_slicing_configmap: str = TIME_SLICING_CONFIGMAP
     domains: tuple[Domain, ...] = ()
     profile_slots: dict[str, int] = field(default_factory=dict)
@@ -80,6 +82,7 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
         marking=GpuNodeMarking.from_kyverno(cfg.kyverno),
         operator_namespace=cfg.gpu_operator.namespace,
         smoke_namespace=cfg.smoke_test.namespace,
+        smoke_test_enabled=cfg.smoke_test.enabled,
         domains=tuple(Domain(d.name, d.hostname, d.sharing, cfg.slots(d)) for d in cfg.failure_domains),
         profile_slots={name: profile.replicas for name, profile in cfg.sharing_profiles.items()},
         driver_version=cfg.gpu_operator.driver_version,

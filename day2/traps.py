@@ -45,3 +45,17 @@ DCGM_OOM = 13
 def trap(number: int) -> str:
     """`trap 1: The driver gets OOM-killed, exit 137`."""
     return f"trap {number}: {TRAPS[number]}"
+
+
+# Rows of the table's "The article's other traps" that a floor can meet, by their first column (without its
+# backticks). They have no number, so they are named `other trap: <title>`.
+TIME_SLICING_ORDER = (
+    "Time-slicing: create the ConfigMap before patching the ClusterPolicy (a card went from 1 to 0 schedulable GPUs)"
+)
+GPU_TAINT = "The GPU taint (Node.spec.taints is an atomic list)"
+OTHER_TRAPS: tuple[str, ...] = (TIME_SLICING_ORDER, GPU_TAINT)
+
+
+def other_trap(title: str) -> str:
+    assert title in OTHER_TRAPS, title
+    return f"other trap: {title}"

@@ -10,7 +10,7 @@ import pytest
 from day2.doctor import FLOOR_NAMES, NOT_CHECKED, Diagnosis, diagnose, diagnose_all, gpu_nodes
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
-from day2.traps import trap
+from day2.traps import TIME_SLICING_ORDER, other_trap, trap
 from tests.day2.k8s_objects import dump
 from tests.day2.scenarios import (
     NODES,
@@ -90,8 +90,21 @@ def test_a_node_labelled_with_a_profile_missing_from_the_configmap_breaks_the_sh
 
     assert_stops_at(d, "sharing-config")
     assert "profile a1000-x8" in detail(d, "sharing-config") and "keys: a1000-x4, whole" in detail(d, "sharing-config")
-    assert d.fix is not None and d.fix.traps == ()
+    # The table's row for it: a label naming a missing profile takes the card from 1 schedulable GPU to 0.
+    assert d.fix is not None and d.fix.traps == (other_trap(TIME_SLICING_ORDER),)
     assert d.fix.command == f"kubectl label node {NODES['dc1']} nvidia.com/device-plugin.config=<profile> --overwrite"
+
+
+def test_a_pool_whose_stack_turns_the_smoke_test_off_is_healthy_without_smoke_jobs() -> None:
+    objects = [obj for obj in healthy_pool() if obj["kind"] != "Job"]
+    facts = PoolFacts(smoke_test_enabled=False, stack="lab")
+
+    diagnoses = diagnose_all(snapshot_of(objects), facts)
+
+    assert diagnoses and all(d.healthy for d in diagnoses)
+    assert "off in stack lab (gpu-pool:smokeTest.enabled: false)" in detail(diagnoses[0], "smoke-test")
+    # With the smoke test on, the same pool lacks its proof on every node.
+    assert not any(d.healthy for d in diagnose_all(snapshot_of(objects), PoolFacts(stack="lab")))
 
 
 def test_with_the_stack_the_same_node_is_caught_one_floor_lower_by_its_label_and_the_fix_names_the_profile(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from day2.traps import TRAPS, trap
+from day2.traps import OTHER_TRAPS, TRAPS, trap
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_ROW = re.compile(r"^\|\s*(\d{1,2})\s*\|\s*([^|]+?)\s*\|", re.MULTILINE)
@@ -35,3 +35,11 @@ def test_the_trap_titles_doctor_names_are_the_ones_of_the_docs_table() -> None:
 
 def test_a_trap_is_named_by_number_and_title() -> None:
     assert trap(13) == "trap 13: The DCGM exporter gets OOM-killed right after logging DCGM successfully initialized!"
+
+
+def test_the_other_traps_doctor_names_are_rows_of_the_docs_table() -> None:
+    text = (ROOT / "docs" / "traps.md").read_text(encoding="utf-8").replace("`", "")
+    section = text.split("## The article's other traps", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")}
+
+    assert set(OTHER_TRAPS) <= rows
