@@ -52,6 +52,7 @@ try:
         host_check=cfg.preflight.host_check,
         ssh_user=cfg.proxmox.ssh.username,
         node_addresses=cfg.proxmox.ssh.node_addresses,
+        ssh_port=cfg.proxmox.ssh.port,
         provider=providers.proxmox,
         offline=OFFLINE,
     )

@@ -22,6 +22,7 @@ from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.gpu_operator import GPU_RESOURCE
 
+DEFAULT_SSH_PORT = 22
 PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, SharingProfile])
 
 
@@ -123,6 +124,18 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             )
             if not waived(no_key):
                 problems.append(no_key)
+        if (
+            parts.proxmox is not None
+            and parts.proxmox.ssh.port != DEFAULT_SSH_PORT
+            and domain.proxmox_node not in parts.proxmox.ssh.node_addresses
+        ):
+            # bpg takes a port only in an ssh.node {name, address, port} entry; nodes it finds on its own (the
+            # API's address for the node) get port 22 (proxmoxtf/provider/provider.go apiResolver, v0.111.1).
+            problems.append(
+                f"{where}.proxmoxNode: gpu-pool:proxmox.ssh.port is {parts.proxmox.ssh.port}, but node "
+                f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
+                f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
+            )
         if domain.gpu.passthrough == "raw" and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(
                 f"{where}.gpu.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam to do "

@@ -22,6 +22,15 @@ class ProxmoxSshConfig(ConfigModel):
     node_addresses: dict[str, str] = Field(
         default_factory=dict, description="Proxmox node name -> address, where the node name does not resolve"
     )
+    port: int = Field(
+        default=22,
+        ge=1,
+        le=65535,
+        description=(
+            "SSH port of the Proxmox nodes; another port than 22 needs every domain's node in nodeAddresses "
+            "(the provider takes a port only with an address)"
+        ),
+    )
 
 
 class ProxmoxConfig(ConfigModel):

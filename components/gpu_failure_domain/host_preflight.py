@@ -119,11 +119,12 @@ def pci_summary(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> st
     return f"passed: {domain.gpu.vendor_device_id} at {functions}, IOMMU group {domain.gpu.iommu_group} of its own"
 
 
-def host_check_command(domain: FailureDomainConfig, ssh_user: str, address: str) -> str:
+def host_check_command(domain: FailureDomainConfig, ssh_user: str, address: str, port: int = 22) -> str:
     """Read-only: which driver holds the card, and whether the kernel made any IOMMU groups."""
     function = domain.gpu.pci_address if "." in domain.gpu.pci_address else f"{domain.gpu.pci_address}.0"
     remote = f'basename "$(readlink /sys/bus/pci/devices/{function}/driver)"; ls /sys/kernel/iommu_groups | wc -l'
-    return f"ssh -o BatchMode=yes -o ConnectTimeout=10 {shlex.quote(f'{ssh_user}@{address}')} {shlex.quote(remote)}"
+    target = shlex.quote(f"{ssh_user}@{address}")
+    return f"ssh -o BatchMode=yes -o ConnectTimeout=10 -p {port} {target} {shlex.quote(remote)}"
 
 
 def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:
@@ -151,6 +152,7 @@ def run_preflight(
     ssh_user: str,
     node_addresses: Mapping[str, str],
     provider: Any,
+    ssh_port: int = 22,
     offline: bool,
 ) -> dict[str, str]:
     """Look every card up on its host (provider invokes, read-only). Raises PreflightError with every problem."""
@@ -177,7 +179,7 @@ def run_preflight(
         found = pci_problems(domain, devices)
         if host_check and not found:
             address = node_addresses.get(domain.proxmox_node, domain.proxmox_node)
-            ran = command.local.run(command=host_check_command(domain, ssh_user, address))
+            ran = command.local.run(command=host_check_command(domain, ssh_user, address, ssh_port))
             found = host_check_problems(domain, ran.stdout)
         problems += found
         report[domain.name] = pci_summary(domain, devices) + (", bound to vfio-pci" if host_check else "")

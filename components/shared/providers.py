@@ -33,8 +33,10 @@ def build_providers(loaded: LoadedConfig) -> Providers:
     cfg = loaded.stack
     ssh: dict[str, object] = {"username": cfg.proxmox.ssh.username, "agent": cfg.proxmox.ssh.agent}
     if cfg.proxmox.ssh.node_addresses:
+        # A node entry without a port means 22 to the provider, so the configured port goes on every entry.
         ssh["nodes"] = [
-            {"name": node, "address": address} for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
+            {"name": node, "address": address, "port": cfg.proxmox.ssh.port}
+            for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
         ]
     root = cfg.proxmox.auth == "rootPassword"
     proxmox = proxmoxve.Provider(

@@ -160,6 +160,20 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:proxmox.endpoint: must be an https:// URL"],
     ),
     (
+        "a Proxmox SSH port out of range",
+        lambda c: c["gpu-pool:proxmox"]["ssh"].update({"port": 70000}),
+        ["gpu-pool:proxmox.ssh.port: Input should be less than or equal to 65535"],
+    ),
+    (
+        "a non-22 SSH port for a node the provider would find on its own",
+        lambda c: c["gpu-pool:proxmox"]["ssh"].update({"port": 2222, "nodeAddresses": {"pve-dc1": "10.10.21.5"}}),
+        [
+            "gpu-pool:failureDomains[dc2].proxmoxNode: gpu-pool:proxmox.ssh.port is 2222, but node 'pve-dc2' has "
+            "no address in gpu-pool:proxmox.ssh.nodeAddresses",
+            "add `pve-dc2: <its address>` there",
+        ],
+    ),
+    (
         "a missing required key",
         lambda c: c["gpu-pool:proxmox"].pop("cloudImage"),
         ["gpu-pool:proxmox.cloudImage: is required but not set"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +87,16 @@ def test_cloud_init_snippet_is_a_secret_because_it_holds_the_join_token(run_stac
     assert snippet["contentType"] == "snippets"
     assert is_secret(snippet["sourceRaw"]["data"])
     assert "token: K10" + "ab" * 32 + "::server:join-secret" in reveal(snippet["sourceRaw"]["data"])
+
+
+def test_a_non_default_ssh_port_reaches_the_provider_for_every_addressed_node(run_stack_program: Run, prod_config):
+    addresses = {"pve-dc1": "10.10.21.5", "pve-dc2": "10.10.22.5", "pve-dc3": "10.10.23.5"}
+    prod_config["gpu-pool:proxmox"]["ssh"] |= {"port": 2222, "nodeAddresses": addresses}
+    provider = run_stack_program(prod_config).named("proxmox").inputs
+    # A provider's object inputs reach the engine as JSON strings.
+    assert json.loads(provider["ssh"])["nodes"] == [
+        {"name": node, "address": address, "port": 2222} for node, address in sorted(addresses.items())
+    ]
 
 
 def test_proxmox_provider_token_is_a_secret(run_stack_program: Run, prod_config):

@@ -108,3 +108,13 @@ def test_another_endpoint_in_the_cards_iommu_group_still_fails_the_plan(
     with pytest.raises(pulumi.RunError, match=r"shares IOMMU group 14 with 0000:02:00.0 \(I226-V NIC\)"):
         run_stack_program(prod_config)
     assert [r.type for r in monitor.recording.registrations if not r.type.startswith("pulumi:providers:")] == []
+
+
+def test_the_host_check_logs_in_on_the_configured_ssh_port():
+    from components.gpu_failure_domain.host_preflight import host_check_command
+    from config.loader import validate_stack
+    from offline.runner import read_stack_file
+
+    stack = validate_stack({k.removeprefix("gpu-pool:"): v for k, v in read_stack_file("prod").items()})
+    command = host_check_command(stack.failure_domains[0], "root", "10.10.21.5", 2222)
+    assert command.startswith("ssh -o BatchMode=yes -o ConnectTimeout=10 -p 2222 root@10.10.21.5 ")
