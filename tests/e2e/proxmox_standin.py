@@ -55,7 +55,7 @@ def _handler(state: ProxmoxState, token: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _answer(self, status: int, body: dict[str, Any], reason: str | None = None) -> None:
