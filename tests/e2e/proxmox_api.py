@@ -99,6 +99,8 @@ class Vm:
     status: str = "stopped"
     pending: dict[str, str] = field(default_factory=dict)
     disks: int = 0
+    # Cold starts so far: the cluster stand-in gives the node a new bootID on each.
+    starts: int = 0
 
     def volume(self, datastore: str) -> str:
         name = f"{datastore}:vm-{self.vmid}-disk-{self.disks}"
@@ -416,6 +418,7 @@ class ProxmoxState:
                 vm.config.update(vm.pending)
                 vm.pending.clear()
                 vm.status = "running"
+                vm.starts += 1
                 return self._task(node, "qmstart", vm.vmid)
             case ("POST", ["status", "stop" | "shutdown"]):
                 vm.status = "stopped"

@@ -1,0 +1,247 @@
+"""What the cluster's own agents would do while `pulumi up` waits on them: there is no kubelet or controller here.
+
+A background thread plays, through the real API server (status subresources, as they write it):
+- RKE2's agent and the kubelet: once a domain's VM runs in the Proxmox stand-in, its Node registers with the
+  labels and taint of its cloud-init (tests/e2e/nodes.py) and reports Ready, with a new bootID per VM start;
+- the Deployment controller: every Deployment's status says its replicas are available (the chart's operator,
+  which the `gpu-operator-ready` step waits for with `kubectl rollout status`);
+- the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
+  version, Ready; the device plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the
+  time-slicing ConfigMap say (replicas per card);
+- the Job controller: every Job completes (the smoke test, the chart's hooks).
+What it fakes is this status, never the objects the stack itself writes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.gpu_failure_domain.cloud_init import rke2_agent_config
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
+from components.shared.node_marking import GpuNodeMarking
+from config.stack import StackConfig
+from tests.e2e.nodes import NOT_READY_TAINT, kubelet_labels, parse_taint
+from tests.e2e.proxmox_api import ProxmoxState
+
+DRIVER_LABEL = {"app": "nvidia-driver-daemonset"}
+DRIVER_DAEMONSET = "nvidia-driver-daemonset"
+SHARING_LABEL = "nvidia.com/device-plugin.config"
+GPU = "nvidia.com/gpu"
+PACE_SECONDS = 0.5
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Api:
+    """The API server over HTTPS with the kubeconfig's token: lighter than a kubectl per call on busy cores."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        self.url = cluster["server"]
+        self.token = config["users"][0]["user"]["token"]
+        self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+
+    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as error:
+            if error.code in (404, 409):
+                return None
+            raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
+
+    def items(self, path: str) -> list[dict[str, Any]]:
+        found = self.call("GET", path)
+        return list((found or {}).get("items") or [])
+
+    def merge_status(self, path: str, status: dict[str, Any]) -> None:
+        self.call("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
+
+
+class ClusterStandIn:
+    def __init__(self, api: Api, proxmox: ProxmoxState, stack: StackConfig) -> None:
+        self.api = api
+        self.proxmox = proxmox
+        self.stack = stack
+        self.marking = GpuNodeMarking.from_kyverno(stack.kyverno)
+        self.boots: dict[str, int] = {}
+        self.errors: list[str] = []
+
+    def step(self) -> None:
+        self._nodes()
+        self._deployments()
+        self._driver()
+        self._jobs()
+
+    # -------------------------------------------------------------------------------------- RKE2 + kubelet
+
+    def _nodes(self) -> None:
+        for domain in self.stack.failure_domains:
+            vm = self.proxmox.vms.get(domain.vm_id)
+            if vm is None or vm.status != "running":
+                continue
+            name = domain.hostname
+            if self.boots.get(name) == vm.starts:
+                continue
+            if self.api.call("GET", f"/api/v1/nodes/{name}") is None:
+                agent = rke2_agent_config(domain, self.stack.rke2, "unused", self.marking)
+                labels = kubelet_labels(name) | dict(label.split("=", 1) for label in agent["node-label"])
+                taints = [parse_taint(t) for t in agent["node-taint"]]
+                node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+                self.api.call("POST", "/api/v1/nodes?fieldManager=kubelet", node | {"spec": {"taints": taints}})
+            ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready"}
+            ready |= {"lastHeartbeatTime": _now(), "lastTransitionTime": _now()}
+            info = {"bootID": f"{domain.name}-boot-{vm.starts}", "kernelVersion": "6.8.0-51-generic"}
+            self.api.merge_status(f"/api/v1/nodes/{name}", {"conditions": [ready], "nodeInfo": info})
+            # The node lifecycle controller lifts the API server's not-ready taint once the node is Ready.
+            current = self.api.call("GET", f"/api/v1/nodes/{name}")
+            kept = [t for t in current["spec"].get("taints") or [] if t["key"] != NOT_READY_TAINT]
+            self.api.call(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                {"spec": {"taints": kept or None}},
+                "application/merge-patch+json",
+            )
+            self.boots[name] = vm.starts
+
+    # -------------------------------------------------------------------------------------- controllers
+
+    def _deployments(self) -> None:
+        for deployment in self.api.items("/apis/apps/v1/deployments"):
+            meta, status = deployment["metadata"], deployment.get("status") or {}
+            if status.get("observedGeneration") == meta["generation"]:
+                continue
+            replicas = deployment["spec"].get("replicas", 1)
+            available = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
+            available |= {"lastUpdateTime": _now(), "lastTransitionTime": _now(), "message": "stand-in"}
+            self.api.merge_status(
+                f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}",
+                {
+                    "observedGeneration": meta["generation"],
+                    "replicas": replicas,
+                    "updatedReplicas": replicas,
+                    "readyReplicas": replicas,
+                    "availableReplicas": replicas,
+                    "conditions": [available],
+                },
+            )
+
+    def _jobs(self) -> None:
+        for job in self.api.items("/apis/batch/v1/jobs"):
+            meta, status = job["metadata"], job.get("status") or {}
+            if any(c["type"] == "Complete" for c in status.get("conditions") or []):
+                continue
+            now = _now()
+            done = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now, "reason": "CompletionsReached"}
+            self.api.merge_status(
+                f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}",
+                {
+                    "startTime": status.get("startTime") or now,
+                    "completionTime": now,
+                    "succeeded": 1,
+                    "ready": 0,
+                    "terminating": 0,
+                    "uncountedTerminatedPods": {},
+                    "conditions": [
+                        done | {"type": "SuccessCriteriaMet", "message": "Reached expected number of succeeded pods"},
+                        done | {"type": "Complete", "message": "Reached expected number of succeeded pods"},
+                    ],
+                },
+            )
+
+    # -------------------------------------------------------------------------------------- GPU Operator
+
+    def _driver(self) -> None:
+        policies = self.api.items("/apis/nvidia.com/v1/clusterpolicies")
+        if not policies:
+            return
+        driver = policies[0]["spec"].get("driver") or {}
+        image = f"{driver.get('repository', 'nvcr.io/nvidia')}/{driver.get('image', 'driver')}:"
+        image += f"{driver.get('version', 'unknown')}-ubuntu24.04"
+        namespace = self.stack.gpu_operator.namespace
+        base = f"/apis/apps/v1/namespaces/{namespace}/daemonsets"
+        daemonset = self.api.call("GET", f"{base}/{DRIVER_DAEMONSET}")
+        if daemonset is None:
+            template = {"metadata": {"labels": DRIVER_LABEL}, "spec": {"containers": [_container(image)]}}
+            body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER_DAEMONSET}}
+            body["spec"] = {"selector": {"matchLabels": DRIVER_LABEL}, "template": template}
+            daemonset = self.api.call("POST", f"{base}?fieldManager=gpu-operator", body)
+        profiles = self._profiles(namespace)
+        for domain in self.stack.failure_domains:
+            node = self.api.call("GET", f"/api/v1/nodes/{domain.hostname}")
+            if node is None:
+                continue
+            self._driver_pod(namespace, domain.hostname, image, daemonset)
+            profile = (node["metadata"].get("labels") or {}).get(SHARING_LABEL)
+            slots = str(profiles.get(profile or "", 1))
+            if (node.get("status") or {}).get("allocatable", {}).get(GPU) != slots:
+                self.api.merge_status(
+                    f"/api/v1/nodes/{domain.hostname}", {"capacity": {GPU: slots}, "allocatable": {GPU: slots}}
+                )
+
+    def _profiles(self, namespace: str) -> dict[str, int]:
+        """Replicas per card of each time-slicing profile, as the device plugin reads them from the ConfigMap."""
+        config = self.api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{TIME_SLICING_CONFIGMAP}")
+        replicas: dict[str, int] = {}
+        for name, text in ((config or {}).get("data") or {}).items():
+            resources = (yaml.safe_load(text).get("sharing") or {}).get("timeSlicing", {}).get("resources") or []
+            replicas[name] = sum(int(r.get("replicas", 1)) for r in resources if r.get("name") == GPU) or 1
+        return replicas
+
+    def _driver_pod(self, namespace: str, node: str, image: str, daemonset: dict[str, Any]) -> None:
+        name = f"{DRIVER_DAEMONSET}-{node}"
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        pod = self.api.call("GET", f"{path}/{name}")
+        if pod is None:
+            owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DRIVER_DAEMONSET, "controller": True}
+            owner["uid"] = daemonset["metadata"]["uid"]
+            meta = {"name": name, "labels": DRIVER_LABEL, "ownerReferences": [owner]}
+            spec = {"nodeName": node, "containers": [_container(image)], "tolerations": [{"operator": "Exists"}]}
+            pod = self.api.call("POST", path, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+        if pod and (pod.get("status") or {}).get("phase") != "Running":
+            ready = {"type": "Ready", "status": "True", "lastTransitionTime": _now()}
+            self.api.merge_status(f"{path}/{name}", {"phase": "Running", "conditions": [ready]})
+
+
+def _container(image: str) -> dict[str, Any]:
+    return {"name": "nvidia-driver-ctr", "image": image}
+
+
+@contextmanager
+def cluster_standin(kubeconfig: Path, proxmox: ProxmoxState, stack: StackConfig) -> Iterator[ClusterStandIn]:
+    """The stand-in's thread for the block's duration; an error in it fails the block's end, not silently."""
+    standin = ClusterStandIn(Api(kubeconfig), proxmox, stack)
+    stopping = threading.Event()
+
+    def loop() -> None:
+        while not stopping.is_set():
+            try:
+                standin.step()
+            except Exception as error:
+                standin.errors.append(repr(error))
+            stopping.wait(PACE_SECONDS)
+
+    thread = threading.Thread(target=loop, name="cluster-standin", daemon=True)
+    thread.start()
+    try:
+        yield standin
+    finally:
+        stopping.set()
+        thread.join(timeout=30)
