@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from offline.runner import ROOT_DIR
+from tests.e2e.engine_deployed import Deployed, deploy
 from tests.e2e.kube import Kubectl
 from tests.e2e.kyverno_cases import Runs
 from tests.e2e.kyverno_cli import Kyverno
@@ -144,3 +145,13 @@ def kyverno(e2e_tools: Tools) -> Kyverno:
 def runs(kyverno: Kyverno, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """`kyverno apply` once per stack and question, shared by the Kyverno tests."""
     return Runs(kyverno, tmp_path_factory.mktemp("kyverno"))
+
+
+@pytest.fixture(scope="session")
+def deployed(
+    e2e_tools: Tools, cluster: Cluster, crds: list[str], upstream: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployed]:
+    """prod after one real `pulumi up` against the API server and the Proxmox stand-in (tests/e2e/engine_deployed.py),
+    shared by the engine tests: each test that changes it puts it back."""
+    with deploy(e2e_tools, cluster, upstream, tmp_path_factory.mktemp("engine-up")) as running:
+        yield running

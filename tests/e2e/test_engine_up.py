@@ -2,95 +2,22 @@
 
 The cluster is the e2e tier's real kube-apiserver; Proxmox is the loopback stand-in (tests/e2e/proxmox_api.py)
 with a real sshd for the snippet upload; what kubelets and controllers would report is played by
-tests/e2e/cluster_standin.py. One base `up` of prod is shared by every test in this module.
+tests/e2e/cluster_standin.py. One base `up` of prod (the `deployed` fixture) is shared with tests/e2e/test_engine_diff.py.
 """
 
 from __future__ import annotations
 
-import copy
-import os
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-import pytest
-
-from config.loader import validate_stack
 from offline.runner import PROJECT
-from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.engine_deployed import Deployed
 from tests.e2e.engine_stack import (
-    API_TOKEN,
     API_TOKEN_SECRET,
-    ENGINE_BIN,
     PASSPHRASE,
     RKE2_TOKEN,
-    Engine,
     operations,
-    prod_config,
-    project_copy,
-    stack_config,
-    supports_local_chart,
 )
-from tests.e2e.proxmox_api import a1000_host
-from tests.e2e.proxmox_standin import SSHD, ProxmoxStandIn, start_proxmox
-from tests.e2e.servers import Cluster, Tools
 from tests.e2e.stacks import Previewed
 
 FD = f"{PROJECT}:failureDomains"
-ENGINE_TOOLS = ("pulumi", "pulumi-language-python", "pulumi-resource-kubernetes", "pulumi-resource-command")
-
-
-@dataclass
-class Deployed:
-    engine: Engine
-    pve: ProxmoxStandIn
-    cluster: ClusterStandIn
-    base: dict[str, Any]
-    upstream: Path
-
-    def config_with(self, change: Any) -> dict[str, Any]:
-        config = copy.deepcopy(self.base)
-        change(config)
-        return config
-
-
-def engine_missing() -> list[str]:
-    wanted = [*ENGINE_TOOLS, "pulumi-resource-proxmoxve"]
-    return [name for name in wanted if not (ENGINE_BIN / name).is_file()]
-
-
-@pytest.fixture(scope="module")
-def deployed(
-    e2e_tools: Tools,
-    cluster: Cluster,
-    crds: list[str],
-    upstream: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Deployed]:
-    missing = engine_missing() + ([] if SSHD.is_file() else [str(SSHD)])
-    if missing:
-        message = f"{', '.join(missing)} missing: run `make engine-tools` (and install openssh-server)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    work = tmp_path_factory.mktemp("engine-up")
-    nodes = {f"pve-dc{i}": a1000_host() for i in (1, 2, 3, 4, 9)}
-    with start_proxmox(work / "pve", nodes, API_TOKEN) as pve:
-        chart = upstream / "gpu-operator" / "v26.3.2" / "chart" if supports_local_chart() else None
-        base = stack_config(prod_config(), pve, cluster.kubeconfig, chart)
-        stack = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
-        with cluster_standin(cluster.kubeconfig, pve.state, stack) as standin:
-            engine = Engine.create(
-                project_copy(work, upstream),
-                work,
-                [ENGINE_BIN, e2e_tools.bin_dir, Path(__file__).resolve().parents[2] / ".tools" / "bin"],
-                pve.ssh_agent_socket,
-            )
-            engine.init(base)
-            engine.up()
-            yield Deployed(engine, pve, standin, base, upstream)
-        assert not standin.errors, standin.errors[:5]
 
 
 def test_up_creates_every_resource_the_offline_preview_plans_with_the_real_providers(
