@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,8 @@ class Engine:
     work: Path
     stack_file: Path
     env: dict[str, str]
+    # The secret values the stack file holds now (plain), so that only a changed one is set again.
+    secrets: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def create(cls, project: Path, work: Path, extra_path: list[Path], agent_socket: str) -> Engine:
@@ -130,8 +132,14 @@ class Engine:
     def init(self, config: dict[str, Any]) -> None:
         self.run("stack", "init", STACK, "--secrets-provider", "passphrase")
         self.write_config(config)
-        for key, value in SECRETS.items():
-            self.run("config", "set", "--secret", f"{PROJECT}:{key}", value)
+        self.set_secrets({f"{PROJECT}:{key}": value for key, value in SECRETS.items()})
+
+    def set_secrets(self, values: dict[str, str]) -> None:
+        """`pulumi config set --secret` for each value that differs from what the stack file holds."""
+        for key, value in values.items():
+            if self.secrets.get(key) != value:
+                self.run("config", "set", "--secret", key, value)
+                self.secrets[key] = value
 
     def write_config(self, config: dict[str, Any]) -> None:
         """The stack file's plain keys; its secrets and encryption salt stay as `pulumi config set` wrote them."""

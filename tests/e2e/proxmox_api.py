@@ -79,14 +79,14 @@ class PciFunction:
         }
 
 
-def a1000_host(iommu_group: int = 14) -> list[PciFunction]:
+def a1000_host(iommu_group: int = 14, slot: str = "0000:01:00") -> list[PciFunction]:
     """An MS-01 with an RTX A1000 at 01:00 (the article's lab): the card, its audio function, a root port."""
     return [
         PciFunction("0000:00:01.0", "0x060400", "0x8086", "0xa70d", "0x8086", "0x7270", iommu_group, "root port"),
         PciFunction(
-            "0000:01:00.0", "0x030000", "0x10de", "0x25b0", "0x10de", "0x1757", iommu_group, "GA107GL [RTX A1000]"
+            f"{slot}.0", "0x030000", "0x10de", "0x25b0", "0x10de", "0x1757", iommu_group, "GA107GL [RTX A1000]"
         ),
-        PciFunction("0000:01:00.1", "0x040300", "0x10de", "0x2291", "0x10de", "0x1757", iommu_group, "HD Audio"),
+        PciFunction(f"{slot}.1", "0x040300", "0x10de", "0x2291", "0x10de", "0x1757", iommu_group, "HD Audio"),
         PciFunction("0000:00:1f.6", "0x020000", "0x8086", "0x0dc7", "0x8086", "0x0000", 9, "Ethernet I219-LM"),
     ]
 

@@ -1,0 +1,115 @@
+"""`make diff` judged by the engine: every row of the day-2 change table, previewed by the real CLI and providers.
+
+For each row of tests/offline/test_plan_diff.py: the deployed prod gets the row's `before` by a real `pulumi up`
+(only where the row has one), then `pulumi preview --diff --json` of the row's after-file; the engine's
+operation on each resource and its replace reasons must be what `offline.diff.diff_configs` predicts for the
+same two files. A protected VM's delete or replacement fails the engine's preview, as `make diff` warns: the
+row is then previewed once more with the VM unprotected in the state, so its other operations are compared too.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from offline.diff import diff_configs
+from offline.plan_diff import Change
+from offline.runner import PROJECT
+from tests.e2e.engine_deployed import Deployed
+from tests.e2e.engine_stack import SECRETS, Engine, operations, replace_keys
+from tests.e2e.proxmox_api import a1000_host
+from tests.offline.test_plan_diff import ROWS, Row
+
+PROTECTED = re.compile(r"(dc\d)-vm is protected")
+# What a row does to the hosts themselves: a card moved to another slot is there before the config says so.
+HARDWARE = {
+    "a card moved to another slot updates its mapping and power-cycles that VM, drained": {
+        "pve-dc1": a1000_host(slot="0000:02:00")
+    },
+}
+
+
+def split_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """A row's secrets are ciphertexts (`{secure: ...}`); the engine gets a distinct plain value for each."""
+    secrets = {k: f"rotated-{v['secure']}" for k, v in config.items() if isinstance(v, dict) and "secure" in v}
+    return {k: v for k, v in config.items() if k not in secrets}, secrets
+
+
+def apply(engine: Engine, config: dict[str, Any]) -> None:
+    plain, secrets = split_secrets(config)
+    engine.write_config(plain)
+    engine.set_secrets({f"{PROJECT}:{k}": v for k, v in SECRETS.items()} | secrets)
+
+
+@contextmanager
+def row_state(deployed: Deployed, row: Row) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """The row's before and after files; the before one deployed for real if it differs from the base."""
+    before = copy.deepcopy(deployed.base)
+    row.before(before)
+    after = copy.deepcopy(before)
+    row.change(after)
+    hosts = deployed.pve.state.nodes
+    saved = dict(hosts)
+    deployed_before = before != deployed.base
+    try:
+        if deployed_before:
+            apply(deployed.engine, before)
+            deployed.engine.up()
+        hosts.update(HARDWARE.get(row.name, {}))
+        apply(deployed.engine, after)
+        yield before, after
+    finally:
+        hosts.clear()
+        hosts.update(saved)
+        apply(deployed.engine, deployed.base)
+        if deployed_before:
+            deployed.engine.up()
+
+
+@contextmanager
+def unprotected(engine: Engine, names: list[str]) -> Iterator[None]:
+    state = engine.export()
+    urns = [r["urn"] for r in state["deployment"]["resources"] if r["urn"].rsplit("::", 1)[-1] in names]
+    for urn in urns:
+        engine.run("state", "unprotect", urn, "--yes")
+    try:
+        yield
+    finally:
+        for urn in urns:
+            engine.run("state", "protect", urn, "--yes")
+
+
+def predicted(changes: list[Change]) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
+    ops = {c.name: c.op for c in changes if c.op != "same"}
+    keys = {c.name: c.replace_keys for c in changes if c.replace_keys}
+    return ops, keys, [d for c in changes for d in c.dangers]
+
+
+def top_level(keys: list[str]) -> list[str]:
+    """`initialization.userDataFileId` -> `initialization`: the engine gives a replacement's top-level inputs."""
+    return sorted({key.split(".")[0].split("[")[0] for key in keys})
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_the_engine_does_what_make_diff_predicts(deployed: Deployed, row: Row) -> None:
+    with row_state(deployed, row) as (before, after):
+        ops, keys, dangers = predicted(diff_configs("prod", before, after))
+        protected = sorted({f"{m.group(1)}-vm" for d in dangers for m in [PROTECTED.search(d)] if m})
+        preview = deployed.engine.preview_json()
+        if protected:
+            failure = preview.get("_failed", "")
+            assert failure, f"make diff says {protected} is protected, but the engine's preview passed"
+            for name in protected:
+                assert name in failure and "protect" in failure.lower(), failure[-3000:]
+            with unprotected(deployed.engine, protected):
+                preview = deployed.engine.preview_json()
+        assert "_failed" not in preview, preview.get("_failed", "")[-5000:]
+    assert operations(preview) == ops
+    engine_keys = replace_keys(preview)
+    for name, expected in keys.items():
+        assert top_level(engine_keys.get(name, [])) == top_level(expected), (name, engine_keys.get(name))
