@@ -85,7 +85,7 @@ def unprotected(engine: Engine, names: list[str]) -> Iterator[None]:
 
 
 def predicted(changes: list[Change]) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
-    ops = {c.name: c.op for c in changes if c.op != "same"}
+    ops: dict[str, str] = {c.name: c.op for c in changes if c.op != "same"}
     keys = {c.name: c.replace_keys for c in changes if c.replace_keys}
     return ops, keys, [d for c in changes for d in c.dangers]
 

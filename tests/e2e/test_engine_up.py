@@ -2,7 +2,8 @@
 
 The cluster is the e2e tier's real kube-apiserver; Proxmox is the loopback stand-in (tests/e2e/proxmox_api.py)
 with a real sshd for the snippet upload; what kubelets and controllers would report is played by
-tests/e2e/cluster_standin.py. One base `up` of prod (the `deployed` fixture) is shared with tests/e2e/test_engine_diff.py.
+tests/e2e/cluster_standin.py. One base `up` of prod (the `deployed` fixture) is shared with
+tests/e2e/test_engine_diff.py.
 """
 
 from __future__ import annotations
