@@ -93,6 +93,7 @@ def _live_kernel_log() -> tuple[str, ...] | None:
 
 def read_facts(args: argparse.Namespace) -> NodeFacts:
     live = args.sysfs_root == LIVE_SYSFS
+    devices = read_devices(args.sysfs_root)  # first: a wrong root is the likeliest mistake
     log = read_kernel_log(args.kernel_log) if args.kernel_log else (_live_kernel_log() if live else None)
     reading, missing = None, None
     if args.nvml_json:
@@ -109,7 +110,7 @@ def read_facts(args: argparse.Namespace) -> NodeFacts:
     if reading is not None and args.save_nvml:
         args.save_nvml.write_text(json.dumps(reading, indent=2) + "\n", encoding="utf-8")
     return NodeFacts(
-        devices=read_devices(args.sysfs_root),
+        devices=devices,
         module=read_module(args.sysfs_root, args.proc_root, args.run_root),
         kernel_log=log,
         nvml=reading,

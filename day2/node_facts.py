@@ -224,8 +224,8 @@ def assignment_failures(log: Sequence[str], address: str) -> list[str]:
     """Kernel log lines saying one of the device's BARs got no address."""
     found = []
     for line in log:
-        match = pci.BAR_FAILED.search(line.lower())
-        if match and match["addr"] == address.lower():
+        match = pci.BAR_FAILED.search(line)
+        if match and match["addr"].lower() == address.lower():
             found.append(f"BAR {match['bar']}: {match['what']}")
     return found
 
@@ -234,7 +234,7 @@ def enumerated_bars(log: Sequence[str], address: str) -> set[int]:
     """The BARs the kernel logged when it enumerated the device (to catch one that later vanished)."""
     bars = set()
     for line in log:
-        match = pci.BAR_ENUMERATED.search(line.lower())
-        if match and match["addr"] == address.lower():
+        match = pci.BAR_ENUMERATED.search(line)
+        if match and match["addr"].lower() == address.lower():
             bars.add(int(match["bar"]))
     return bars

@@ -198,8 +198,8 @@ def driver_floor(facts: NodeFacts, expected: Expected) -> Verdict:
             False,
             "the card is bound to nvidia but no module version is readable",
             (
-                "read /sys/module/nvidia/version and /proc/driver/nvidia/version on the node (copy both for --sysfs-root "
-                "and --proc-root)"
+                "read /sys/module/nvidia/version and /proc/driver/nvidia/version on the node "
+                "(copy both for --sysfs-root and --proc-root)"
             ),
         )
     kind = ", open kernel module" if module.proc_version and "Open Kernel Module" in module.proc_version else ""
@@ -241,8 +241,8 @@ def nvml_floor(facts: NodeFacts, expected: Expected) -> Verdict:
                 False,
                 facts.nvml_missing,
                 (
-                    "trap 7: the driver's user-space library and the loaded module differ: reboot the node so the module "
-                    "matches (or restart the driver container)"
+                    "trap 7: the driver's user-space library and the loaded module differ: reboot the node "
+                    "so the module matches (or restart the driver container)"
                 ),
             )
         return Verdict(None, f"skipped: {facts.nvml_missing or 'NVML not read'}")
@@ -310,7 +310,8 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
         xid = lookup(int(match["code"]))
         text = f"Xid {xid.code} at {match['addr']}: {xid.meaning}"
         if xid.node_problem:
-            problems.append((text, xid.action))
+            action = f"{xid.action}: {power_cycle(expected)}" if "power cycle" in xid.action else xid.action
+            problems.append((text, action))
         else:
             notes.append(f"{text} ({xid.action})")
     for card in cards:

@@ -59,9 +59,9 @@ def _gpu(nv: Any, handle: Any) -> dict[str, Any]:
     info = nv.nvmlDeviceGetPciInfo(handle)
     ecc_uncorrected = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
     remapped = _value(lambda: nv.nvmlDeviceGetRemappedRows(handle))
-    reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nv, "nvmlDeviceGetCurrentClocksThrottleReasons"
-    )
+    # Renamed in NVML 12.x; the old name stays for older nvidia-ml-py.
+    reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    reasons = reasons or nv.nvmlDeviceGetCurrentClocksThrottleReasons
     return {
         "name": _text(_value(lambda: nv.nvmlDeviceGetName(handle))),
         "pci": {

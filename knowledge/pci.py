@@ -40,10 +40,12 @@ BAR_COUNT = 6
 # `pci 0000:00:06.0: BAR 2 [mem 0x100000000000-0x103fffffffff 64bit pref]` (enumeration, v6.8+).
 BAR_ENUMERATED = re.compile(
     r"pci (?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): BAR (?P<bar>\d) \[mem (?P<start>0x[0-9a-f]+)-"
-    r"(?P<end>0x[0-9a-f]+)[^\]]*\]$"
+    r"(?P<end>0x[0-9a-f]+)[^\]]*\]$",
+    re.IGNORECASE,
 )
 # Both wordings of an assignment failure, old and new (see the module docstring).
 BAR_FAILED = re.compile(
     r"pci (?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): BAR (?P<bar>\d)"
-    r"(?::| \[[^\]]*\]:) (?P<what>no space for|failed to assign|can't assign; no space)"
+    r"(?::| \[[^\]]*\]:) (?P<what>no space for|failed to assign|can't assign; no space)",
+    re.IGNORECASE,
 )
