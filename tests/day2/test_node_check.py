@@ -174,7 +174,8 @@ def test_xid_79_in_the_kernel_log_breaks_the_health_floor_and_asks_for_a_power_c
     root = copy(tmp_path)
     with (root / "dmesg.txt").open("a") as log:
         log.write(
-            "[ 9000.000000] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+            "[ 9000.000000] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
+            "GPU has fallen off the bus.\n"
         )
 
     code, report, _ = check(root)
@@ -270,7 +271,7 @@ def test_node_check_runs_with_the_standard_library_alone_as_on_a_gpu_worker(tmp_
             "--node",
             "h200-vm",
             *EXPECT,
-        ],  # fmt: skip
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
