@@ -190,7 +190,8 @@ def _run_doctor(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
     diagnoses = diagnose_all(snapshot, facts, args.node, node_floors)
     if stray := sorted(set(node_floors) - {d.node for d in diagnoses}):
         checked = ", ".join(d.node for d in diagnoses) or "none"
-        raise Day2Error(f"--node-check: a report of {', '.join(stray)}, which doctor does not check (it checks {checked})")
+        stray_nodes = ", ".join(stray)
+        raise Day2Error(f"--node-check: a report of {stray_nodes}, which doctor does not check (it checks {checked})")
     if not diagnoses:
         label = f"{facts.marking.label_key}={facts.marking.label_value}"
         ctx.err.write(f"{PROG}: no GPU node found: no node carries {label}; name a NODE or pass --stack\n")

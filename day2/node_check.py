@@ -105,6 +105,8 @@ def read_facts(args: argparse.Namespace) -> NodeFacts:
             missing = str(why)
         except NvmlVersionMismatch as why:
             missing = f"{why}: the loaded module and the NVML library differ"
+        except Exception as error:  # an nvidia-ml-py this code has not met: say so, check the other floors
+            missing = f"NVML reading failed: {type(error).__name__}: {error}"
     else:
         missing = "reading a copy: pass --nvml-json FILE for its NVML reading"
     if reading is not None and args.save_nvml:
