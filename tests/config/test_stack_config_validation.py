@@ -123,10 +123,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     ),
     (
         "a large-BAR card under OVMF, whose fixed 64-bit MMIO window cannot map it",
-        lambda c: (
-            domain(c, 0).update({"firmware": "ovmf"}),
-            domain(c, 0)["gpu"].update({"barMiB": 262144 + 48}),
-        ),
+        lambda c: domain(c, 0).update({"firmware": "ovmf", "gpu": {**domain(c, 0)["gpu"], "barMiB": 262144 + 48}}),
         [
             "gpu-pool:failureDomains[dc1]: gpu.barMiB 262192 needs a 512 GiB 64-bit MMIO window",
             "OVMF's fixed window is 32 GiB",
