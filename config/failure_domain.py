@@ -18,6 +18,7 @@ from config.validators import (
     pci_address,
     vendor_device_id,
 )
+from knowledge.vm_firmware import OVMF_CLASSIC_MMIO64_MIB, mmio64_window_mib
 
 NVIDIA_VENDOR_ID = "10de"
 SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
@@ -45,6 +46,13 @@ class GpuConfig(ConfigModel):
     subsystem_id: str = Field(
         description="PCI subsystem vendor:device id; the mapping is incomplete without it",
         json_schema_extra={"pattern": SUBSYSTEM_ID.pattern},
+    )
+    bar_mib: int | None = Field(
+        default=None,
+        alias="barMiB",
+        ge=1,
+        description="the card's memory BARs added up, in MiB (host: `lspci -vv -s <address>`, the Region sizes); "
+        "checks that the VM firmware can map them",
     )
     passthrough: Literal["mapping", "raw"] = Field(
         default="mapping",
@@ -154,6 +162,19 @@ class FailureDomainConfig(ConfigModel):
         if value is not None and not KERNEL_RELEASE.match(value):
             raise ValueError("is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic")
         return value
+
+    @model_validator(mode="after")
+    def _large_bar_fits_the_firmware(self) -> FailureDomainConfig:
+        bar_mib = self.gpu.bar_mib
+        if self.firmware == "ovmf" and bar_mib is not None and mmio64_window_mib(bar_mib) > OVMF_CLASSIC_MMIO64_MIB:
+            window_gib = mmio64_window_mib(bar_mib) // 1024
+            raise ValueError(
+                f"gpu.barMiB {bar_mib} needs a {window_gib} GiB 64-bit MMIO window and OVMF's fixed window is 32 GiB "
+                "(a larger one only where the host CPU's address width allows, which neither the preview nor the "
+                "provider can set: it has no cpu phys-bits input, and kvmArguments is root@pam only); the card's "
+                "BARs would stay unassigned in the VM: use firmware: seabios, which sizes its window from the BARs"
+            )
+        return self
 
     @model_validator(mode="after")
     def _secure_boot_needs_signing(self) -> FailureDomainConfig:

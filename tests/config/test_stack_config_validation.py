@@ -122,6 +122,15 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:failureDomains[dc1]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
     ),
     (
+        "a large-BAR card under OVMF, whose fixed 64-bit MMIO window cannot map it",
+        lambda c: domain(c, 0).update({"firmware": "ovmf", "gpu": {**domain(c, 0)["gpu"], "barMiB": 262144 + 48}}),
+        [
+            "gpu-pool:failureDomains[dc1]: gpu.barMiB 262192 needs a 512 GiB 64-bit MMIO window",
+            "OVMF's fixed window is 32 GiB",
+            "use firmware: seabios",
+        ],
+    ),
+    (
         "a raw PCI id with an API token",
         lambda c: domain(c, 0)["gpu"].update({"passthrough": "raw"}),
         ["gpu-pool:failureDomains[dc1].gpu.passthrough: 'raw' assigns a raw PCI id", "root@pam"],

@@ -1,79 +1,148 @@
-"""One base `pulumi up` of prod, shared by the engine tests: the Proxmox stand-in, the cluster stand-in, the CLI."""
+"""One real `pulumi up` of prod, shared by the engine tests, with the Proxmox and cluster stand-ins around it.
+
+The stack is the lead harness's PulumiStack (tests/e2e/engine.py): a temp project, a file backend, passphrase
+secrets. On top: the stack file points the Proxmox side at the loopback stand-in (its API, and its sshd through
+`proxmox.ssh.nodeAddresses` and `proxmox.ssh.port`), the preflights run for real (no GPU_POOL_OFFLINE), the
+provider gets the stand-in's ssh-agent, and HOME is the temp dir too (bpg writes each run's new sshd host key to
+~/.ssh/known_hosts).
+"""
 
 from __future__ import annotations
 
 import copy
-import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+import yaml
 
+from config.gpu_operator import GpuOperatorConfig
 from config.loader import validate_stack
-from offline.runner import PROJECT, ROOT_DIR
+from offline.runner import PROJECT, ROOT_DIR, read_stack_file
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
-from tests.e2e.engine_stack import (
-    API_TOKEN,
-    ENGINE_BIN,
-    Engine,
-    prod_config,
-    project_copy,
-    stack_config,
-    supports_local_chart,
-)
+from tests.e2e.engine import Engine, PulumiStack, parse_json_output, step_ops
+from tests.e2e.engine_stacks import SECRETS, engine_config, new_stack
 from tests.e2e.proxmox_api import a1000_host
-from tests.e2e.proxmox_standin import SSHD, ProxmoxStandIn, start_proxmox
-from tests.e2e.servers import Cluster, Tools
+from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
 
-ENGINE_TOOLS = (
-    "pulumi",
-    "pulumi-language-python",
-    "pulumi-resource-kubernetes",
-    "pulumi-resource-command",
-    "pulumi-resource-proxmoxve",
-)
-# The stack's three hosts, and the two a change-table row adds or moves a domain to.
+STACK = "e2e-up"
+# The stack's three hosts, and the two a change-table row adds a domain on or moves one to.
 PROXMOX_NODES = ("pve-dc1", "pve-dc2", "pve-dc3", "pve-dc4", "pve-dc9")
+# How often the node steps look (their default, 10 s, is made for VMs that take minutes to boot).
+POLL_SECONDS = "1"
+API_TOKEN = SECRETS["proxmoxApiToken"]
+
+
+def supports_local_chart() -> bool:
+    """`gpuOperator.chart` (issue 18): until it exists, the release is pointed at the chart in a scratch copy."""
+    return "chart" in GpuOperatorConfig.model_fields
+
+
+def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
+    """prod as committed, its cluster the e2e API server and its Proxmox side the stand-in."""
+    config = engine_config(read_stack_file("prod"), kubeconfig, chart)
+    if not supports_local_chart():
+        config[f"{PROJECT}:gpuOperator"].pop("chart")
+    config[f"{PROJECT}:proxmox"] = {
+        **config[f"{PROJECT}:proxmox"],
+        "endpoint": pve.endpoint,
+        "insecure": True,
+        "ssh": {
+            "username": pve.ssh_user,
+            "agent": True,
+            "nodeAddresses": {node: "127.0.0.1" for node in PROXMOX_NODES},
+            "port": pve.ssh_port,
+        },
+    }
+    return config
+
+
+def point_release_at_chart(stack: PulumiStack, chart: Path) -> None:
+    """The scratch-copy workaround until issue 18: the release names the chart archive, in this copy only."""
+    components = stack.project_dir / "components"
+    components.unlink()
+    shutil.copytree(ROOT_DIR / "components", components, ignore=shutil.ignore_patterns("__pycache__"))
+    component = components / "gpu_platform" / "component.py"
+    text = component.read_text()
+    original = "            chart=CHART_NAME,\n            version=operator_cfg.chart_version,\n"
+    original += '            repository_opts={"repo": operator_cfg.chart_repository},\n'
+    assert original in text, "the release's chart arguments changed: update tests/e2e/engine_deployed.py"
+    component.write_text(text.replace(original, f"            chart={str(chart)!r},\n"))
+
+
+def rewrite_config(stack: PulumiStack, config: dict[str, Any]) -> None:
+    """The stack file's plain keys, as a user edits them; the salt and the secrets stay as the CLI wrote them."""
+    document = yaml.safe_load(stack.stack_file.read_text()) or {}
+    secure = {k: v for k, v in (document.get("config") or {}).items() if isinstance(v, dict) and "secure" in v}
+    document["config"] = {**config, **secure}
+    stack.stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
+
+
+def preview(stack: PulumiStack) -> tuple[dict[str, Any], str]:
+    """`pulumi preview --diff --json`: the document, and the CLI's output if it failed ('' if it passed)."""
+    done = stack.run("preview", "--json", "--diff", check=False)
+    document = parse_json_output(done.stdout)
+    return document, "" if done.returncode == 0 else done.stdout + done.stderr
+
+
+def changed(document: dict[str, Any]) -> dict[str, str]:
+    """The engine's operation on every resource that is not left as it is."""
+    return {name: op for name, op in step_ops(document).items() if op not in ("same", "read", "refresh")}
+
+
+def replace_keys(document: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        step["urn"].rsplit("::", 1)[-1]: sorted(step["replaceReasons"])
+        for step in document.get("steps", [])
+        if step.get("replaceReasons")
+    }
+
+
+def last_update(stack: PulumiStack) -> dict[str, Any]:
+    history: list[dict[str, Any]] = yaml.safe_load(stack.run("stack", "history", "--json").stdout)
+    return history[0]
 
 
 @dataclass
 class Deployed:
-    engine: Engine
+    stack: PulumiStack
     pve: ProxmoxStandIn
     cluster: ClusterStandIn
     base: dict[str, Any]
+    # The secret values the stack file holds now, so that only a changed one is set again.
+    secrets: dict[str, str]
 
     def config_with(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         config = copy.deepcopy(self.base)
         change(config)
         return config
 
-
-def engine_missing() -> list[str]:
-    missing = [name for name in ENGINE_TOOLS if not (ENGINE_BIN / name).is_file()]
-    return missing + ([] if SSHD.is_file() else [str(SSHD)])
+    def set_secrets(self, values: dict[str, str]) -> None:
+        for key, value in values.items():
+            if self.secrets.get(key) != value:
+                self.stack.set_secret(key, value)
+                self.secrets[key] = value
 
 
 @contextmanager
-def deploy(tools: Tools, cluster: Cluster, upstream: Path, work: Path) -> Iterator[Deployed]:
-    missing = engine_missing()
-    if missing:
-        message = f"{', '.join(missing)} missing: run `make engine-tools` (and install openssh-server)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    nodes = {node: a1000_host() for node in PROXMOX_NODES}
-    with start_proxmox(work / "pve", nodes, API_TOKEN) as pve:
-        chart = upstream / "gpu-operator" / "v26.3.2" / "chart" if supports_local_chart() else None
-        base = stack_config(prod_config(), pve, cluster.kubeconfig, chart)
-        stack = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
-        with cluster_standin(cluster.kubeconfig, pve.state, stack) as standin:
-            path = [ENGINE_BIN, tools.bin_dir, ROOT_DIR / ".tools" / "bin"]
-            engine = Engine.create(project_copy(work, upstream), work, path, pve.ssh_agent_socket)
-            engine.init(base)
-            engine.up()
-            yield Deployed(engine, pve, standin, base)
+def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: Path) -> Iterator[Deployed]:
+    """The stand-ins, the stack and its first `up`; everything stops when the block ends."""
+    with start_proxmox(work / "pve", {node: a1000_host() for node in PROXMOX_NODES}, API_TOKEN) as pve:
+        base = stack_config(pve, cluster, chart)
+        config = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
+        with cluster_standin(cluster, pve.state, config) as standin:
+            env = {
+                "HOME": str(work / "home"),
+                "SSH_AUTH_SOCK": pve.ssh_agent_socket,
+                "GPU_POOL_POLL_SECONDS": POLL_SECONDS,
+            }
+            (work / "home").mkdir()
+            stack = new_stack(engine, work / "engine", STACK, base, path, env)
+            if not supports_local_chart():
+                point_release_at_chart(stack, chart)
+            stack.up()
+            yield Deployed(stack, pve, standin, base, dict(SECRETS))
         assert not standin.errors, standin.errors[:5]

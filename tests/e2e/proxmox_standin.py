@@ -38,6 +38,8 @@ class ProxmoxStandIn:
     state: ProxmoxState
     ssh_port: int
     ssh_agent_socket: str
+    # The only user the sshd lets in: whoever runs the tests (root in CI).
+    ssh_user: str
 
     def requests(self, method: str | None = None, path_contains: str = "") -> list[tuple[str, str]]:
         return [
@@ -200,7 +202,8 @@ def start_proxmox(work: Path, nodes: dict[str, list[PciFunction]], token: str) -
     thread.start()
     try:
         with running_sshd(work) as (ssh_port, agent):
-            yield ProxmoxStandIn(f"https://127.0.0.1:{server.server_address[1]}/", token, state, ssh_port, agent)
+            endpoint = f"https://127.0.0.1:{server.server_address[1]}/"
+            yield ProxmoxStandIn(endpoint, token, state, ssh_port, agent, pwd.getpwuid(os.getuid()).pw_name)
     finally:
         server.shutdown()
         server.server_close()

@@ -20,8 +20,8 @@ import pytest
 from offline.diff import diff_configs
 from offline.plan_diff import Change
 from offline.runner import PROJECT
-from tests.e2e.engine_deployed import Deployed
-from tests.e2e.engine_stack import SECRETS, Engine, operations, replace_keys
+from tests.e2e.engine_deployed import Deployed, changed, preview, replace_keys, rewrite_config
+from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.proxmox_api import a1000_host
 from tests.offline.test_plan_diff import ROWS, Row
 
@@ -40,10 +40,10 @@ def split_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str
     return {k: v for k, v in config.items() if k not in secrets}, secrets
 
 
-def apply(engine: Engine, config: dict[str, Any]) -> None:
+def apply(deployed: Deployed, config: dict[str, Any]) -> None:
     plain, secrets = split_secrets(config)
-    engine.write_config(plain)
-    engine.set_secrets({f"{PROJECT}:{k}": v for k, v in SECRETS.items()} | secrets)
+    rewrite_config(deployed.stack, plain)
+    deployed.set_secrets(SECRETS | {k.removeprefix(f"{PROJECT}:"): v for k, v in secrets.items()})
 
 
 @contextmanager
@@ -58,30 +58,30 @@ def row_state(deployed: Deployed, row: Row) -> Iterator[tuple[dict[str, Any], di
     deployed_before = before != deployed.base
     try:
         if deployed_before:
-            apply(deployed.engine, before)
-            deployed.engine.up()
+            apply(deployed, before)
+            deployed.stack.up()
         hosts.update(HARDWARE.get(row.name, {}))
-        apply(deployed.engine, after)
+        apply(deployed, after)
         yield before, after
     finally:
         hosts.clear()
         hosts.update(saved)
-        apply(deployed.engine, deployed.base)
+        apply(deployed, deployed.base)
         if deployed_before:
-            deployed.engine.up()
+            deployed.stack.up()
 
 
 @contextmanager
-def unprotected(engine: Engine, names: list[str]) -> Iterator[None]:
-    state = engine.export()
+def unprotected(deployed: Deployed, names: list[str]) -> Iterator[None]:
+    state = deployed.stack.export()
     urns = [r["urn"] for r in state["deployment"]["resources"] if r["urn"].rsplit("::", 1)[-1] in names]
     for urn in urns:
-        engine.run("state", "unprotect", urn, "--yes")
+        deployed.stack.run("state", "unprotect", urn, "--yes")
     try:
         yield
     finally:
         for urn in urns:
-            engine.run("state", "protect", urn, "--yes")
+            deployed.stack.run("state", "protect", urn, "--yes")
 
 
 def predicted(changes: list[Change]) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
@@ -100,16 +100,15 @@ def test_the_engine_does_what_make_diff_predicts(deployed: Deployed, row: Row) -
     with row_state(deployed, row) as (before, after):
         ops, keys, dangers = predicted(diff_configs("prod", before, after))
         protected = sorted({f"{m.group(1)}-vm" for d in dangers for m in [PROTECTED.search(d)] if m})
-        preview = deployed.engine.preview_json()
+        document, failure = preview(deployed.stack)
         if protected:
-            failure = preview.get("_failed", "")
             assert failure, f"make diff says {protected} is protected, but the engine's preview passed"
             for name in protected:
                 assert name in failure and "protect" in failure.lower(), failure[-3000:]
-            with unprotected(deployed.engine, protected):
-                preview = deployed.engine.preview_json()
-        assert "_failed" not in preview, preview.get("_failed", "")[-5000:]
-    assert operations(preview) == ops
-    engine_keys = replace_keys(preview)
+            with unprotected(deployed, protected):
+                document, failure = preview(deployed.stack)
+        assert failure == "", failure[-5000:]
+    assert changed(document) == ops
+    engine_keys = replace_keys(document)
     for name, expected in keys.items():
         assert top_level(engine_keys.get(name, [])) == top_level(expected), (name, engine_keys.get(name))
