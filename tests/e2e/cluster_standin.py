@@ -18,6 +18,7 @@ import datetime
 import json
 import ssl
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -224,10 +225,48 @@ def _container(image: str) -> dict[str, Any]:
     return {"name": "nvidia-driver-ctr", "image": image}
 
 
+# The program's cluster preflight asks for this CRD (monitoring.serviceMonitor defaults to true); the upstream
+# reference data holds no copy of it, and only its existence is checked, so a schema-less one stands in for
+# the Prometheus Operator's.
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
+}
+
+
+def ensure_service_monitor_crd(api: Api) -> None:
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    api.call("POST", path, SERVICE_MONITOR_CRD)
+    deadline = time.monotonic() + 60
+    while True:
+        crd = api.call("GET", f"{path}/{SERVICE_MONITOR_CRD['metadata']['name']}") or {}
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the ServiceMonitor CRD was not Established within 60 s")
+        time.sleep(0.2)  # poll interval; bounded by the deadline above
+
+
 @contextmanager
 def cluster_standin(kubeconfig: Path, proxmox: ProxmoxState, stack: StackConfig) -> Iterator[ClusterStandIn]:
     """The stand-in's thread for the block's duration; an error in it fails the block's end, not silently."""
     standin = ClusterStandIn(Api(kubeconfig), proxmox, stack)
+    ensure_service_monitor_crd(standin.api)
     stopping = threading.Event()
 
     def loop() -> None:
