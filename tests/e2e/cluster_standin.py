@@ -228,10 +228,11 @@ def _container(image: str) -> dict[str, Any]:
 # The program's cluster preflight asks for this CRD (monitoring.serviceMonitor defaults to true); the upstream
 # reference data holds no copy of it, and only its existence is checked, so a schema-less one stands in for
 # the Prometheus Operator's.
-SERVICE_MONITOR_CRD = {
+SERVICE_MONITOR = "servicemonitors.monitoring.coreos.com"
+SERVICE_MONITOR_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "metadata": {"name": SERVICE_MONITOR},
     "spec": {
         "group": "monitoring.coreos.com",
         "scope": "Namespaced",
@@ -253,7 +254,7 @@ def ensure_service_monitor_crd(api: Api) -> None:
     api.call("POST", path, SERVICE_MONITOR_CRD)
     deadline = time.monotonic() + 60
     while True:
-        crd = api.call("GET", f"{path}/{SERVICE_MONITOR_CRD['metadata']['name']}") or {}
+        crd = api.call("GET", f"{path}/{SERVICE_MONITOR}") or {}
         conditions = (crd.get("status") or {}).get("conditions") or []
         if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
             return
