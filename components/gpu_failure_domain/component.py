@@ -42,6 +42,11 @@ from config.stack import StackConfig
 NODE_READY_MINUTES = 30
 
 TYPE_TOKEN = "gpu-pool:proxmox:GpuFailureDomain"
+# bpg gives a disk's `speed` block a DefaultFunc of all-zero limits, which the bridge applies to the inputs, but
+# reads a disk without limits back as no block (proxmoxtf/resource/vm/disk/schema.go mkDiskSpeed and disk.go
+# Read, v0.111.1): every preview then showed an update of every VM (`disks[0].speed`), seen under the real
+# engine. The program sets no limits, so the block is left to Proxmox.
+VM_IGNORED = ["disks[0].speed"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,12 @@ class GpuFailureDomain(pulumi.ComponentResource):
             # A renamed or removed domain must never silently destroy a GPU node. The snippet is a plain
             # dependency: the VM names it by its (fixed) volume id, see proxmox_vm.snippet_file_id.
             opts=pulumi.ResourceOptions.merge(
-                proxmox_opts, pulumi.ResourceOptions(protect=domain.protect, depends_on=[*vm_depends, snippet])
+                proxmox_opts,
+                pulumi.ResourceOptions(
+                    protect=domain.protect,
+                    depends_on=[*vm_depends, snippet],
+                    ignore_changes=VM_IGNORED,
+                ),
             ),
         )
 

@@ -118,6 +118,24 @@ class Request:
     status: int
 
 
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def size_bytes(size: str) -> int:
+    """`120G`, `3584M` or plain bytes, as qemu-server's disk size property takes it."""
+    unit = size[-1:].upper()
+    return int(float(size[:-1]) * UNITS[unit]) if unit in UNITS else int(size)
+
+
+def size_text(size: str) -> str:
+    """How PVE writes a size back: the largest unit that divides it (PVE::JSONSchema format_size)."""
+    count = size_bytes(size)
+    for unit in ("T", "G", "M", "K"):
+        if count % UNITS[unit] == 0:
+            return f"{count // UNITS[unit]}{unit}"
+    return str(count)
+
+
 def _typed(key: str, value: str) -> Any:
     if (key in INTEGER_KEYS or key in BOOLEAN_KEYS) and value.lstrip("-").isdigit():
         return int(value)
@@ -172,6 +190,9 @@ class ProxmoxState:
                 return None
             case ("GET", ["storage", datastore]):
                 return self._datastore(datastore)
+            case ("GET", ["pools"]):
+                # pve-manager PVE/API2/Pool.pm index: no resource pools in this cluster.
+                return []
             case ("GET", ["nodes", node, *rest]):
                 self._node(node)
                 return self._node_get(node, rest, one)
@@ -224,6 +245,10 @@ class ProxmoxState:
             mapping.pop(key.strip(), None)
 
     def _datastore(self, datastore: str) -> dict[str, Any]:
+        # An active dir storage has a folder per content type (pve-storage PVE/Storage/Plugin.pm activate_storage
+        # creates them), so the provider's `tee` into `<path>/snippets/` finds its folder.
+        for kind in ("snippets", "import", "iso"):
+            (self.storage_dir / datastore / kind).mkdir(parents=True, exist_ok=True)
         return {
             "storage": datastore,
             "type": "dir",
@@ -256,6 +281,8 @@ class ProxmoxState:
                 return {"upid": upid, "status": "stopped", "exitstatus": "OK", "pid": 1, "node": node}
             case ["storage", datastore, "content"]:
                 return self._content(datastore, one.get("content"))
+            case ["storage", datastore, "content", volume]:
+                return self._volume(node, volume)
             case ["qemu", vmid, *what]:
                 return self._vm_get(self._vm(node, vmid), what)
         raise ApiError(501, f"GET /nodes/{node}/{'/'.join(rest)} not implemented by the gpu-pool stand-in")
@@ -278,6 +305,17 @@ class ProxmoxState:
                     }
                 )
         return found
+
+    def _volume(self, node: str, volume: str) -> dict[str, Any]:
+        """A VM disk's attributes (pve-storage Content.pm info), from the drive that names it."""
+        for vm in self.vms.values():
+            for key, value in vm.config.items():
+                options = value.split(",")
+                if DRIVE.match(key) and vm.node == node and options[0] == volume:
+                    size = next((o.split("=", 1)[1] for o in options if o.startswith("size=")), "0")
+                    name = volume.partition(":")[2]
+                    return {"path": f"/dev/pve/{name}", "format": "raw", "size": size_bytes(size), "used": 0}
+        raise ApiError(500, f"can't find volume '{volume}'")
 
     def _vm(self, node: str, vmid: str) -> Vm:
         vm = self.vms.get(int(vmid))
@@ -383,11 +421,16 @@ class ProxmoxState:
         datastore, _, name = volume.partition(":")
         if name == "cloudinit":
             return f"{datastore}:vm-{vm.vmid}-cloudinit,media=cdrom"
+        previous = vm.config.get(key, "").split(",")
+        if previous[0] == volume and not any(o.startswith("size=") for o in options):
+            # The same volume again: PVE keeps its size (qemu-server reads it from the storage).
+            options += [o for o in previous[1:] if o.startswith("size=")]
         if re.fullmatch(r"\d+(\.\d+)?", name):
             volume = vm.volume(datastore)
             options = [o for o in options if not o.startswith("size=")]
             size = IMPORTED_SIZE if imported else ("4M" if key == "efidisk0" else f"{name}G")
             options.append(f"size={size}")
+        options = [f"size={size_text(o[5:])}" if o.startswith("size=") else o for o in options]
         return ",".join([volume, *options])
 
     def _vm_change(self, method: str, vm: Vm, what: list[str], one: dict[str, str]) -> Any:
@@ -410,7 +453,7 @@ class ProxmoxState:
                 disk = one["disk"]
                 size = one["size"]
                 parts = [p for p in vm.config[disk].split(",") if not p.startswith("size=")]
-                vm.config[disk] = ",".join([*parts, f"size={size.lstrip('+')}"])
+                vm.config[disk] = ",".join([*parts, f"size={size_text(size.lstrip('+'))}"])
                 return self._task(node, "resize", vm.vmid)
             case ("POST", ["status", "start"]):
                 if vm.status == "running":
