@@ -197,12 +197,12 @@ def test_the_vm_names_its_snippet_by_its_fixed_volume_id_not_by_an_output(run_st
 def test_the_snippet_is_first_boot_only_and_deleted_before_it_is_ever_recreated(run_stack_program: Run, prod_config):
     snippet = run_stack_program(prod_config).named("dc1-cloud-init")
     assert snippet.ignore_changes == ["sourceRaw"]
+    assert snippet.delete_before_replace is True
 
 
 def test_the_vm_ignores_only_the_disk_speed_limits_it_never_sets(run_stack_program: Run, prod_config):
     # Any other drift of the VM must show in a preview; the speed block alone is a provider artefact.
     assert run_stack_program(prod_config).named("dc1-vm").ignore_changes == ["disks[0].speed"]
-    assert snippet.delete_before_replace is True
 
 
 def _closure(recording: Recording, start: Registration) -> set[str]:
