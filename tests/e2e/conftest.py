@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ TOOLS_ENV = "E2E_TOOLS_BIN"
 DEFAULT_BIN = ROOT_DIR / ".tools" / "e2e" / "bin"
 ENGINE_ENV = "ENGINE_BIN"
 DEFAULT_ENGINE_BIN = ROOT_DIR / ".tools" / "engine" / "bin"
+ENGINE_WORK = ROOT_DIR / "build"
 # The CRDs of what the stack writes to and the chart installs, from ../shared/upstream (never copied here).
 UPSTREAM_CRDS = (
     "gpu-operator/v26.3.2/chart/crds/nvidia.com_clusterpolicies.yaml",
@@ -212,6 +215,12 @@ def deployed(
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    work = tmp_path_factory.mktemp("engine-up")
-    with deploy(engine, engine_path, cluster.kubeconfig, packaged_chart, work) as running:
-        yield running
+    # Under build/ (ignored): the uv toolchain finds the project's pyproject.toml and uv.lock by searching up from
+    # the project dir, both to list the program's packages and to keep the venv's editable install where it is.
+    ENGINE_WORK.mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="engine-up-", dir=ENGINE_WORK))
+    try:
+        with deploy(engine, engine_path, cluster.kubeconfig, packaged_chart, work) as running:
+            yield running
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
