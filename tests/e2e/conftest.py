@@ -206,7 +206,6 @@ def deployed(
     cluster: Cluster,
     packaged_chart: Path,
     crds: list[str],
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Deployed]:
     """prod after one real `pulumi up` against the API server and the Proxmox stand-in (tests/e2e/engine_deployed.py),
     shared by the engine tests: each test that changes it puts it back."""
