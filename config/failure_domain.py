@@ -1,12 +1,12 @@
-"""`gpu-pool:failureDomains[]`: one Proxmox host, one GPU, one RKE2 worker VM."""
+"""`gpu-pool:failureDomains[]`: one Proxmox host, its GPUs (one or several), one RKE2 worker VM."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from config.base import ConfigModel
 from config.validators import (
@@ -100,7 +100,21 @@ class NetworkConfig(ConfigModel):
         return value
 
 
+def _one_of_gpu_or_gpus(schema: dict[str, Any]) -> None:
+    """Editor schema: a domain names its cards with `gpu` (one) or `gpus` (several), exactly one of them; neither
+    may be null (pydantic's `X | None` would let an editor accept `gpu: null`, which the program refuses)."""
+    for key in ("gpu", "gpus"):
+        prop = schema["properties"][key]
+        options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
+        if options:
+            prop.update(options[0])
+        prop.pop("default", None)
+    schema["oneOf"] = [{"required": ["gpu"]}, {"required": ["gpus"]}]
+
+
 class FailureDomainConfig(ConfigModel):
+    model_config: ClassVar[ConfigDict] = ConfigDict(**ConfigModel.model_config, json_schema_extra=_one_of_gpu_or_gpus)
+
     name: str = Field(
         description="domain name, a DNS label; becomes topology.kubernetes.io/zone",
         json_schema_extra={"pattern": DNS_LABEL.pattern},
@@ -114,7 +128,16 @@ class FailureDomainConfig(ConfigModel):
         description="VM hostname = Kubernetes node name, e.g. rke2-worker-dc1-gpu-a",
         json_schema_extra={"pattern": DNS_1123_SUBDOMAIN.pattern},
     )
-    gpu: GpuConfig = Field(description="the card on this host, as `pvesh get /nodes/<node>/hardware/pci` shows it")
+    gpu: GpuConfig | None = Field(
+        default=None,
+        description="the card on this host, as `pvesh get /nodes/<node>/hardware/pci` shows it (or `gpus` for several)",
+    )
+    gpus: list[GpuConfig] | None = Field(
+        default=None,
+        min_length=1,
+        description="several cards of this host, all passed into its one VM; append new ones at the end: a card's "
+        "place in the list is its hostpci slot and mapping name",
+    )
     sharing: str = Field(description="name of a gpu-pool:sharingProfiles entry")
     cores: int = Field(default=8, ge=1, le=512, description="vCPUs (CPU type host)")
     memory_mib: int = Field(
@@ -154,6 +177,26 @@ class FailureDomainConfig(ConfigModel):
         if value is not None and not KERNEL_RELEASE.match(value):
             raise ValueError("is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic")
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_name_cards(self) -> FailureDomainConfig:
+        if self.gpu is None and self.gpus is None:
+            raise ValueError(
+                "names no card: add gpu: {pciAddress: ..., vendorDeviceId: ...} (`gpu-pool discover` prints it), "
+                "or gpus: [...] for several"
+            )
+        if self.gpu is not None and self.gpus is not None:
+            raise ValueError("gives both gpu and gpus: keep one (gpus: [...] lists every card, gpu is one card)")
+        return self
+
+    @property
+    def cards(self) -> list[GpuConfig]:
+        """Every card of the domain in its stable order: index i is hostpci{i} and the i-th mapping."""
+        return [self.gpu] if self.gpu is not None else list(self.gpus or [])
+
+    def card_key(self, index: int) -> str:
+        """The key a card is written under in the stack file, for messages: `gpu` or `gpus[1]`."""
+        return "gpu" if self.gpu is not None else f"gpus[{index}]"
 
     @model_validator(mode="after")
     def _secure_boot_needs_signing(self) -> FailureDomainConfig:
