@@ -152,8 +152,8 @@ def cross_key_problems(parts: StackParts) -> list[str]:
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
         if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(
-                f"{where}.{raw_keys[0]}.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam to do "
-                "(an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
+                f"{where}.{raw_keys[0]}.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam "
+                "to do (an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
                 "rootPassword"
             )
     for name in parts.profiles or {}:

@@ -99,12 +99,16 @@ def _card_problems(domain: FailureDomainConfig, key: str, card: GpuConfig, devic
             f"but {key}.vendorDeviceId says {card.vendor_device_id}"
         )
     if gpu.subsystem != card.subsystem_id and _hex(gpu.subsystem_vendor):
-        problems.append(f"{where}: {gpu.id} has subsystem id {gpu.subsystem}, config says {card.subsystem_id} ({key}.subsystemId)")
+        problems.append(
+            f"{where}: {gpu.id} has subsystem id {gpu.subsystem}, config says {card.subsystem_id} ({key}.subsystemId)"
+        )
     if gpu.iommu_group < 0:
         problems.append(f"{where}: {gpu.id} is in no IOMMU group: IOMMU is off on the host (intel_iommu=on?)")
         return problems
     if gpu.iommu_group != card.iommu_group:
-        problems.append(f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {card.iommu_group} ({key}.iommuGroup)")
+        problems.append(
+            f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {card.iommu_group} ({key}.iommuGroup)"
+        )
     # Bridges and root ports in the group are fine (vfio-pci does not need them bound); another endpoint
     # would be taken from the host with the card, or the VM refuses to start. Another card of the same domain
     # in the group goes into the same VM, so it is no reason to refuse.

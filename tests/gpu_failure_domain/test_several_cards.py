@@ -27,7 +27,7 @@ def second_card(first: dict[str, Any], *, at: str = "0000:02:00", group: int = 1
 
 def two_cards(config: dict[str, Any], index: int = 0, **changes: Any) -> dict[str, Any]:
     """Domain `index` of the config with a second card of the same model at 0000:02:00, group 15."""
-    domain = config[FD][index]
+    domain: dict[str, Any] = config[FD][index]
     first = domain.pop("gpu")
     domain["gpus"] = [first, second_card(first, **changes)]
     return domain
@@ -160,9 +160,7 @@ def test_the_host_check_reads_the_driver_of_every_card(prod_config):
     ]
 
 
-def test_mixed_models_with_time_slicing_are_refused_naming_the_domain(
-    run_stack_program: Run, prod_config, monitor
-):
+def test_mixed_models_with_time_slicing_are_refused_naming_the_domain(run_stack_program: Run, prod_config, monitor):
     two_cards(prod_config, vendorDeviceId="10de:2882", model="NVIDIA GeForce RTX 4060")
     message = refused(run_stack_program, prod_config, monitor)
     assert "gpu-pool:failureDomains[dc1].gpus: mixed models (10de:25b0, 10de:2882)" in message
