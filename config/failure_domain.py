@@ -100,6 +100,20 @@ class NetworkConfig(ConfigModel):
         return value
 
 
+    @model_validator(mode="after")
+    def _gateway_in_subnet(self) -> NetworkConfig:
+        # cloud-init writes the route as given; outside the VM's subnet the route is unreachable, the VM boots
+        # without a default route, and the RKE2 install never downloads: a silent 30-minute node-ready timeout.
+        if self.gateway is not None and self.ipv4 != "dhcp":
+            subnet = ipaddress.IPv4Interface(self.ipv4).network
+            if ipaddress.IPv4Address(self.gateway) not in subnet:
+                raise ValueError(
+                    f"gateway {self.gateway} is outside the VM's subnet {subnet} (ipv4: {self.ipv4}): the VM would "
+                    "have no route out; give the gateway of that subnet or fix the prefix length"
+                )
+        return self
+
+
 def _one_of_gpu_or_gpus(schema: dict[str, Any]) -> None:
     """Editor schema: a domain names its cards with `gpu` (one) or `gpus` (several), exactly one of them; neither
     may be null (pydantic's `X | None` would let an editor accept `gpu: null`, which the program refuses)."""

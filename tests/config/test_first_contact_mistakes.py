@@ -195,3 +195,14 @@ def test_single_key_and_cross_key_mistakes_come_back_in_one_run(run_stack_progra
     assert "gpu-pool:failureDomains[dc2].sharing: 'a1000-x8' is not a defined sharing profile" in message
     assert "gpu-pool:rke2.version: 'latest' is a channel" in message
     assert "gpu-pool:rke2Token: the RKE2 join token is empty" in message
+
+
+def test_a_gateway_outside_the_vms_subnet_is_refused_before_the_node_waits_for_a_route(
+    run_stack_program, prod_config, monitor
+):
+    from tests.config.refusal import refused
+
+    prod_config["gpu-pool:failureDomains"][0]["network"]["gateway"] = "10.10.22.1"
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "gpu-pool:failureDomains[dc1].network" in message
+    assert "gateway 10.10.22.1 is outside the VM's subnet 10.10.21.0/24" in message
