@@ -99,7 +99,6 @@ class NetworkConfig(ConfigModel):
                 raise ValueError("must be an IPv4 address") from None
         return value
 
-
     @model_validator(mode="after")
     def _gateway_in_subnet(self) -> NetworkConfig:
         # cloud-init writes the route as given; outside the VM's subnet the route is unreachable, the VM boots
