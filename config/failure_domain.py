@@ -7,8 +7,10 @@ import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel
+from config.errors import SECRET_VALUE_ERROR
 from config.validators import (
     DNS_1123_SUBDOMAIN,
     DNS_LABEL,
@@ -183,6 +185,20 @@ class FailureDomainConfig(ConfigModel):
     _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
     _node = field_validator("proxmox_node")(classmethod(lambda cls, v: dns_label(v)))
     _hostname = field_validator("hostname")(classmethod(lambda cls, v: dns_1123_name(v)))
+
+    @field_validator("ssh_authorized_keys")
+    @classmethod
+    def _public_keys_only(cls, value: list[str]) -> list[str]:
+        for index, key in enumerate(value):
+            if "PRIVATE KEY" in key or key.lstrip().startswith("-----BEGIN"):
+                # Raised without the value: the message must not spread the key it warns about.
+                raise PydanticCustomError(
+                    SECRET_VALUE_ERROR,
+                    f"entry {index} is a private key (value not shown): paste the public half (the .pub file, "
+                    "`ssh-keygen -y -f <key>` prints it) and treat that private key as leaked if this file was "
+                    "committed",
+                )
+        return value
 
     @field_validator("kernel")
     @classmethod
