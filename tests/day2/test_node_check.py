@@ -196,6 +196,34 @@ def test_an_application_xid_is_reported_but_does_not_break_the_node(tmp_path: Pa
     assert code == 0 and "Xid 31" in report["floors"][4]["detail"]
 
 
+def test_an_xid_on_a_mig_partition_of_the_card_is_still_the_cards_xid(tmp_path: Path) -> None:
+    """The driver writes ` GPU-I:nn GPU-CI:nn` into the parenthesis on a MIG-partitioned H200 (kernel_rc.c)."""
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write(
+            "[ 9000.000000] NVRM: Xid (PCI:0000:00:06 GPU-I:05 GPU-CI:01): 95, pid=7194, name=python3, "
+            "Uncontained: FBHUB. RST: Yes, D-RST: No\n"
+        )
+
+    code, report, _ = check(root)
+
+    assert code == 1 and report["firstBroken"] == "health"
+    assert "Xid 95 at 0000:00:06: uncontained ECC error" in report["floors"][4]["detail"]
+
+
+@pytest.mark.parametrize("code", [43, 92])
+def test_an_xid_whose_catalogue_bucket_is_ignore_is_reported_but_does_not_break_the_node(
+    tmp_path: Path, code: int
+) -> None:
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write(f"[ 9000.000000] NVRM: Xid (PCI:0000:00:06): {code}, pid=4242, name=python3, event\n")
+
+    exit_code, report, _ = check(root)
+
+    assert exit_code == 0 and f"Xid {code} at 0000:00:06" in report["floors"][4]["detail"]
+
+
 def test_pending_row_remapping_in_the_nvml_reading_breaks_the_health_floor(tmp_path: Path) -> None:
     root = copy(tmp_path)
     reading = json.loads((root / "nvml.json").read_text())
