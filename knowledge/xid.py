@@ -6,10 +6,11 @@ Bucket (Immediate Action)), read 2026-12; the buckets checked against NVIDIA's o
 NVIDIA/NVSentinel @ e712af97f39114c3ad725bb3db42793922529667,
 distros/kubernetes/nvsentinel/charts/gpu-health-monitor/xiderrorsmapping.csv (code, mnemonic, bucket; its
 UNEXPECTED_ERR_REPORT_ISSUE is the catalogue's CONTACT_SUPPORT, RESTART_BM its bare-metal restart). The meanings
-are the catalogue's; the `action` column maps its resolution bucket onto a GPU passed through into a Proxmox VM: a bucket that resets the GPU or restarts the
-machine means a full power cycle of the VM from Proxmox (`qm stop` + `qm start`: a reboot inside the guest keeps
-the VM's PCI state), and a restart of the host where the card does not come back. Only the codes a PCIe card in
-a VM meets are listed; any other code is reported as unknown with the catalogue's address.
+are the catalogue's; the `action` column maps its resolution bucket onto a GPU passed through into a Proxmox
+VM: a bucket that resets the GPU or restarts the machine means a full power cycle of the VM from Proxmox (`qm
+stop` + `qm start`: a reboot inside the guest keeps the VM's PCI state), and a restart of the host where the
+card does not come back. Only the codes a PCIe card in a VM meets are listed; any other code is reported as
+unknown with the catalogue's address.
 
 The kernel line is `NVRM: Xid (PCI:0000:00:06): 79, pid=..., GPU has fallen off the bus.`: the address without
 the function, and on a MIG-partitioned card (an H100/H200 can be) ` GPU-I:05` or ` GPU-I:05 GPU-CI:01` inside
