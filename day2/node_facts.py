@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,6 @@ class NodeFacts:
     # The NVML reading (the shape nvml_reading() writes) or None with the reason it is missing.
     nvml: Mapping[str, Any] | None
     nvml_missing: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def gpus(self) -> tuple[PciDevice, ...]:
