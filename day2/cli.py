@@ -1,7 +1,9 @@
-"""`gpu-pool claims` and `gpu-pool doctor`: who holds which card, and which floor of a GPU node is broken.
+"""`gpu-pool claims`, `doctor` and `discover`: who holds which card, which floor of a GPU node is broken, and
+which cards a Proxmox node has.
 
-Exit codes: 0 the answer was obtained; 1 `doctor` found a broken floor; 2 a usage, input or connection
-error, reported as one line on stderr (never a traceback).
+Exit codes: 0 the answer was obtained; 1 `doctor` found a broken floor, or `discover` a card that cannot be
+passed through (or none); 2 a usage, input or connection error, reported as one line on stderr (never a
+traceback).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from day2 import discover_cli
 from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
 from day2.doctor import diagnose_all
 from day2.errors import Day2Error
@@ -111,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         "node-check", help="on a GPU worker: its floors from the PCI bus up (pci, link, driver, nvml, health)"
     )
     add_node_check_arguments(node_check)
+    discover_cli.add_parser(commands, _Parser)
     return parser
 
 
@@ -220,6 +224,8 @@ def main(
         args = build_parser().parse_args(argv)
         if args.command == "node-check":
             return run_node_check(args, ctx.out)
+        if args.command == "discover":
+            return discover_cli.run(args, ctx.out)
         facts = load_stack(args.stack, Path(args.stack_dir)) if args.stack else PoolFacts()
         if args.command == "claims":
             return _run_claims(args, facts, ctx)

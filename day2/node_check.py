@@ -63,8 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _expected(args: argparse.Namespace) -> Expected:
     if args.stack:
-        from day2.node_stack import expected_from_stack  # pydantic: only where the project is installed
-
+        try:
+            from day2.node_stack import expected_from_stack  # pydantic: only where the project is installed
+        except ImportError:
+            raise NodeInputError(
+                f"--stack {args.stack}: reading the stack file needs the project's environment, which this machine "
+                "lacks; where the project is installed, `gpu-pool node-check --stack NAME --node NODE --print-flags` "
+                "prints the flags to pass here instead"
+            ) from None
         return expected_from_stack(args.stack, args.stack_dir, args.node or socket.gethostname())
     for flag, values in (("--expect-id", args.expect_id), ("--expect-subsystem", args.expect_subsystem)):
         for value in values:
@@ -93,6 +99,10 @@ def _live_kernel_log() -> tuple[str, ...] | None:
 
 def read_facts(args: argparse.Namespace) -> NodeFacts:
     live = args.sysfs_root == LIVE_SYSFS
+    if args.save_nvml and (args.nvml_json or not live):
+        raise NodeInputError(
+            "--save-nvml writes the live NVML reading: run it on the node without --nvml-json and --sysfs-root"
+        )
     devices = read_devices(args.sysfs_root)  # first: a wrong root is the likeliest mistake
     log = read_kernel_log(args.kernel_log) if args.kernel_log else (_live_kernel_log() if live else None)
     reading, missing = None, None
@@ -110,7 +120,10 @@ def read_facts(args: argparse.Namespace) -> NodeFacts:
     else:
         missing = "reading a copy: pass --nvml-json FILE for its NVML reading"
     if reading is not None and args.save_nvml:
-        args.save_nvml.write_text(json.dumps(reading, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.save_nvml.write_text(json.dumps(reading, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            raise NodeInputError(f"--save-nvml {args.save_nvml}: {error.strerror}") from None
     return NodeFacts(
         devices=devices,
         module=read_module(args.sysfs_root, args.proc_root, args.run_root),
@@ -125,7 +138,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.print_flags:
         if not args.stack:
             raise NodeInputError("--print-flags prints what --stack expects: add --stack NAME --node NODE")
-        from day2.node_stack import as_flags
+        from day2.node_stack import as_flags  # imported above by _expected: the environment is there
 
         out.write(" ".join(as_flags(expected)) + "\n")
         return 0

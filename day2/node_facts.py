@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,6 @@ class NodeFacts:
     # The NVML reading (the shape nvml_reading() writes) or None with the reason it is missing.
     nvml: Mapping[str, Any] | None
     nvml_missing: str | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def gpus(self) -> tuple[PciDevice, ...]:
@@ -196,7 +195,38 @@ def read_nvml_json(path: Path) -> Mapping[str, Any]:
         raise NodeInputError(f"--nvml-json {path}: not JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(document, dict) or not isinstance(document.get("gpus"), list):
         raise NodeInputError(f"--nvml-json {path}: no `gpus` list; write one with node-check --save-nvml FILE")
+    if not isinstance(document.get("driver"), str | None):
+        raise NodeInputError(f"--nvml-json {path}: driver is {document['driver']!r}, not a version string or null")
+    for index, gpu in enumerate(document["gpus"]):
+        if problem := _nvml_gpu_problem(gpu):
+            raise NodeInputError(
+                f"--nvml-json {path}: gpus[{index}] {problem}; write the reading with node-check --save-nvml FILE"
+            )
     return document
+
+
+# The values the floors compare or count: an integer where NVML reported one, null where it did not.
+_NVML_INTEGERS = ("virtualizationMode", "persistenceMode", "eccVolatileUncorrected", "throttleReasons")
+
+
+def _nvml_gpu_problem(gpu: object) -> str | None:
+    """What makes one entry of a saved reading unusable (a hand-edited or foreign file), or None."""
+    if not isinstance(gpu, dict):
+        return "is not an object"
+    pci_info = gpu.get("pci")
+    bus_id = pci_info.get("busId") if isinstance(pci_info, dict) else None
+    try:
+        _bus_key(bus_id if isinstance(bus_id, str) else "")
+    except ValueError:
+        return f"has no pci.busId like 00000000:00:06.0 (found {bus_id!r})"
+    for key in _NVML_INTEGERS:
+        value = gpu.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{key} is {value!r}, not an integer or null"
+    rows = gpu.get("remappedRows")
+    if rows is not None and not (isinstance(rows, list) and all(isinstance(r, int) for r in rows)):
+        return f"remappedRows is {rows!r}, not a list of integers or null"
+    return None
 
 
 def nvml_gpu(reading: Mapping[str, Any], address: str) -> Mapping[str, Any] | None:
@@ -221,13 +251,14 @@ def xid_addresses(address: str) -> str:
 
 
 def assignment_failures(log: Sequence[str], address: str) -> list[str]:
-    """Kernel log lines saying one of the device's BARs got no address."""
-    found = []
+    """Kernel log lines saying one of the device's BARs got no address, unless a later line assigned it."""
+    found: dict[str, list[str]] = {}
     for line in log:
-        match = pci.BAR_FAILED.search(line)
-        if match and match["addr"].lower() == address.lower():
-            found.append(f"BAR {match['bar']}: {match['what']}")
-    return found
+        if (match := pci.BAR_FAILED.search(line)) and match["addr"].lower() == address.lower():
+            found.setdefault(match["bar"], []).append(f"BAR {match['bar']}: {match['what']}")
+        elif (match := pci.BAR_ASSIGNED.search(line)) and match["addr"].lower() == address.lower():
+            found.pop(match["bar"], None)
+    return [failure for failures in found.values() for failure in failures]
 
 
 def enumerated_bars(log: Sequence[str], address: str) -> set[int]:

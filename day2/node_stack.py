@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from config.errors import ConfigError
+from config.loader import validate_stack
 from day2.node_facts import NodeInputError
 from day2.node_floors import Expected
+from offline.runner import StackFileError, read_stack_file
 
 
 def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
-    from config.errors import ConfigError
-    from config.loader import validate_stack
-    from offline.runner import StackFileError, read_stack_file
-
     try:
         raw = read_stack_file(stack, root)
     except StackFileError as error:
@@ -36,11 +35,9 @@ def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     domain = next((d for d in cfg.failure_domains if d.hostname == node), None)
     if domain is None:
         raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
-    # One entry per card: `gpus` (several cards per VM) where the config has it, else the single `gpu`.
-    cards = list(getattr(domain, "gpus", None) or [domain.gpu])
     return Expected(
-        ids=tuple(card.vendor_device_id for card in cards),
-        subsystems=tuple(card.subsystem_id for card in cards),
+        ids=tuple(card.vendor_device_id for card in domain.cards),
+        subsystems=tuple(card.subsystem_id for card in domain.cards),
         driver=cfg.gpu_operator.driver_version,
         proxmox_node=domain.proxmox_node,
         vm_id=domain.vm_id,

@@ -13,7 +13,6 @@ from types import MappingProxyType
 VIRTUALIZATION_MODES = MappingProxyType(
     {0: "none (bare metal)", 1: "pass-through", 2: "vGPU guest", 3: "vGPU host", 4: "vSGA host"}
 )
-PASSTHROUGH = 1
 # Modes in which the card is not a whole passed-through device: a vGPU guest needs the GRID driver, a host
 # mode means this is the hypervisor, not the GPU worker.
 NOT_WHOLE_CARD = frozenset({2, 3, 4})

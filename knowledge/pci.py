@@ -13,7 +13,9 @@ Sources:
 - Assignment failures in the kernel log: drivers/pci/setup-res.c pci_assign_resource(). Since v6.8
   ("PCI: Use resource names in PCI log messages") `BAR 2 [mem size 0x4000000000 64bit pref]: can't assign;
   no space` then `...: failed to assign`; before it `BAR 2: no space for [mem size ...]` and
-  `BAR 2: failed to assign [mem size ...]`. Enumeration logs each BAR the device has as
+  `BAR 2: failed to assign [mem size ...]`. A later pass (bridge windows resized, `pci=realloc`) can still place
+  it: `BAR 2 [mem 0x...-0x... 64bit pref]: assigned` (v6.8+; before: `BAR 2: assigned [mem ...]`), and then the
+  earlier failure no longer counts. Enumeration logs each BAR the device has as
   `pci 0000:00:06.0: BAR 2 [mem 0x100000000000-0x103fffffffff 64bit pref]` (drivers/pci/probe.c
   __pci_read_base(), v6.8+) — seen on the lent H200, tests/fixtures/node_check/h200/dmesg.txt.
 - Link speed/width files (`current_link_speed`, `max_link_speed`, `current_link_width`, `max_link_width`):
@@ -47,5 +49,10 @@ BAR_ENUMERATED = re.compile(
 BAR_FAILED = re.compile(
     r"pci (?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): BAR (?P<bar>\d)"
     r"(?::| \[[^\]]*\]:) (?P<what>no space for|failed to assign|can't assign; no space)",
+    re.IGNORECASE,
+)
+# A (later) successful assignment of that BAR, both wordings.
+BAR_ASSIGNED = re.compile(
+    r"pci (?P<addr>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]): BAR (?P<bar>\d)(?: \[[^\]]*\])?: assigned",
     re.IGNORECASE,
 )

@@ -64,7 +64,10 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "a PCI address in the wrong form",
         lambda c: domain(c, 1)["gpu"].update({"pciAddress": "01:00.0"}),
-        ["gpu-pool:failureDomains[dc2].gpu.pciAddress: is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F"],
+        [
+            "gpu-pool:failureDomains[dc2].gpu.pciAddress: is lspci's short form; Proxmox wants the PCI domain too: "
+            "'0000:01:00.0'"
+        ],
     ),
     (
         "a vendor:device id in the wrong form",

@@ -98,6 +98,19 @@ def test_a_bar_the_kernel_could_not_assign_is_found_in_the_kernel_log_even_where
     assert "BAR 2: can't assign; no space" in report["floors"][0]["detail"]
 
 
+def test_a_bar_a_later_pass_of_the_kernel_assigned_is_not_a_failure(tmp_path: Path) -> None:
+    """pci=realloc or a resized bridge window: the first pass logs the failure, the second places the BAR."""
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write("[    0.151000] pci 0000:00:06.0: BAR 2 [mem size 0x4000000000 64bit pref]: can't assign; no space\n")
+        log.write("[    0.151001] pci 0000:00:06.0: BAR 2 [mem size 0x4000000000 64bit pref]: failed to assign\n")
+        log.write("[    0.190000] pci 0000:00:06.0: BAR 2 [mem 0x100000000000-0x103fffffffff 64bit pref]: assigned\n")
+
+    code, report, _ = check(root)
+
+    assert code == 0 and states(report)["pci"] is True
+
+
 def test_a_card_that_is_not_in_the_vm_breaks_the_pci_floor(tmp_path: Path) -> None:
     code, report, _ = check(H200, "--expect-id", "10de:2335")
 
@@ -196,6 +209,34 @@ def test_an_application_xid_is_reported_but_does_not_break_the_node(tmp_path: Pa
     assert code == 0 and "Xid 31" in report["floors"][4]["detail"]
 
 
+def test_an_xid_on_a_mig_partition_of_the_card_is_still_the_cards_xid(tmp_path: Path) -> None:
+    """The driver writes ` GPU-I:nn GPU-CI:nn` into the parenthesis on a MIG-partitioned H200 (kernel_rc.c)."""
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write(
+            "[ 9000.000000] NVRM: Xid (PCI:0000:00:06 GPU-I:05 GPU-CI:01): 95, pid=7194, name=python3, "
+            "Uncontained: FBHUB. RST: Yes, D-RST: No\n"
+        )
+
+    code, report, _ = check(root)
+
+    assert code == 1 and report["firstBroken"] == "health"
+    assert "Xid 95 at 0000:00:06: uncontained ECC error" in report["floors"][4]["detail"]
+
+
+@pytest.mark.parametrize("code", [43, 92])
+def test_an_xid_whose_catalogue_bucket_is_ignore_is_reported_but_does_not_break_the_node(
+    tmp_path: Path, code: int
+) -> None:
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write(f"[ 9000.000000] NVRM: Xid (PCI:0000:00:06): {code}, pid=4242, name=python3, event\n")
+
+    exit_code, report, _ = check(root)
+
+    assert exit_code == 0 and f"Xid {code} at 0000:00:06" in report["floors"][4]["detail"]
+
+
 def test_pending_row_remapping_in_the_nvml_reading_breaks_the_health_floor(tmp_path: Path) -> None:
     root = copy(tmp_path)
     reading = json.loads((root / "nvml.json").read_text())
@@ -230,6 +271,42 @@ def test_without_an_nvml_reading_the_nvml_floor_is_skipped_not_failed() -> None:
     assert report["floors"][3]["detail"].startswith("skipped: ")
 
 
+def test_without_a_kernel_log_or_an_nvml_reading_the_health_floor_is_skipped_not_passed() -> None:
+    out = io.StringIO()
+    argv = ["--sysfs-root", str(H200 / "sys"), "--proc-root", str(H200 / "proc"), "--node", "n", "-o", "json"]
+    code = main(argv, out=out, err=io.StringIO())
+    report = json.loads(out.getvalue())
+
+    assert code == 0 and states(report)["health"] is None
+    assert report["floors"][4]["detail"].startswith("skipped: no kernel log")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "words"),
+    [
+        (["x"], "gpus[0] is not an object"),
+        ([{"pci": {"busId": "garbage"}}], "gpus[0] has no pci.busId like 00000000:00:06.0"),
+        ([{"pci": {"busId": "00000000:00:06.0"}, "virtualizationMode": [1]}], "virtualizationMode is [1]"),
+        ([{"pci": {"busId": "00000000:00:06.0"}, "remappedRows": 5}], "remappedRows is 5"),
+    ],
+)
+def test_a_saved_nvml_reading_that_is_not_node_checks_shape_is_a_usage_error_in_one_line(
+    tmp_path: Path, gpus: list[Any], words: str
+) -> None:
+    root = copy(tmp_path)
+    (root / "nvml.json").write_text(json.dumps({"driver": "580.159.04", "gpus": gpus}))
+
+    code, _, err = check(root)
+
+    assert code == 2 and words in err and err.count("\n") == 1
+
+
+def test_save_nvml_where_nothing_is_read_live_is_a_usage_error() -> None:
+    code, _, err = check(H200, "--save-nvml", "/nonexistent/nvml.json")
+
+    assert code == 2 and "--save-nvml writes the live NVML reading" in err
+
+
 def test_a_sysfs_root_without_the_kernels_layout_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
     code, _, err = check(tmp_path)
 
@@ -244,40 +321,29 @@ def test_a_malformed_expected_id_is_a_usage_error() -> None:
     assert code == 2 and "--expect-id 2335: expected vvvv:dddd" in err
 
 
-def test_node_check_runs_with_the_standard_library_alone_as_on_a_gpu_worker(tmp_path: Path) -> None:
-    """What a node has: python3, no venv. Copy the files the docs say to copy; -S -E -s hide every site package."""
+def on_a_gpu_worker(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """What a node has: python3, no venv, the files the docs say to copy; -S -E -s hide every site package."""
     for name in ("day2/__init__.py", "knowledge/__init__.py", "knowledge/pci.py", "knowledge/xid.py",
                  "knowledge/nvml.py", *(f"day2/{p.name}" for p in (ROOT / "day2").glob("node_*.py"))):  # fmt: skip
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
-    (tmp_path / "day2" / "node_stack.py").unlink()  # the stack reader needs pydantic; the node never imports it
+    command = [sys.executable, "-S", "-E", "-s", "-m", "day2.node_check", *argv]
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-S",
-            "-E",
-            "-s",
-            "-m",
-            "day2.node_check",
-            "--sysfs-root",
-            str(H200 / "sys"),
-            "--proc-root",
-            str(H200 / "proc"),
-            "--kernel-log",
-            str(H200 / "dmesg.txt"),
-            "--nvml-json",
-            str(H200 / "nvml.json"),
-            "--node",
-            "h200-vm",
-            *EXPECT,
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+def test_node_check_runs_with_the_standard_library_alone_as_on_a_gpu_worker(tmp_path: Path) -> None:
+    done = on_a_gpu_worker(
+        tmp_path, "--sysfs-root", str(H200 / "sys"), "--proc-root", str(H200 / "proc"), "--kernel-log",
+        str(H200 / "dmesg.txt"), "--nvml-json", str(H200 / "nvml.json"), "--node", "h200-vm", *EXPECT,
+    )  # fmt: skip
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("h200-vm: healthy\n")
+
+
+def test_stack_on_a_node_without_the_projects_environment_says_to_use_print_flags(tmp_path: Path) -> None:
+    done = on_a_gpu_worker(tmp_path, "--sysfs-root", str(H200 / "sys"), "--stack", "prod", "--node", "n")
+
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--stack prod: reading the stack file needs the project's environment" in done.stderr
+    assert "--print-flags" in done.stderr and done.stderr.count("\n") == 1
