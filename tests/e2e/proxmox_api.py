@@ -444,7 +444,9 @@ class ProxmoxState:
                 for key, value in one.items():
                     # Without hotplug for CPU and memory, and for a PCI device at all, a running VM keeps the
                     # change pending until its next cold start (qemu-server vmconfig_hotplug_pending).
-                    if vm.status == "running" and (key in ("cores", "memory", "machine", "bios") or key.startswith("hostpci")):
+                    if vm.status == "running" and (
+                        key in ("cores", "memory", "machine", "bios") or key.startswith("hostpci")
+                    ):
                         vm.pending[key] = value
                     else:
                         vm.config[key] = self._stored(vm, key, value)
