@@ -8,7 +8,8 @@ A background thread plays, through the real API server (status subresources, as 
 - the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
   version, Ready; the device plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the
   time-slicing ConfigMap say (replicas per card);
-- the Job controller: every Job completes (the smoke test, the chart's hooks).
+- the Job controller: every Job completes (the smoke test, the chart's hooks);
+- the ServiceAccount controller: the operator namespace's `default` account, for the driver pods' admission.
 What it fakes is this status, never the objects the stack itself writes.
 """
 
@@ -177,6 +178,9 @@ class ClusterStandIn:
         image = f"{driver.get('repository', 'nvcr.io/nvidia')}/{driver.get('image', 'driver')}:"
         image += f"{driver.get('version', 'unknown')}-ubuntu24.04"
         namespace = self.stack.gpu_operator.namespace
+        # The ServiceAccount controller's part: a namespace's `default` account, which a pod's admission needs.
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+        self.api.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
         base = f"/apis/apps/v1/namespaces/{namespace}/daemonsets"
         daemonset = self.api.call("GET", f"{base}/{DRIVER_DAEMONSET}")
         if daemonset is None:

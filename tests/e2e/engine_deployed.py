@@ -46,6 +46,8 @@ def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str
     config = engine_config(read_stack_file("prod"), kubeconfig, chart)
     if not supports_local_chart():
         config[f"{PROJECT}:gpuOperator"].pop("chart")
+    # A gate that cannot pass must fail the test in minutes, not after the default hour.
+    config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
     config[f"{PROJECT}:proxmox"] = {
         **config[f"{PROJECT}:proxmox"],
         "endpoint": pve.endpoint,
