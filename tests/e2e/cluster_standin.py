@@ -267,11 +267,21 @@ def ensure_service_monitor_crd(api: Api) -> None:
         time.sleep(0.2)  # poll interval; bounded by the deadline above
 
 
+def existing_namespaces(stack: StackConfig) -> list[str]:
+    """Namespaces the stack writes into but does not create: a lab has them (Rancher Monitoring, Kubeflow)."""
+    quota = list(stack.gpu_quotas.namespaces)
+    return sorted({stack.monitoring.dashboard_namespace, stack.monitoring.rules_namespace, *quota})
+
+
 @contextmanager
 def cluster_standin(kubeconfig: Path, proxmox: ProxmoxState, stack: StackConfig) -> Iterator[ClusterStandIn]:
     """The stand-in's thread for the block's duration; an error in it fails the block's end, not silently."""
     standin = ClusterStandIn(Api(kubeconfig), proxmox, stack)
     ensure_service_monitor_crd(standin.api)
+    for name in existing_namespaces(stack):
+        standin.api.call(
+            "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
     stopping = threading.Event()
 
     def loop() -> None:
