@@ -8,6 +8,7 @@ A background thread plays, through the real API server (status subresources, as 
 - the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
   version, Ready; the device plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the
   time-slicing ConfigMap say (replicas per card);
+- the ResourceQuota controller: each quota's status says its limits, nothing used;
 - the Job controller: every Job completes (the smoke test, the chart's hooks);
 - the ServiceAccount controller: the operator namespace's `default` account, for the driver pods' admission.
 What it fakes is this status, never the objects the stack itself writes.
@@ -89,6 +90,7 @@ class ClusterStandIn:
     def step(self) -> None:
         self._nodes()
         self._deployments()
+        self._quotas()
         self._driver()
         self._jobs()
 
@@ -144,6 +146,16 @@ class ClusterStandIn:
                     "conditions": [available],
                 },
             )
+
+    def _quotas(self) -> None:
+        """The ResourceQuota controller: status.hard as the spec says, nothing used (pulumi-kubernetes awaits it)."""
+        for quota in self.api.items("/api/v1/resourcequotas"):
+            meta, hard = quota["metadata"], quota["spec"].get("hard") or {}
+            if (quota.get("status") or {}).get("hard") == hard:
+                continue
+            used = {key: "0" for key in hard}
+            path = f"/api/v1/namespaces/{meta['namespace']}/resourcequotas/{meta['name']}"
+            self.api.merge_status(path, {"hard": hard, "used": used})
 
     def _jobs(self) -> None:
         for job in self.api.items("/apis/batch/v1/jobs"):
