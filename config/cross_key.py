@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from config.card_driver import card_driver_problems
 from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
@@ -34,6 +35,7 @@ class StackParts:
     proxmox: ProxmoxConfig | None = None
     kyverno: KyvernoConfig | None = None
     operator_namespace: str | None = None
+    operator: GpuOperatorConfig | None = None
     smoke_namespace: str | None = None
 
 
@@ -45,6 +47,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         proxmox=cfg.proxmox,
         kyverno=cfg.kyverno,
         operator_namespace=cfg.gpu_operator.namespace,
+        operator=cfg.gpu_operator,
         smoke_namespace=cfg.smoke_test.namespace,
     )
 
@@ -73,6 +76,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         proxmox=_parsed(ProxmoxConfig.model_validate, raw["proxmox"]) if "proxmox" in raw else None,
         kyverno=_parsed(KyvernoConfig.model_validate, raw.get("kyverno", {})),
         operator_namespace=operator.namespace if operator else None,
+        operator=operator,
         smoke_namespace=smoke.namespace if smoke else None,
     )
 
@@ -149,6 +153,7 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             if not waived(no_key):
                 problems.append(no_key)
         problems += _card_problems(where, domain, parts.profiles)
+        problems += card_driver_problems(where, domain, parts.operator)
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
         if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(

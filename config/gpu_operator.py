@@ -64,7 +64,7 @@ class ToolkitConfig(ConfigModel):
 
     containerd_socket: str = Field(
         default=RKE2_CONTAINERD_SOCKET,
-        description="containerd socket; RKE2 runs its own containerd under /run/k3s",
+        description="containerd socket; RKE2 runs its own containerd, and only its socket is accepted",
     )
 
     @model_validator(mode="before")
@@ -81,10 +81,21 @@ class ToolkitConfig(ConfigModel):
 
     @field_validator("containerd_socket")
     @classmethod
-    def _socket_is_absolute(cls, value: str) -> str:
+    def _socket_is_rke2s(cls, value: str) -> str:
         if not value.startswith("/"):
             raise ValueError("must be an absolute path on the node, e.g. " + RKE2_CONTAINERD_SOCKET)
-        return value
+        # RKE2's kubelet talks to RKE2's own containerd, at this socket alone (rke2-docs add-ons/gpu_operators.md
+        # sets CONTAINERD_SOCKET to it). Any other path (a host containerd's /run/containerd/containerd.sock)
+        # makes the toolkit configure a containerd the kubelet never uses: 'no runtime for "nvidia" is
+        # configured' on the node, after the operator's 30-minute wait.
+        if value.rstrip("/") != RKE2_CONTAINERD_SOCKET:
+            raise ValueError(
+                f"{value} is not the containerd RKE2's kubelet uses: RKE2 runs its own containerd at "
+                f"{RKE2_CONTAINERD_SOCKET} (its GPU Operator guide sets exactly that), and a toolkit pointed "
+                "elsewhere leaves 'no runtime for \"nvidia\" is configured'; remove the key (the default is "
+                "RKE2's socket)"
+            )
+        return RKE2_CONTAINERD_SOCKET
 
 
 class GpuOperatorConfig(ConfigModel):

@@ -152,6 +152,20 @@ def test_a_relative_containerd_socket_is_refused() -> None:
     assert config_errors({"toolkit": {"containerdSocket": "containerd.sock"}})
 
 
+@pytest.mark.parametrize("socket", ["/run/containerd/containerd.sock", "/var/run/docker.sock"])
+def test_a_containerd_socket_rke2s_kubelet_does_not_use_is_refused_naming_rke2s(socket: str) -> None:
+    (message,) = config_errors({"toolkit": {"containerdSocket": socket}})
+
+    assert message.startswith(f"gpu-pool:toolkit.containerdSocket: {socket} is not the containerd RKE2's kubelet uses")
+    assert "/run/k3s/containerd/containerd.sock" in message and "remove the key" in message
+
+
+def test_rke2s_own_socket_is_accepted_with_or_without_a_trailing_slash() -> None:
+    cfg = GpuOperatorConfig.model_validate({"toolkit": {"containerdSocket": "/run/k3s/containerd/containerd.sock/"}})
+
+    assert cfg.toolkit.containerd_socket == "/run/k3s/containerd/containerd.sock"
+
+
 def test_toolkit_env_values_are_strings_as_the_clusterpolicy_requires() -> None:
     for entry in values_for()["toolkit"]["env"]:
         assert isinstance(entry["value"], str), entry
