@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel, nearest
@@ -21,6 +21,7 @@ from config.earlier_file import waived
 from config.quantities import ComputeQuantities, ResourceRequirements
 from knowledge.driver_matrix import driver_problem, is_branch
 from knowledge.gpu_operator_chart import DEAD_KEYS, KNOWN_CHART_SECTIONS
+from knowledge.gpu_operator_values import unknown_keys, values_tree
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET
 
 _SEMVER_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
@@ -57,6 +58,19 @@ REMOVED_TOOLKIT_KEYS: Final[Mapping[str, str]] = {
         "Remove the key"
     ),
 }
+
+
+def _known_at_every_depth(values: Mapping[str, Any], chart_version: str | None) -> None:
+    """A key the pinned chart does not read, below the top level too: Helm renders it silently and the
+    feature is just not there after `up`. Keys inside pass-through maps (labels, env, resources...) are free."""
+    tree = values_tree(chart_version) if chart_version else None
+    if tree is None:
+        return
+    for path, siblings in unknown_keys(tree, values):
+        parent, _, key = path.rpartition(".")
+        suggestion = nearest(key, siblings)
+        hint = f"; did you mean '{parent}.{suggestion}'?" if suggestion else f" (it has: {', '.join(siblings)})"
+        raise ValueError(f"'{path}' is not a value of the gpu-operator chart {chart_version}{hint}")
 
 
 class ToolkitConfig(ConfigModel):
@@ -177,7 +191,7 @@ class GpuOperatorConfig(ConfigModel):
 
     @field_validator("extra_values")
     @classmethod
-    def _extra_values_cannot_undo_trap_fixes(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _extra_values_cannot_undo_trap_fixes(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         for path, _ in leaf_paths(value):
             for dead, reason in DEAD_KEYS.items():
                 if path == dead or path.startswith(dead + "."):
@@ -194,6 +208,7 @@ class GpuOperatorConfig(ConfigModel):
                         f"'{path}' would override {guarded}, which gpu-pool sets to prevent {why.trap}; "
                         f"use {why.instead}"
                     )
+        _known_at_every_depth(value, info.data.get("chart_version"))
         return value
 
     @model_validator(mode="after")
