@@ -28,7 +28,9 @@ def chart_tree(chart_dir: Path) -> Tree:
 def render(upstream: Path) -> str:
     """One line per chart version: a chart's change reads as that line's diff."""
     lines = [
-        f"{json.dumps(version)}:{json.dumps(chart_tree(upstream / 'gpu-operator' / version), sort_keys=True, separators=(',', ':'))}"
+        json.dumps(version)
+        + ":"
+        + json.dumps(chart_tree(upstream / "gpu-operator" / version), sort_keys=True, separators=(",", ":"))
         for version in CHART_VERSIONS
     ]
     return "{\n" + ",\n".join(lines) + "\n}\n"
