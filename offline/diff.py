@@ -7,6 +7,9 @@ Runs the offline preview for the earlier stack file and for the current one, com
 The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
 refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
+Secrets come from where the offline preview takes them (offline/secret_sources.py: GPU_POOL_SECRET_<KEY> or the
+file GPU_POOL_SECRETS_FILE names), never from the command line, so a malformed one is refused here as it would be
+at preview, without its value.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from config.errors import ConfigError
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import ROOT_DIR, StackFileError, read_stack_file, run_stack
+from offline.secret_sources import SecretSourceError, current
 
 SYMBOL = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}
 
@@ -48,16 +52,16 @@ class Comparison:
     earlier_refusals: list[str] = field(default_factory=list)
 
 
-def preview(stack: str, config: dict[str, Any], label: str) -> Recording:
+def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, str] | None = None) -> Recording:
     try:
-        return run_stack(stack, config=config, secrets={})
+        return run_stack(stack, config=config, secrets=secrets or {})
     except ConfigError as error:
         raise DiffError(f"the {label} stack config is refused:\n  " + "\n  ".join(error.messages)) from None
     except pulumi.RunError as error:
         raise DiffError(f"the {label} stack config is refused: {error}") from None
 
 
-def diff_files(stack: str, before: Path, after: Path) -> Comparison:
+def diff_files(stack: str, before: Path, after: Path, secrets: dict[str, str] | None = None) -> Comparison:
     try:
         old_stack, old_dir = _stack_file(before)
         new_stack, new_dir = _stack_file(after)
@@ -65,14 +69,16 @@ def diff_files(stack: str, before: Path, after: Path) -> Comparison:
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config)
+    return compare_configs(stack, old_config, new_config, secrets)
 
 
-def compare_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> Comparison:
+def compare_configs(
+    stack: str, before: dict[str, Any], after: dict[str, Any], secrets: dict[str, str] | None = None
+) -> Comparison:
     with reading_earlier_file() as refusals:
-        old = preview(stack, before, "earlier")
-    # Both previews run as the same stack, so URNs match when the resources are the same.
-    return Comparison(diff_recordings(old, preview(stack, after, "current")), refusals)
+        old = preview(stack, before, "earlier", secrets)
+    # Both previews run as the same stack, with the same secrets, so URNs match when the resources are the same.
+    return Comparison(diff_recordings(old, preview(stack, after, "current", secrets)), refusals)
 
 
 def diff_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
@@ -141,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     after: Path = args.after or Path(os.path.relpath(ROOT_DIR / f"Pulumi.{args.stack}.yaml"))
     out: Path = args.out or Path("build") / args.stack
     try:
-        comparison = diff_files(args.stack, args.before, after)
-    except DiffError as error:
+        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR))
+    except (DiffError, SecretSourceError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     result = document(args.stack, args.before, comparison)
