@@ -73,8 +73,9 @@ def _diff(tmp_path: Path, **secrets: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POOL_SECRET")}
     earlier = tmp_path / "Pulumi.prod.yaml"
     earlier.write_text((ROOT_DIR / "examples" / "diff" / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
+    argv = ["--stack", "prod", "--before", str(earlier), "--out", str(tmp_path / "o")]
     return subprocess.run(
-        [sys.executable, "-m", "offline.diff", "--stack", "prod", "--before", str(earlier), "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "offline.diff", *argv],
         cwd=ROOT_DIR, capture_output=True, text=True, check=False, env={**environ, **secrets},
     )  # fmt: skip
 
