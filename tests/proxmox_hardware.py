@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -56,10 +57,52 @@ def crd_listing(crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0) -> str:
     )
 
 
+# The namespaces prod puts objects in without creating them, plus what every cluster has.
+PROD_NAMESPACES = ("default", "kube-system", "katib-sweeps", "cattle-monitoring-system", "cattle-dashboards")
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Namespace as the API server lists it (it labels each with kubernetes.io/metadata.name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+def object_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def cluster_namespaces(names: tuple[str, ...] = PROD_NAMESPACES) -> dict[str, Any]:
+    return object_list([namespace(name) for name in names])
+
+
+def prometheus(name: str, ns: str, rule_selector: Any, rule_namespace_selector: Any = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ruleSelector": rule_selector}
+    if rule_namespace_selector is not None:
+        spec["ruleNamespaceSelector"] = rule_namespace_selector
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
+def prometheus_loading_every_rule() -> dict[str, Any]:
+    """ruleSelector and ruleNamespaceSelector both empty: every PrometheusRule in every namespace."""
+    return prometheus("rancher-monitoring-prometheus", "cattle-monitoring-system", {}, {})
+
+
 def answering(
     tables: dict[str, list[dict[str, Any]]] | None = None,
     host_check_stdout: str = "vfio-pci\n24\n",
     crd_stdout: str | None = None,
+    namespaces_stdout: dict[str, Any] | None = None,
+    prometheuses_stdout: dict[str, Any] | None = None,
 ) -> Invoke:
     """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check and
     for the cluster's CRDs (default: all present)."""
@@ -70,6 +113,14 @@ def answering(
             return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
         if args.token == LOCAL_RUN:
             command = str(args.args.get("command", ""))
+            if " get namespaces " in command:
+                # By default the cluster has every namespace asked for (`get namespaces a b --ignore-not-found`).
+                asked = command.split(" get namespaces ", 1)[1].split(" --ignore-not-found")[0].split()
+                listing = namespaces_stdout or cluster_namespaces(tuple(asked))
+                return {"stdout": json.dumps(listing), "stderr": "kubectl-exit=0"}
+            if " get prometheuses." in command:
+                listing = prometheuses_stdout or object_list([prometheus_loading_every_rule()])
+                return {"stdout": json.dumps(listing), "stderr": "kubectl-exit=0"}
             stdout = (
                 (crd_listing() if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
             )

@@ -1,4 +1,5 @@
-"""Cluster preflight: the CRDs the enabled features create objects of exist, checked with kubectl at preview.
+"""Cluster preflight: the CRDs the enabled features create objects of exist, checked with kubectl at preview; then
+the namespaces and the Prometheus that must be there (cluster_objects.py).
 
 Without them the plan fails late: a PrometheusRule or a Kyverno ClusterPolicy is refused during `up`, and a
 ServiceMonitor the operator cannot create leaves the ClusterPolicy notReady for good ("Install Prometheus and
@@ -8,8 +9,18 @@ necessary CRDs", gpu-operator controllers/object_controls.go).
 from __future__ import annotations
 
 import shlex
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from components.gpu_platform.cluster_objects import (
+    PROMETHEUSES,
+    namespace_labels,
+    namespace_problems,
+    namespaces_query,
+    needed_namespaces,
+    parse_answer,
+    query_command,
+    rule_selector_problems,
+)
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.stack import StackConfig
 
@@ -84,14 +95,40 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
     import pulumi_command as command
 
     crds = needed_crds(cfg)
+    namespaces = needed_namespaces(cfg)
     if offline:
         return SKIPPED_OFFLINE
     if not cfg.preflight.cluster_check:
         return "skipped: gpu-pool:preflight.clusterCheck is false"
-    if not crds:
-        return "passed: no CRD needed"
-    ran = command.local.run(command=crd_check_command(kubectl, crds))
-    problems = crd_problems(crds, ran.stdout)
-    if problems:
-        raise PreflightError(problems)
-    return "passed: " + ", ".join(crd.name for crd in crds)
+    if not crds and not namespaces:
+        return "passed: no CRD or namespace needed"
+    if crds:
+        ran = command.local.run(command=crd_check_command(kubectl, crds))
+        if problems := crd_problems(crds, ran.stdout):
+            raise PreflightError(problems)
+    passed = [crd.name for crd in crds]
+    if namespaces:
+        passed.append("namespaces " + ", ".join(sorted({n.name for n in namespaces})))
+        existing = namespace_labels(_listed(kubectl, namespaces_query(namespaces), "namespaces"))
+        problems = namespace_problems(namespaces, existing)
+        if cfg.monitoring.alerts_enabled:
+            problems += rule_selector_problems(cfg, _listed(kubectl, PROMETHEUSES, "Prometheus objects"), existing)
+            passed.append("a Prometheus loads the GPU alerts")
+        if problems:
+            raise PreflightError(problems)
+    return "passed: " + ", ".join(passed)
+
+
+def _listed(kubectl: str, query: str, what: str) -> list[Any]:
+    import pulumi_command as command
+
+    ran = command.local.run(command=query_command(kubectl, query))
+    try:
+        return parse_answer(ran.stdout, ran.stderr, what)
+    except ValueError as error:
+        raise PreflightError(
+            [
+                f"gpu-pool:kubernetes: {error}; check gpu-pool:kubernetes.kubeconfig and context (and that it may "
+                "list them), or set gpu-pool:preflight.clusterCheck to false"
+            ]
+        ) from None
