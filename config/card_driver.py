@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
+from knowledge.cuda import MINIMUM_BRANCH_FOR_CUDA_MAJOR, cuda_major_of_image
 from knowledge.driver_matrix import nearest_supported, supported_drivers
 from knowledge.gpu_architectures import OPEN_MODULES_FROM, generation
 
@@ -43,3 +44,21 @@ def card_driver_problems(where: str, domain: FailureDomainConfig, operator: GpuO
                 "(gpu-pool:gpuOperator.kernelModuleType is open): set kernelModuleType to proprietary (or auto)"
             )
     return problems
+
+
+def smoke_image_problems(image: str | None, operator: GpuOperatorConfig | None) -> list[str]:
+    """The smoke test's CUDA must run on the pinned driver, or the last step of `up` fails on every node with
+    'CUDA driver version is insufficient for CUDA runtime version' although the GPU chain is fine."""
+    if image is None or operator is None:
+        return []
+    major = cuda_major_of_image(image)
+    needs = MINIMUM_BRANCH_FOR_CUDA_MAJOR.get(major) if major is not None else None
+    branch = _branch(operator.driver_version)
+    if needs is None or branch >= needs:
+        return []
+    return [
+        f"gpu-pool:smokeTest.image: {image} is built with CUDA {major}, which needs a driver from R{needs}, but "
+        f"gpu-pool:gpuOperator.driverVersion {operator.driver_version} is R{branch}: use an image built with CUDA "
+        f"{max(m for m, b in MINIMUM_BRANCH_FOR_CUDA_MAJOR.items() if b <= branch)} (the default "
+        "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04), or pin a newer driver"
+    ]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from config.card_driver import card_driver_problems
+from config.card_driver import card_driver_problems, smoke_image_problems
 from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
@@ -37,6 +37,7 @@ class StackParts:
     operator_namespace: str | None = None
     operator: GpuOperatorConfig | None = None
     smoke_namespace: str | None = None
+    smoke_image: str | None = None
 
 
 def parts_of(cfg: StackConfig) -> StackParts:
@@ -49,6 +50,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         operator_namespace=cfg.gpu_operator.namespace,
         operator=cfg.gpu_operator,
         smoke_namespace=cfg.smoke_test.namespace,
+        smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
     )
 
 
@@ -78,6 +80,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         operator_namespace=operator.namespace if operator else None,
         operator=operator,
         smoke_namespace=smoke.namespace if smoke else None,
+        smoke_image=smoke.image if smoke and smoke.enabled else None,
     )
 
 
@@ -174,6 +177,7 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
             "would never see a GPU pod"
         )
+    problems += smoke_image_problems(parts.smoke_image, parts.operator)
     if parts.smoke_namespace is not None and parts.smoke_namespace == parts.operator_namespace:
         problems.append(
             f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from config.card_driver import card_driver_problems
+from config.card_driver import card_driver_problems, smoke_image_problems
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
+from knowledge.cuda import cuda_major_of_image
 from knowledge.gpu_architectures import generation
 from tests.config.refusal import FD, Run, refused
 
@@ -96,3 +97,34 @@ def test_every_card_of_a_several_card_domain_is_checked(run_stack_program: Run, 
 
     assert f"{FD}[dc1].gpus[1].vendorDeviceId: 10de:1db1" in message
     assert f"{FD}[dc1].gpus[0]" not in message
+
+
+@pytest.mark.parametrize(
+    ("image", "major"),
+    [
+        ("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04", 12),
+        ("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda13.0.0-ubuntu24.04", 13),
+        ("docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04", 11),
+        ("registry.lab/team/vector-add:1.4", None),
+    ],
+)
+def test_the_cuda_major_of_an_nvidia_image_is_read_from_its_tag(image: str, major: int | None) -> None:
+    assert cuda_major_of_image(image) == major
+
+
+def test_a_cuda_13_smoke_image_under_an_r570_driver_is_refused_with_a_cuda_12_image_as_the_fix(
+    run_stack_program: Run, prod_config, monitor
+):
+    image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda13.0.0-ubuntu24.04"
+    prod_config["gpu-pool:smokeTest"] = {"image": image}
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert f"gpu-pool:smokeTest.image: {image} is built with CUDA 13, which needs a driver from R580" in message
+    assert "driverVersion 570.211.01 is R570: use an image built with CUDA 12" in message
+
+
+def test_a_cuda_13_smoke_image_under_r580_is_accepted(prod_config) -> None:
+    operator = GpuOperatorConfig.model_validate({"driverVersion": "580.173.02"})
+
+    assert smoke_image_problems("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda13.0.0-ubuntu24.04", operator) == []
