@@ -17,6 +17,7 @@ from pulumi.runtime import mocks, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from offline.ciphertexts import ciphertext_problems
 from offline.recording import PlanMocks, Recording, RecordingMonitor
 from offline.stack_yaml import DuplicateKeyError, load_stack_yaml
 
@@ -64,6 +65,9 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys")
+    problems = ciphertext_problems(document, path.name)
+    if problems:
+        raise StackFileError("\n".join(problems))
     return {str(key): value for key, value in config.items()}
 
 
