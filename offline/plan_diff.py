@@ -184,6 +184,11 @@ def _command_notes(change: Change, after: Registration) -> None:
             f"{after.name} waits until {node} advertises {slots} GPU{'' if slots == '1' else 's'} on driver "
             f"{environment.get('DRIVER_VERSION')} before its smoke test runs"
         )
+    elif after.name.endswith("-rollout"):
+        change.info.append(
+            f"{after.name} ends this domain's turn: it uncordons the node if the wave cordoned it and records "
+            "the state rolled out on the Node"
+        )
     else:
         change.info.append(f"{after.name} runs its {runs} command again")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass
 
 import pulumi
@@ -30,6 +32,14 @@ from components.gpu_failure_domain.node_steps import (
     step_environment,
 )
 from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
+from components.gpu_failure_domain.rollout import (
+    device_plugin_restart_command,
+    node_cleanup_command,
+    rke2_upgrade_command,
+    rollout_done_command,
+    rollout_state,
+    wave_drain_command,
+)
 from components.gpu_failure_domain.smoke_test import build_smoke_job, validated_stack
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.kubernetes_objects import register_object
@@ -55,6 +65,10 @@ class GpuFailureDomainArgs:
     platform: PlatformHandles
     # The key the kernel upgrade logs in to the VM with; None uses the ssh-agent (SSH_AUTH_SOCK).
     ssh_private_key: pulumi.Output[str] | None = None
+    # Day-2 wave (rollout.py): what this domain has to roll in this `up` (empty: nothing, no cross-domain wait)
+    # and the previous batch's last steps, which its disruptive steps wait for.
+    wave_changes: tuple[str, ...] = ()
+    wave_after: tuple[pulumi.Resource, ...] = ()
 
 
 class GpuFailureDomain(pulumi.ComponentResource):
@@ -64,6 +78,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
     sharing_profile: pulumi.Output[str]
     gpu_slots: pulumi.Output[int]
     node_ready: command.local.Command
+    rollout_done: command.local.Command
 
     def __init__(self, name: str, args: GpuFailureDomainArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -105,17 +120,28 @@ class GpuFailureDomain(pulumi.ComponentResource):
             ),
         )
 
+        # Deletes run dependents first: the VM depends on this step, so a removed domain's VM goes first and then
+        # this step's delete removes the Node object the VM left behind (nothing else would).
+        node_cleanup = command.local.Command(
+            f"{name}-node-cleanup",
+            create=f"echo {shlex.quote(f'node {domain.hostname} is removed with its VM')}",
+            delete=node_cleanup_command(domain.hostname, kubectl),
+            interpreter=["/bin/sh", "-c"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         vm = proxmoxve.VmLegacy(
             f"{name}-vm",
             **vm_args(domain, stack.proxmox),
             # A renamed or removed domain must never silently destroy a GPU node. The snippet is a plain
             # dependency: the VM names it by its (fixed) volume id, see proxmox_vm.snippet_file_id.
             opts=pulumi.ResourceOptions.merge(
-                proxmox_opts, pulumi.ResourceOptions(protect=domain.protect, depends_on=[*vm_depends, snippet])
+                proxmox_opts,
+                pulumi.ResourceOptions(protect=domain.protect, depends_on=[*vm_depends, snippet, node_cleanup]),
             ),
         )
 
         script = node_steps_script()
+        wave = self._wave_steps(name, args, kubectl, vm) if args.wave_changes else []
         power_cycle = command.local.Command(
             f"{name}-power-cycle",
             create=script,
@@ -127,7 +153,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 **power_cycle_environment(domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES),
                 **args.proxmox_credential_env,
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[vm, *wave]),
         )
 
         self.node_ready = command.local.Command(
@@ -153,7 +179,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.kubernetes_provider,
-                depends_on=[self.node_ready, args.platform.time_slicing_config],
+                depends_on=[self.node_ready, args.platform.time_slicing_config, *wave],
             ),
         )
 
@@ -167,7 +193,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready], delete_before_replace=True),
         )
 
-        gate: list[pulumi.Resource] = [labels, taint]
+        gate: list[pulumi.Resource] = [labels, taint, *wave]
         if domain.kernel is not None:
             gate = self._kernel_upgrade(name, args, kubectl, kubectl_args, gate)
         smoke_job: pulumi.Resource | None = None
@@ -221,8 +247,11 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{stack.smoke_test.timeout_seconds + 600}s"),
                 ),
             )
+        last: list[pulumi.Resource] = [smoke_job] if smoke_job else list(gate)
+        if args.wave_changes:
+            last = self._wave_gate(name, args, kubectl_args, [*last, *wave])
         if domain.kernel is not None:
-            command.local.Command(
+            kernel_uncordon = command.local.Command(
                 f"{name}-kernel-uncordon",
                 create=uncordon_command(domain.hostname, kubectl),
                 update=unchanged_kernel_command(domain.kernel),
@@ -230,6 +259,17 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 triggers=[domain.kernel],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[smoke_job] if smoke_job else gate),
             )
+            last.append(kernel_uncordon)
+        state = rollout_state(domain, stack)
+        # Always there, never waited on across domains unless a wave is planned: on a first install it only
+        # records what the node was built with; in a wave it ends this domain's turn (uncordon, record).
+        self.rollout_done = command.local.Command(
+            f"{name}-rollout",
+            create=rollout_done_command(domain.hostname, kubectl, state),
+            update=rollout_done_command(domain.hostname, kubectl, state),
+            interpreter=["/bin/sh", "-c"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=last),
+        )
 
         self.node_name = pulumi.Output.from_input(domain.hostname)
         self.vm_id = pulumi.Output.from_input(domain.vm_id)
@@ -245,6 +285,78 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 "gpuSlots": self.gpu_slots,
             }
         )
+
+    def _wave_steps(
+        self, name: str, args: GpuFailureDomainArgs, kubectl: str, vm: pulumi.Resource
+    ) -> list[pulumi.Resource]:
+        """This domain's turn in a day-2 wave: drain once the previous batch is done, then the changes that need
+        the node drained (the RKE2 agent upgrade, the device plugin restart). Registered only in the `up` that
+        rolls them; the next `up` deletes them (no delete command: deleting them does nothing)."""
+        domain, stack = args.domain, args.stack
+        target = json.dumps(rollout_state(domain, stack), sort_keys=True)
+        local = pulumi.ResourceOptions(parent=self)
+        drain = command.local.Command(
+            f"{name}-wave-drain",
+            create=wave_drain_command(domain.hostname, kubectl, domain.name),
+            interpreter=["/bin/sh", "-c"],
+            triggers=[target],
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[*args.wave_after, vm])),
+        )
+        steps: list[pulumi.Resource] = [drain]
+        if "rke2" in args.wave_changes:
+            steps.append(
+                command.remote.Command(
+                    f"{name}-rke2-upgrade",
+                    connection=self._connection(args),
+                    create=rke2_upgrade_command(stack.rke2.version),
+                    triggers=[stack.rke2.version],
+                    opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[drain])),
+                )
+            )
+        if "sharing" in args.wave_changes:
+            steps.append(
+                command.local.Command(
+                    f"{name}-device-plugin-restart",
+                    create=device_plugin_restart_command(domain.hostname, kubectl, stack.gpu_operator.namespace),
+                    interpreter=["/bin/sh", "-c"],
+                    triggers=[target],
+                    opts=pulumi.ResourceOptions.merge(
+                        local, pulumi.ResourceOptions(depends_on=[drain, args.platform.time_slicing_config])
+                    ),
+                )
+            )
+        return steps
+
+    def _wave_gate(
+        self, name: str, args: GpuFailureDomainArgs, kubectl_args: list[str], after: list[pulumi.Resource]
+    ) -> list[pulumi.Resource]:
+        """The wave's gate on this domain: Ready at the pinned kubelet, its slots on the pinned driver."""
+        domain, stack = args.domain, args.stack
+        gate = command.local.Command(
+            f"{name}-wave-gate",
+            create=node_steps_script(),
+            interpreter=INTERPRETER,
+            environment=step_environment(
+                "gpu-ready",
+                domain.hostname,
+                kubectl_args,
+                stack.smoke_test.gpu_ready_timeout_minutes,
+                GPU_SLOTS=str(stack.slots(domain)),
+                DRIVER_VERSION=stack.gpu_operator.driver_version,
+                OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
+                KUBELET_VERSION=stack.rke2.version,
+                WAVE_DOMAIN=domain.name,
+            ),
+            triggers=[json.dumps(rollout_state(domain, stack), sort_keys=True)],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*after, args.platform.operator]),
+        )
+        return [*after, gate]
+
+    def _connection(self, args: GpuFailureDomainArgs) -> command.remote.ConnectionArgs:
+        domain = args.domain
+        host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
+        # Without a key, pulumi-command's SSH client uses the ssh-agent (SSH_AUTH_SOCK).
+        return command.remote.ConnectionArgs(host=host, user=domain.username, private_key=args.ssh_private_key)
 
     def _kernel_upgrade(
         self,

@@ -1,0 +1,131 @@
+"""What the cluster says the GPU workers run, read at preview: the Nodes' rollout state and kubelet versions,
+and the servers' version. Offline (`make diff`), the earlier stack file stands in for the cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.gpu_failure_domain.rollout import ROLLOUT_ANNOTATION, DeployedNode, WavePlan
+from components.shared.preflight import PreflightError
+from config.stack import StackConfig
+from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
+
+# Offline only: JSON {domain: {"rollout": {...}, "kubeletVersion": "..."}}, what `make diff` derives from the
+# earlier stack file. Unset: a first install (no Node exists yet).
+DEPLOYED_ENV = "GPU_POOL_DEPLOYED"
+SERVER_VERSION_ENV = "GPU_POOL_SERVER_VERSION"
+_MINOR = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+@dataclass
+class ClusterState:
+    nodes: dict[str, DeployedNode | None] = field(default_factory=dict)
+    server_version: str | None = None
+    source: str = "none"
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    match = _MINOR.match(version)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def nodes_by_domain(stack: StackConfig, node_list: Mapping[str, Any]) -> dict[str, DeployedNode | None]:
+    """`kubectl get nodes -o json` -> each domain's Node (None where it is not registered yet)."""
+    items = {str((item.get("metadata") or {}).get("name")): item for item in node_list.get("items") or []}
+    found: dict[str, DeployedNode | None] = {}
+    for domain in stack.failure_domains:
+        item = items.get(domain.hostname)
+        if item is None:
+            found[domain.name] = None
+            continue
+        raw = ((item.get("metadata") or {}).get("annotations") or {}).get(ROLLOUT_ANNOTATION)
+        try:
+            rollout = json.loads(raw) if raw else None
+        except ValueError:
+            rollout = None
+        kubelet = ((item.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
+        found[domain.name] = DeployedNode(rollout if isinstance(rollout, dict) else None, kubelet)
+    return found
+
+
+def offline_state(environ: Mapping[str, str]) -> ClusterState:
+    raw = environ.get(DEPLOYED_ENV)
+    if not raw:
+        return ClusterState(source="offline: a first install")
+    parsed = json.loads(raw)
+    nodes: dict[str, DeployedNode | None] = {
+        name: DeployedNode(entry.get("rollout"), entry.get("kubeletVersion")) if entry else None
+        for name, entry in parsed.items()
+    }
+    return ClusterState(nodes, environ.get(SERVER_VERSION_ENV), "offline: the earlier stack file")
+
+
+def read_cluster_state(stack: StackConfig, kubectl: str, *, offline: bool) -> ClusterState:
+    """Ask the cluster (read-only kubectl at preview). Raises PreflightError when it cannot be read."""
+    if offline:
+        return offline_state(os.environ)
+    if not stack.preflight.cluster_check:
+        return ClusterState(source="skipped: gpu-pool:preflight.clusterCheck is false, no wave is planned")
+    import pulumi_command as command
+
+    nodes = command.local.run(command=f"{kubectl} get nodes -o json 2>&1; echo kubectl-exit=$?").stdout
+    text, _, code = nodes.rpartition("kubectl-exit=")
+    if code.strip() != "0":
+        said = text.strip()[-300:] or "no output"
+        raise PreflightError(
+            [
+                f"gpu-pool:kubernetes: kubectl could not list the cluster's nodes ({said}) "
+                "to plan the day-2 wave; check gpu-pool:kubernetes.kubeconfig and context, or set "
+                "gpu-pool:preflight.clusterCheck to false (then changes roll to all domains at once)"
+            ]
+        )
+    version = command.local.run(command=f"{kubectl} version -o json 2>/dev/null || true").stdout
+    try:
+        server = (json.loads(version).get("serverVersion") or {}).get("gitVersion")
+    except ValueError:
+        server = None
+    return ClusterState(nodes_by_domain(stack, json.loads(text)), server, "the cluster")
+
+
+def rke2_problems(stack: StackConfig, state: ClusterState, plan: WavePlan) -> list[str]:
+    """The version-skew refusals (knowledge/kubernetes.py): a worker newer than the servers, or a jump of more
+    than one minor, and an upgrade that cannot log in to its VM."""
+    pin = stack.rke2.version
+    target = _minor(pin)
+    problems: list[str] = []
+    server = _minor(state.server_version or "")
+    if target and server and target > server:
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is newer than the cluster's servers ({state.server_version}); a kubelet "
+            "must not be newer than kube-apiserver (Kubernetes version-skew policy): upgrade the servers first, "
+            "then the workers"
+        )
+    for domain in stack.failure_domains:
+        node = state.nodes.get(domain.name)
+        running = node.rollout.get("rke2") if node and node.rollout else node.kubelet_version if node else None
+        now = _minor(running or "")
+        if target is None or now is None:
+            continue
+        if target[0] != now[0] or target[1] - now[1] > KUBELET_MAX_MINORS_PER_UPGRADE:
+            problems.append(
+                f"gpu-pool:rke2.version: {pin} is more than one minor from {running}, which domain {domain.name} "
+                f"runs; RKE2 upgrades one minor at a time: pin the latest v{now[0]}.{now[1] + 1} release first, "
+                "`pulumi up`, then the next"
+            )
+        elif target < now:
+            problems.append(
+                f"gpu-pool:rke2.version: {pin} is older than {running}, which domain {domain.name} runs; RKE2 does "
+                "not downgrade a node in place: pin the version it runs (or newer)"
+            )
+        if "rke2" in plan.changes.get(domain.name, []) and not domain.ssh_authorized_keys:
+            problems.append(
+                f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: the RKE2 upgrade to {pin} runs the "
+                "installer on the VM over SSH, but the domain has no key: the VM only trusts keys it was created "
+                "with, so upgrade this worker by hand (INSTALL_RKE2_VERSION) or recreate it"
+            )
+    return problems
