@@ -27,8 +27,8 @@ import pulumi
 from components.gpu_failure_domain.rollout import rollout_state
 from components.gpu_failure_domain.rollout_state import DEPLOYED_ENV
 from config.earlier_file import reading_earlier_file
-from config.loader import validate_stack
 from config.errors import ConfigError
+from config.loader import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -81,9 +81,7 @@ def deployed_from(config: dict[str, Any]) -> dict[str, Any]:
     the current preview plans the same wave `pulumi preview` would plan from the cluster."""
     prefix = f"{PROJECT}:"
     cfg = validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
-    return {
-        d.name: {"rollout": rollout_state(d, cfg), "kubeletVersion": cfg.rke2.version} for d in cfg.failure_domains
-    }
+    return {d.name: {"rollout": rollout_state(d, cfg), "kubeletVersion": cfg.rke2.version} for d in cfg.failure_domains}
 
 
 @contextmanager
