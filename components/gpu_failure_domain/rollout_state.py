@@ -105,27 +105,41 @@ def rke2_problems(stack: StackConfig, state: ClusterState, plan: WavePlan) -> li
             "must not be newer than kube-apiserver (Kubernetes version-skew policy): upgrade the servers first, "
             "then the workers"
         )
+    jumps: dict[str, list[str]] = {}
+    downgrades: dict[str, list[str]] = {}
     for domain in stack.failure_domains:
         node = state.nodes.get(domain.name)
         running = node.rollout.get("rke2") if node and node.rollout else node.kubelet_version if node else None
         now = _minor(running or "")
-        if target is None or now is None:
+        if target is None or now is None or running is None:
             continue
         if target[0] != now[0] or target[1] - now[1] > KUBELET_MAX_MINORS_PER_UPGRADE:
-            problems.append(
-                f"gpu-pool:rke2.version: {pin} is more than one minor from {running}, which domain {domain.name} "
-                f"runs; RKE2 upgrades one minor at a time: pin the latest v{now[0]}.{now[1] + 1} release first, "
-                "`pulumi up`, then the next"
-            )
+            jumps.setdefault(running, []).append(domain.name)
         elif target < now:
-            problems.append(
-                f"gpu-pool:rke2.version: {pin} is older than {running}, which domain {domain.name} runs; RKE2 does "
-                "not downgrade a node in place: pin the version it runs (or newer)"
-            )
-        if "rke2" in plan.changes.get(domain.name, []) and not domain.ssh_authorized_keys:
-            problems.append(
-                f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: the RKE2 upgrade to {pin} runs the "
-                "installer on the VM over SSH, but the domain has no key: the VM only trusts keys it was created "
-                "with, so upgrade this worker by hand (INSTALL_RKE2_VERSION) or recreate it"
-            )
+            downgrades.setdefault(running, []).append(domain.name)
+    # One message per finding, naming every domain it concerns.
+    for running, names in jumps.items():
+        now = _minor(running)
+        assert now is not None
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is more than one minor from {running}, which domain"
+            f"{'s' if len(names) > 1 else ''} {', '.join(names)} run{'' if len(names) > 1 else 's'}; RKE2 upgrades "
+            f"one minor at a time: pin the latest v{now[0]}.{now[1] + 1} release first, `pulumi up`, then the next"
+        )
+    for running, names in downgrades.items():
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is older than {running}, which domain{'s' if len(names) > 1 else ''} "
+            f"{', '.join(names)} run{'' if len(names) > 1 else 's'}; RKE2 does not downgrade a node in place: pin "
+            "the version they run (or newer)"
+        )
+    no_key = [
+        d.name for d in stack.failure_domains if "rke2" in plan.changes.get(d.name, []) and not d.ssh_authorized_keys
+    ]
+    if no_key:
+        problems.append(
+            f"gpu-pool:failureDomains[{no_key[0]}].sshAuthorizedKeys: the RKE2 upgrade to {pin} runs the installer "
+            f"on the VM over SSH, but domain{'s' if len(no_key) > 1 else ''} {', '.join(no_key)} "
+            f"ha{'ve' if len(no_key) > 1 else 's'} no key: a VM only trusts the keys it was created with, so "
+            "upgrade those workers by hand (INSTALL_RKE2_VERSION, then restart rke2-agent) or recreate them"
+        )
     return problems
