@@ -16,7 +16,7 @@ from offline.diff import DiffError, compare_configs, deployed_from
 from offline.recording import Recording
 from offline.render import plan
 from offline.runner import PROJECT, read_stack_file, run_stack
-from tests.offline.test_plan_diff import FD, KEY, all_domains
+from tests.offline.test_plan_diff import KEY, all_domains
 
 Config = dict[str, Any]
 
