@@ -194,7 +194,7 @@ def _command_notes(change: Change, after: Registration) -> None:
     if step == "power-cycle":
         change.info.append(
             f"{after.name} runs: it drains {node}, power-cycles the VM if Proxmox has a change pending or the card "
-            "moved, then uncordons the node"
+            "moved, then uncordons the node (in a wave it leaves that to the wave's last step)"
         )
     elif step == "gpu-ready":
         slots = environment.get("GPU_SLOTS")

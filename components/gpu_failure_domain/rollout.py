@@ -37,7 +37,7 @@ CHANGE_WORDS: Mapping[str, str] = {
     "kernel": "kernel upgrade and reboot",
     "vm": "VM power cycle (cold-start settings or card)",
     "driver": "driver upgrade gate",
-    "sharing": "device plugin restart (sharing profile content)",
+    "sharing": "device plugin restart (sharing profile)",
 }
 
 
