@@ -13,10 +13,11 @@ from components.gpu_failure_domain.rollout import (
 )
 from components.gpu_failure_domain.rollout_state import nodes_by_domain
 from config.loader import validate_stack
+from config.stack import StackConfig
 from offline.runner import read_stack_file
 
 
-def prod():  # type: ignore[no-untyped-def]
+def prod() -> StackConfig:
     return validate_stack({k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()})
 
 
