@@ -11,6 +11,7 @@ from offline.recording import Recording
 
 # A turn's steps in the order they run (those the domain has), with what each does, in make diff's words.
 STEPS: tuple[tuple[str, str], ...] = (
+    ("rke2-login", "prove the SSH login"),
     ("wave-drain", "cordon and drain"),
     ("rke2-upgrade", "install the pinned RKE2 and restart rke2-agent"),
     ("device-plugin-restart", "restart the device plugin"),

@@ -295,12 +295,24 @@ class GpuFailureDomain(pulumi.ComponentResource):
         domain, stack = args.domain, args.stack
         target = json.dumps(rollout_state(domain, stack), sort_keys=True)
         local = pulumi.ResourceOptions(parent=self)
+        before_drain: list[pulumi.Resource] = [*args.wave_after, vm]
+        if "rke2" in args.wave_changes:
+            # The SSH login the upgrade needs is proven before the drain, not found missing after it.
+            before_drain.append(
+                command.remote.Command(
+                    f"{name}-rke2-login",
+                    connection=self._connection(args),
+                    create=login_check_command(),
+                    triggers=[stack.rke2.version],
+                    opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=list(before_drain))),
+                )
+            )
         drain = command.local.Command(
             f"{name}-wave-drain",
             create=wave_drain_command(domain.hostname, kubectl, domain.name),
             interpreter=["/bin/sh", "-c"],
             triggers=[target],
-            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=[*args.wave_after, vm])),
+            opts=pulumi.ResourceOptions.merge(local, pulumi.ResourceOptions(depends_on=before_drain)),
         )
         steps: list[pulumi.Resource] = [drain]
         if "rke2" in args.wave_changes:

@@ -140,14 +140,15 @@ def test_a_wave_whose_second_domain_fails_its_gate_leaves_the_first_serving_and_
         return play
 
     played = {f"{d}-rke2-upgrade": installer(d, comes_back=d != "dc2") for d in pool}
+    played |= {f"{d}-rke2-login": lambda: True for d in pool}
     run = run_wave(runner, lambda name: name.endswith(WAVE_STEPS), played, **QUICK)
 
     assert run.order == [
-        "dc1-wave-drain", "dc1-rke2-upgrade", "dc1-wave-gate", "dc1-rollout",
-        "dc2-wave-drain", "dc2-rke2-upgrade", "dc2-wave-gate",
+        "dc1-rke2-login", "dc1-wave-drain", "dc1-rke2-upgrade", "dc1-wave-gate", "dc1-rollout",
+        "dc2-rke2-login", "dc2-wave-drain", "dc2-rke2-upgrade", "dc2-wave-gate",
     ]  # fmt: skip
     assert run.outcomes["dc2-wave-gate"] == "failed"
-    assert {run.outcomes[f"dc3-{step}"] for step in ("wave-drain", "rke2-upgrade", "wave-gate", "rollout")} == {
+    assert {run.outcomes[f"dc3-{s}"] for s in ("rke2-login", "wave-drain", "rke2-upgrade", "wave-gate", "rollout")} == {
         "not started"
     }
     assert run.outcomes["dc2-rollout"] == "not started"

@@ -211,6 +211,8 @@ def test_a_first_install_waits_for_nothing_across_domains_and_a_wave_waits_once_
     first_install = plan(run_stack("prod"), PROJECT, "prod")
     assert cross_component_waits(first_install, domain) == []
     assert cross_component_waits(rke2_bump_plan(), domain) == [
+        ("dc2-rke2-login", "dc1-rollout"),
         ("dc2-wave-drain", "dc1-rollout"),
+        ("dc3-rke2-login", "dc2-rollout"),
         ("dc3-wave-drain", "dc2-rollout"),
     ]

@@ -94,14 +94,14 @@ ROWS = [
         "an RKE2 patch bump upgrades each existing worker in place, one domain at a time",
         lambda c: c["gpu-pool:rke2"].update({"version": "v1.33.6+rke2r1"}),
         before=keys_everywhere,
-        ops=wave(1, 2, 3, **{"rke2-upgrade": "create"}),
+        ops=wave(1, 2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
         info=["dc1-cloud-init: the cloud-init user data changed, but cloud-init is first-boot only"],
     ),
     Row(
         "an RKE2 minor bump upgrades each existing worker in place, one domain at a time",
         lambda c: c["gpu-pool:rke2"].update({"version": "v1.34.1+rke2r1"}),
         before=keys_everywhere,
-        ops=wave(1, 2, 3, **{"rke2-upgrade": "create"}),
+        ops=wave(1, 2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
     ),
     Row(
         "a sharing profile edited in place replaces its ConfigMap and restarts the plugin on its nodes, in turn",

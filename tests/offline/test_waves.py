@@ -63,7 +63,7 @@ def test_an_rke2_bump_drains_each_domain_only_after_the_previous_one_is_uncordon
         "dc2": ["dc1"],
         "dc3": ["dc2"],
     }
-    assert comparison.wave.domains["dc2"].steps == ["wave-drain", "rke2-upgrade", "wave-gate", "rollout"]
+    assert comparison.wave.domains["dc2"].steps == ["rke2-login", "wave-drain", "rke2-upgrade", "wave-gate", "rollout"]
 
 
 def test_rollout_order_and_max_unavailable_set_the_batches() -> None:
@@ -80,7 +80,13 @@ def test_the_wave_graph_puts_every_disruptive_step_of_a_domain_after_the_previou
     with _deployed(deployed_from(prod())):
         recording = run_stack("prod", config=bumped())
     waits = cross_domain_waits(recording)
-    assert waits == {"dc2-wave-drain": ["dc1-rollout"], "dc3-wave-drain": ["dc2-rollout"]}
+    assert waits == {
+        "dc2-rke2-login": ["dc1-rollout"],
+        "dc2-wave-drain": ["dc1-rollout"],
+        "dc3-rke2-login": ["dc2-rollout"],
+        "dc3-wave-drain": ["dc2-rollout"],
+    }
+    assert recording.urn_of("dc2-rke2-login") in recording.named("dc2-wave-drain").dependencies
     upgrade = recording.named("dc2-rke2-upgrade")
     assert recording.urn_of("dc2-wave-drain") in upgrade.dependencies
     rollout = recording.named("dc2-rollout")
@@ -178,5 +184,5 @@ def test_make_diff_writes_the_wave_into_diff_json(tmp_path) -> None:
     assert wave["domains"]["dc3"] == {
         "changes": ["rke2"],
         "waitsFor": ["dc2"],
-        "steps": ["wave-drain", "rke2-upgrade", "wave-gate", "rollout"],
+        "steps": ["rke2-login", "wave-drain", "rke2-upgrade", "wave-gate", "rollout"],
     }
