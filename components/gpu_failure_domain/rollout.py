@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
-from components.gpu_platform.time_slicing import render_profile
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from knowledge.gpu_operator import DEVICE_PLUGIN_APP, OPERAND_APP_LABEL
@@ -52,7 +51,7 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
         "kernel": domain.kernel or "",
         "vm": _digest([reboot_settings(domain), mapped_device(domain)]),
         "driver": stack.gpu_operator.driver_version,
-        "sharing": f"{domain.sharing}@{_digest(render_profile(stack.sharing_profiles[domain.sharing]))}",
+        "sharing": f"{domain.sharing}@{_digest(stack.sharing_profiles[domain.sharing].model_dump(mode='json'))}",
     }
 
 
