@@ -64,15 +64,16 @@ class DeployedNode:
 
 
 def pending_changes(desired: Mapping[str, str], deployed: DeployedNode | None) -> list[str]:
-    """The rollout components that differ. No Node: a first install, nothing to roll. A Node from before waves
-    (no annotation): only what the Node itself shows, its kubelet version."""
+    """The rollout components that differ. No Node: a first install, nothing to roll. The RKE2 release is what
+    the kubelet reports where it reports one (a worker upgraded by hand is not upgraded again); the rest is what
+    the Node's annotation records, and a Node from before waves (none) rolls only what it shows."""
     if deployed is None:
         return []
-    changed: list[str] = []
+    recorded = deployed.rollout or {}
+    running = deployed.kubelet_version or recorded.get("rke2")
+    changed = ["rke2"] if running and running != desired["rke2"] else []
     if deployed.rollout is not None:
-        changed = [key for key in desired if deployed.rollout.get(key) != desired[key]]
-    if deployed.kubelet_version and deployed.kubelet_version != desired["rke2"] and "rke2" not in changed:
-        changed.insert(0, "rke2")
+        changed += [key for key in desired if key != "rke2" and recorded.get(key) != desired[key]]
     return changed
 
 

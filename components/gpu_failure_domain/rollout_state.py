@@ -109,7 +109,7 @@ def rke2_problems(stack: StackConfig, state: ClusterState, plan: WavePlan) -> li
     downgrades: dict[str, list[str]] = {}
     for domain in stack.failure_domains:
         node = state.nodes.get(domain.name)
-        running = node.rollout.get("rke2") if node and node.rollout else node.kubelet_version if node else None
+        running = (node.kubelet_version or (node.rollout or {}).get("rke2")) if node else None
         now = _minor(running or "")
         if target is None or now is None or running is None:
             continue

@@ -108,7 +108,10 @@ def pool(kubectl: Kubectl, wave_stack: Previewed, tmp_path: Path) -> Iterator[di
                 kubectl("replace", "--subresource=status", "-f", "-", stdin=json.dumps(current))
             yield hosts
     finally:
-        kubectl("-n", namespace, "delete", "pods,daemonsets", "-l", f"app={app}", "--ignore-not-found", "--wait=false")
+        # No kubelet here confirms a pod's end: removed at once, so no later test sees them Terminating.
+        kubectl(
+            "-n", namespace, "delete", "pods", "-l", f"app={app}", "--ignore-not-found", "--grace-period=0", "--force"
+        )
         kubectl("-n", namespace, "delete", "daemonset", app, "--ignore-not-found", "--wait=false")
 
 

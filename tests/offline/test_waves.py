@@ -115,6 +115,13 @@ def test_a_node_from_before_waves_rolls_only_what_it_shows_its_kubelet_version()
     assert pending_changes(desired, None) == []
 
 
+def test_a_worker_upgraded_by_hand_is_not_upgraded_again_but_its_other_changes_still_roll() -> None:
+    desired = {"rke2": "v1.33.6+rke2r1", "kernel": "", "vm": "x", "driver": "d2", "sharing": "s"}
+    recorded = {**desired, "rke2": "v1.33.5+rke2r1", "driver": "d1"}
+    assert pending_changes(desired, DeployedNode(recorded, "v1.33.6+rke2r1")) == ["driver"]
+    assert pending_changes(desired, DeployedNode(recorded, None)) == ["rke2", "driver"]
+
+
 @pytest.mark.parametrize(
     ("version", "message"),
     [
