@@ -216,7 +216,9 @@ def render(report: Report) -> str:
         "dependsOn and parent edges as the SDK awaits them, through components, providers left out).",
         "Domains are independent when the chain does not grow with the number of domains. *Waits across",
         "domains* counts the resources that wait for a resource of another failure domain: none on a first",
-        "install; a day-2 wave (here prod's RKE2 bump as `make diff` plans it) adds one per domain after the first.",
+        "install; in a day-2 wave (here prod's RKE2 bump as `make diff` plans it) each later domain's first steps",
+        "(its SSH login check and its drain) wait for the previous domain's last step, and the chain runs through",
+        "every domain in turn.",
         "",
     ]
     wave = rke2_bump_plan()
