@@ -36,8 +36,8 @@ def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     if domain is None:
         raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
     return Expected(
-        ids=(domain.gpu.vendor_device_id,),
-        subsystems=(domain.gpu.subsystem_id,),
+        ids=tuple(card.vendor_device_id for card in domain.cards),
+        subsystems=tuple(card.subsystem_id for card in domain.cards),
         driver=cfg.gpu_operator.driver_version,
         proxmox_node=domain.proxmox_node,
         vm_id=domain.vm_id,
