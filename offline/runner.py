@@ -68,7 +68,20 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     problems = ciphertext_problems(document, path.name)
     if problems:
         raise StackFileError("\n".join(problems))
-    return {str(key): value for key, value in config.items()}
+    return namespaced(config, path.name)
+
+
+def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
+    """Keys as the CLI hands them to the program: a key without a namespace is this project's (`rke2` is
+    `gpu-pool:rke2`; pulumi sdk/v3 v3.276.0 go/common/workspace/loaders.go, `stackConfigNamespacedWithProject`)."""
+    keys: dict[str, Any] = {}
+    for key, value in config.items():
+        full = str(key) if ":" in str(key) else f"{PROJECT}:{key}"
+        if full in keys:
+            # The CLI keeps one of the two, whichever its map iteration meets last: refuse the guess.
+            raise StackFileError(f"{file_name}: {full} is given twice, once without its `{PROJECT}:` prefix: keep one")
+        keys[full] = value
+    return keys
 
 
 def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
