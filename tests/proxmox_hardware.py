@@ -103,9 +103,11 @@ def answering(
     crd_stdout: str | None = None,
     namespaces_stdout: dict[str, Any] | None = None,
     prometheuses_stdout: dict[str, Any] | None = None,
+    cluster_nodes: list[dict[str, Any]] | None = None,
+    server_version: str | None = None,
 ) -> Invoke:
-    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check and
-    for the cluster's CRDs (default: all present)."""
+    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check, for
+    the cluster's CRDs (default: all present), its Nodes (default: none, a first install) and its version."""
 
     def invoke(args: MockCallArgs) -> dict[str, Any]:
         if args.token == GET_PCI:
@@ -116,11 +118,17 @@ def answering(
             if " get namespaces " in command:
                 # By default the cluster has every namespace asked for (`get namespaces a b --ignore-not-found`).
                 asked = command.split(" get namespaces ", 1)[1].split(" --ignore-not-found")[0].split()
-                listing = namespaces_stdout or cluster_namespaces(tuple(asked))
-                return {"stdout": json.dumps(listing), "stderr": "kubectl-exit=0"}
+                namespaces = namespaces_stdout or cluster_namespaces(tuple(asked))
+                return {"stdout": json.dumps(namespaces), "stderr": "kubectl-exit=0"}
             if " get prometheuses." in command:
-                listing = prometheuses_stdout or object_list([prometheus_loading_every_rule()])
-                return {"stdout": json.dumps(listing), "stderr": "kubectl-exit=0"}
+                prometheuses = prometheuses_stdout or object_list([prometheus_loading_every_rule()])
+                return {"stdout": json.dumps(prometheuses), "stderr": "kubectl-exit=0"}
+            if " get nodes -o json" in command:
+                listing = json.dumps({"kind": "List", "apiVersion": "v1", "items": cluster_nodes or []})
+                return {"stdout": f"{listing}\nkubectl-exit=0\n", "stderr": "", "command": command}
+            if " version -o json" in command:
+                answer = {"serverVersion": {"gitVersion": server_version}} if server_version else {}
+                return {"stdout": json.dumps(answer), "stderr": "", "command": command}
             stdout = (
                 (crd_listing() if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
             )
