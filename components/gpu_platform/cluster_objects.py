@@ -68,12 +68,18 @@ def parse_answer(stdout: str, stderr: str, what: str) -> list[Mapping[str, Any]]
     said = "; ".join(line for line in lines if not line.startswith(EXIT_MARK)) or "nothing"
     if code != "0":
         raise ValueError(f"kubectl could not list the cluster's {what} (exit {code}: {said})")
+    # `--ignore-not-found` with nothing found prints nothing; one name asked for prints that object, not a List.
+    if not stdout.strip():
+        return []
     try:
-        items = json.loads(stdout).get("items")
-    except (ValueError, AttributeError):
-        items = None
+        document = json.loads(stdout)
+    except ValueError:
+        document = None
+    if isinstance(document, Mapping) and document.get("kind") != "List" and "metadata" in document:
+        return [document]
+    items = document.get("items") if isinstance(document, Mapping) else None
     if not isinstance(items, list):
-        raise ValueError(f"kubectl listed the cluster's {what}, but not as a JSON List")
+        raise ValueError(f"kubectl listed the cluster's {what}, but not as JSON")
     return [item for item in items if isinstance(item, Mapping)]
 
 

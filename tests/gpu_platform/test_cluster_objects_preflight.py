@@ -3,6 +3,7 @@ no Prometheus would load, are refused at preview (not found as a failed `up` or 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -141,3 +142,11 @@ def test_label_selectors_are_read_as_kubernetes_reads_them(selector: Any, labels
 def test_kubectl_failing_to_list_is_reported_in_its_own_words() -> None:
     with pytest.raises(ValueError, match=r"could not list the cluster's namespaces \(exit 1: Unauthorized\)"):
         parse_answer("", "Unauthorized\nkubectl-exit=1\n", "namespaces")
+
+
+def test_kubectls_answer_for_one_name_or_none_found_is_read_as_kubectl_prints_it() -> None:
+    """`kubectl get namespaces a -o json` prints the Namespace itself; with --ignore-not-found and none, nothing."""
+    one = cluster_namespaces(("katib-sweeps",))["items"][0]
+
+    assert parse_answer(json.dumps(one), "kubectl-exit=0", "namespaces") == [one]
+    assert parse_answer("", "kubectl-exit=0\n", "namespaces") == []
