@@ -35,9 +35,9 @@ def test_release_is_the_pinned_chart_from_nvidia_with_the_configured_driver(run_
     release = run_stack_program(prod_config).named(f"{P}-gpu-operator")
     assert release.type == "kubernetes:helm.sh/v3:Release"
     inputs = release.inputs
-    assert (inputs["chart"], inputs["version"]) == ("gpu-operator", "v26.3.2")
+    assert (inputs["chart"], inputs["version"]) == ("gpu-operator", "v26.7.0")
     assert inputs["repositoryOpts"] == {"repo": "https://helm.ngc.nvidia.com/nvidia"}
-    assert inputs["values"]["driver"]["version"] == "570.211.01"
+    assert inputs["values"]["driver"]["version"] == "595.91.07"
 
 
 def test_the_operator_wait_outlasts_a_slow_first_image_pull_instead_of_giving_up(run_stack_program: Run, prod_config):
