@@ -10,6 +10,11 @@ import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.cel_policies import (
+    build_cpu_guard_validating_policy,
+    build_gpu_quota_generating_policies,
+    build_gpu_steering_mutating_policy,
+)
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import (
@@ -124,16 +129,20 @@ class GpuPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
         )
 
+        # Kyverno's CEL policy types (policies.kyverno.io/v1), or the ClusterPolicies for Kyverno < 1.17.
+        cel = cfg.kyverno.policy_api == "cel"
         steering: pulumi.Resource | None = None
         if cfg.kyverno.enabled:
             # Independent of the release: GPU pods can be steered before the operator is up.
+            build_steering = build_gpu_steering_mutating_policy if cel else build_gpu_steering_policy
             steering = register_object(
                 f"{name}-gpu-steering-policy",
-                build_gpu_steering_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace),
+                build_steering(cfg.kyverno, operator_namespace=operator_cfg.namespace),
                 k8s,
             )
 
-        cpu_guard = build_cpu_guard_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace)
+        build_guard = build_cpu_guard_validating_policy if cel else build_cpu_guard_policy
+        cpu_guard = build_guard(cfg.kyverno, operator_namespace=operator_cfg.namespace)
         if cpu_guard is not None:
             register_object(f"{name}-gpu-cpu-guard-policy", cpu_guard, k8s)
 
@@ -159,10 +168,18 @@ class GpuPlatform(pulumi.ComponentResource):
 
         for quota in build_gpu_quotas(cfg.gpu_quotas):
             register_object(f"{name}-quota-{quota['metadata']['namespace']}", quota, k8s)
-        quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
-        if quota_policy is not None:
+        if cfg.gpu_quotas.selectors:
+            # The background controller creates the quotas: its RBAC comes first, whichever policy type.
             rbac = register_object(f"{name}-kyverno-quota-rbac", build_kyverno_quota_rbac(), k8s)
-            register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
+            if cel:
+                for rule, policy in zip(
+                    cfg.gpu_quotas.selectors, build_gpu_quota_generating_policies(cfg.gpu_quotas), strict=True
+                ):
+                    register_object(f"{name}-gpu-quota-policy-{rule.name}", policy, after(rbac))
+            else:
+                quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
+                assert quota_policy is not None  # selectors exist
+                register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
 
         self.handles = PlatformHandles(
             time_slicing_config=time_slicing,

@@ -214,11 +214,11 @@ ROWS = [
         ops={"gpu-platform-quota-team-vision": "create"},
     ),
     Row(
-        "a new quota selector reaches the generate policy whose webhook sees the quota events (A6)",
+        "a new quota selector adds its own GeneratingPolicy, the others untouched (A6)",
         lambda c: c["gpu-pool:gpuQuotas"]["selectors"].append(
             {"name": "research", "matchLabels": {"example.org/team": "research"}, "maxGpus": 1}
         ),
-        ops={"gpu-platform-gpu-quota-policy": "update"},
+        ops={"gpu-platform-gpu-quota-policy-research": "create"},
     ),
 ]
 
