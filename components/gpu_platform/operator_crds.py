@@ -17,6 +17,12 @@ from typing import Any
 
 from config.chart_source import LocalChart
 
+# Adopting CRDs that Helm installed (and the chart's hook upgraded): the program's server-side apply of the same
+# version shares ownership, but the next chart's CRDs conflict with the fields Helm's create owns, and the API server
+# refuses them without forcing (proven on the real kube-apiserver, tests/e2e/test_gpu_operator_upgrade.py). With the
+# hook off, nothing else writes these CRDs, so the program forces: pulumi-kubernetes reads this annotation.
+PATCH_FORCE = {"pulumi.com/patchForce": "true"}
+
 # A CRD served from `charts/node-feature-discovery/crds/` belongs to the NFD subchart, which the chart installs
 # only with nfd.enabled (its condition in Chart.yaml).
 NFD_SUBCHART_PREFIX = "charts/node-feature-discovery/"
@@ -35,6 +41,8 @@ def build_operator_crds(chart: LocalChart, *, nfd_enabled: bool) -> list[dict[st
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"the chart defines these CRDs twice: {', '.join(duplicates)}")
+    for crd in crds:
+        crd["metadata"]["annotations"] = {**crd["metadata"].get("annotations", {}), **PATCH_FORCE}
     return sorted(crds, key=lambda crd: str(crd["metadata"]["name"]))
 
 

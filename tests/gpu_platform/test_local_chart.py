@@ -77,6 +77,8 @@ def test_the_crds_are_the_charts_own_files_unchanged(run_stack_program: Run, pro
         c for c in read_local_chart(archive_v26_7).crds() if c["metadata"]["name"] == registered["metadata"]["name"]
     ]
     assert registered["spec"] == expected["spec"]
+    # Adopting CRDs Helm created needs forced server-side apply (tests/e2e/test_gpu_operator_upgrade.py).
+    assert registered["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
 
 
 def test_a_crd_leaving_the_plan_is_kept_in_the_cluster_because_deleting_it_deletes_every_clusterpolicy(
