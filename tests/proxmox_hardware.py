@@ -44,16 +44,27 @@ Invoke = Callable[[MockCallArgs], dict[str, Any]]
 ALL_CRDS = (
     "servicemonitors.monitoring.coreos.com",
     "prometheusrules.monitoring.coreos.com",
-    "clusterpolicies.kyverno.io",
+    "mutatingpolicies.policies.kyverno.io",
+    "generatingpolicies.policies.kyverno.io",
 )
+# What each CRD serves and stores on a cluster with Kyverno 1.19 and the Prometheus Operator (their v1.19.0 and
+# v0.93.0 CRDs: the policies.kyverno.io types serve v1alpha1, v1beta1 and v1, storing v1beta1).
+SERVED: dict[str, tuple[str, str]] = {
+    "servicemonitors.monitoring.coreos.com": ("v1", "v1"),
+    "prometheusrules.monitoring.coreos.com": ("v1", "v1"),
+    "clusterpolicies.kyverno.io": ("v1,v2beta1", "v1"),
+    "mutatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "generatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "validatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+}
 
 
-def crd_listing(crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0) -> str:
-    """What `kubectl get crd ... --ignore-not-found -o name; echo kubectl-exit=$?` prints."""
-    return (
-        "".join(f"customresourcedefinition.apiextensions.k8s.io/{crd}\n" for crd in crds)
-        + f"kubectl-exit={exit_code}\n"
-    )
+def crd_listing(
+    crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0, versions: dict[str, tuple[str, str]] | None = None
+) -> str:
+    """What `kubectl get crd ... --ignore-not-found --no-headers -o custom-columns=NAME,SERVED,STORED` prints."""
+    table = {**SERVED, **(versions or {})}
+    return "".join(f"{crd}   {table[crd][0]}   {table[crd][1]}\n" for crd in crds) + f"kubectl-exit={exit_code}\n"
 
 
 def answering(

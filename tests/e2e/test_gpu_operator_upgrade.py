@@ -14,16 +14,23 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from components.gpu_platform.cluster_preflight import crd_check_command, crd_problems, needed_crds
 from components.gpu_platform.operator_crds import build_operator_crds
 from components.gpu_platform.operator_values import build_gpu_operator_values
 from config.chart_source import read_local_chart
 from config.gpu_operator import GpuOperatorConfig
+from config.loader import validate_stack
+from offline.runner import read_stack_file
+from tests.chart_archive import package_chart
 from tests.e2e.conftest import DEFAULT_BIN, TOOLS_ENV, kubectl_for, reported_cluster
 from tests.e2e.kube import PULUMI_FIELD_MANAGER, Kubectl
 from tests.e2e.servers import Tools
@@ -82,7 +89,15 @@ def uid(kubectl: Kubectl, name: str) -> str:
 
 
 def established(kubectl: Kubectl, name: str) -> None:
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    """Until the server serves the CRD (its Established condition; right after a create it has no status yet)."""
+    deadline = time.monotonic() + 60
+
+    def conditions() -> list[dict[str, Any]]:
+        return list(kubectl.json("get", "crd", name).get("status", {}).get("conditions") or [])
+
+    while not any(c["type"] == "Established" and c["status"] == "True" for c in conditions()):
+        assert time.monotonic() < deadline, f"CRD {name} not established within 60 s"
+        time.sleep(0.2)
 
 
 def leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -142,3 +157,36 @@ def test_helm_installed_crds_are_adopted_and_upgraded_in_place_and_the_stacks_cl
     }
     assert missing == {}, f"fields pruned or changed by the v26.7.0 schema: {missing}"
     kubectl("replace", "--dry-run=server", "-f", "-", stdin=json.dumps(stored))
+
+
+def test_the_preflight_reads_served_and_stored_versions_from_the_real_server_and_refuses_a_downgrade(
+    kubectl: Kubectl, upstream: Path, tmp_path: Path
+) -> None:
+    """The preflight's own kubectl command (custom columns with a JSONPath filter) against the real server, with
+    the Kyverno CEL CRDs and the v26.7.0 operator CRDs installed."""
+    for crd in crds(upstream, NEW):
+        assert apply(kubectl, crd, force=True) == "", crd["metadata"]["name"]
+        established(kubectl, crd["metadata"]["name"])
+    for name in ("generatingpolicies", "mutatingpolicies", "validatingpolicies"):
+        crd = yaml.safe_load((upstream / "kyverno" / "v1.19.0" / f"policies.kyverno.io_{name}.yaml").read_text())
+        done = kubectl.run("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(crd))
+        assert done.returncode == 0, done.stderr
+        established(kubectl, f"{name}.policies.kyverno.io")
+    cfg = GpuOperatorConfig.model_validate(
+        {"chartVersion": NEW, "chart": str(package_chart(upstream / "gpu-operator" / NEW / "chart", NEW, tmp_path))}
+    )
+    stack = validate_stack(
+        {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
+        | {
+            "gpuOperator": {"chartVersion": NEW, "chart": cfg.chart},
+            "monitoring": {"serviceMonitor": False, "alertsEnabled": False},
+            "kyverno": {"minCpuPerGpu": "1"},
+        }
+    )
+    needed = needed_crds(stack)
+    command = crd_check_command(f"{kubectl.binary} --kubeconfig {kubectl.kubeconfig}", needed)
+    output = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False).stdout
+    assert "clusterpolicies.nvidia.com" in output and "mutatingpolicies.policies.kyverno.io" in output, output
+    assert crd_problems(needed, output) == [], output
+    # A cluster that served only v1alpha1 of the CEL types would be refused (the real listing, edited).
+    assert crd_problems([c for c in needed if c.served], output.replace("v1,v1alpha1,v1beta1", "v1alpha1")) != []
