@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pytest
 
 from components.gpu_platform.cluster_preflight import crd_check_command, crd_problems, needed_crds
 from config.loader import validate_stack
+from config.stack import StackConfig
 from offline.recording import Recording
 from offline.runner import install_mocks
 from tests.chart_archive import package_chart
@@ -77,7 +79,7 @@ def test_a_proxmox_provider_without_an_ssh_agent_is_refused_before_up_would_fail
     assert monitor.recording.registrations == []
 
 
-def cfg_of(config):
+def cfg_of(config: dict[str, Any]) -> StackConfig:
     return validate_stack({k.split(":", 1)[1]: v for k, v in config.items()})
 
 
