@@ -94,6 +94,31 @@ def _duplicates(parts: StackParts, attr: str, what: str, why: str) -> list[str]:
     return problems
 
 
+def _card_problems(where: str, domain: FailureDomainConfig, profiles: Mapping[str, SharingProfile] | None) -> list[str]:
+    """Several cards in one domain: each card once, and one model unless every slot is a whole card."""
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for index, card in enumerate(domain.cards):
+        slot = card.pci_address.split(".")[0]
+        if slot in seen:
+            problems.append(
+                f"{where}.{domain.card_key(index)}.pciAddress: {card.pci_address!r} is the card already listed as "
+                f"{domain.card_key(seen[slot])}; Proxmox passes a card to a VM once (list each card once, its "
+                "functions come with it)"
+            )
+        seen.setdefault(slot, index)
+    models = sorted({card.vendor_device_id for card in domain.cards})
+    profile = profiles.get(domain.sharing) if profiles is not None else None
+    if len(models) > 1 and profile is not None and profile.replicas > 1:
+        problems.append(
+            f"{where}.gpus: mixed models ({', '.join(models)}) under sharing profile {domain.sharing!r} "
+            f"({profile.replicas} slots per card): the device plugin advertises every slot as one "
+            "nvidia.com/gpu, so a pod cannot tell a slice of the small card from one of the large; put cards of "
+            "one model in a domain, or give it a profile with replicas: 1 (whole cards)"
+        )
+    return problems
+
+
 def cross_key_problems(parts: StackParts) -> list[str]:
     """Each message names the key path of the offending entry (a domain by its name)."""
     problems = [
@@ -124,10 +149,12 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             )
             if not waived(no_key):
                 problems.append(no_key)
-        if domain.gpu.passthrough == "raw" and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
+        problems += _card_problems(where, domain, parts.profiles)
+        raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
+        if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(
-                f"{where}.gpu.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam to do "
-                "(an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
+                f"{where}.{raw_keys[0]}.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam "
+                "to do (an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
                 "rootPassword"
             )
     for name in parts.profiles or {}:

@@ -69,6 +69,9 @@ def _clean(msg: str) -> str:
     return msg
 
 
+SECRET_VALUE_ERROR = "secret_value"
+
+
 def format_validation_error(
     error: ValidationError, raw: Mapping[str, Any] | None = None, model: type[BaseModel] | None = None
 ) -> list[str]:
@@ -88,7 +91,9 @@ def format_validation_error(
             messages.append(f"{key_path(loc, raw)}: is required but not set")
             continue
         got = item.get("input")
-        shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+        # A secret in the wrong place (a private key pasted as a public one) is never echoed back.
+        hidden = item["type"] == SECRET_VALUE_ERROR
+        shown = "" if hidden or isinstance(got, dict | list) or got is None else f" (got {got!r})"
         hint = hint_for(model, loc, item["type"], got) if model is not None else None
         what = EXPECTED.get(item["type"], _clean(item["msg"])) if hint else _clean(item["msg"])
         messages.append(f"{key_path(loc, raw)}: {what}{shown}" + (f"; {hint}" if hint else ""))

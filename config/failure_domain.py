@@ -1,14 +1,16 @@
-"""`gpu-pool:failureDomains[]`: one Proxmox host, one GPU, one RKE2 worker VM."""
+"""`gpu-pool:failureDomains[]`: one Proxmox host, its GPUs (one or several), one RKE2 worker VM."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel
+from config.errors import SECRET_VALUE_ERROR
 from config.validators import (
     DNS_1123_SUBDOMAIN,
     DNS_LABEL,
@@ -18,6 +20,7 @@ from config.validators import (
     pci_address,
     vendor_device_id,
 )
+from knowledge.vm_firmware import OVMF_CLASSIC_MMIO64_MIB, mmio64_window_mib
 
 NVIDIA_VENDOR_ID = "10de"
 SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
@@ -45,6 +48,13 @@ class GpuConfig(ConfigModel):
     subsystem_id: str = Field(
         description="PCI subsystem vendor:device id; the mapping is incomplete without it",
         json_schema_extra={"pattern": SUBSYSTEM_ID.pattern},
+    )
+    bar_mib: int | None = Field(
+        default=None,
+        alias="barMiB",
+        ge=1,
+        description="the card's memory BARs added up, in MiB (host: `lspci -vv -s <address>`, the Region sizes); "
+        "checks that the VM firmware can map them",
     )
     passthrough: Literal["mapping", "raw"] = Field(
         default="mapping",
@@ -99,8 +109,35 @@ class NetworkConfig(ConfigModel):
                 raise ValueError("must be an IPv4 address") from None
         return value
 
+    @model_validator(mode="after")
+    def _gateway_in_subnet(self) -> NetworkConfig:
+        # cloud-init writes the route as given; outside the VM's subnet the route is unreachable, the VM boots
+        # without a default route, and the RKE2 install never downloads: a silent 30-minute node-ready timeout.
+        if self.gateway is not None and self.ipv4 != "dhcp":
+            subnet = ipaddress.IPv4Interface(self.ipv4).network
+            if ipaddress.IPv4Address(self.gateway) not in subnet:
+                raise ValueError(
+                    f"gateway {self.gateway} is outside the VM's subnet {subnet} (ipv4: {self.ipv4}): the VM would "
+                    "have no route out; give the gateway of that subnet or fix the prefix length"
+                )
+        return self
+
+
+def _one_of_gpu_or_gpus(schema: dict[str, Any]) -> None:
+    """Editor schema: a domain names its cards with `gpu` (one) or `gpus` (several), exactly one of them; neither
+    may be null (pydantic's `X | None` would let an editor accept `gpu: null`, which the program refuses)."""
+    for key in ("gpu", "gpus"):
+        prop = schema["properties"][key]
+        options = [option for option in prop.pop("anyOf", []) if option.get("type") != "null"]
+        if options:
+            prop.update(options[0])
+        prop.pop("default", None)
+    schema["oneOf"] = [{"required": ["gpu"]}, {"required": ["gpus"]}]
+
 
 class FailureDomainConfig(ConfigModel):
+    model_config: ClassVar[ConfigDict] = ConfigDict(**ConfigModel.model_config, json_schema_extra=_one_of_gpu_or_gpus)
+
     name: str = Field(
         description="domain name, a DNS label; becomes topology.kubernetes.io/zone",
         json_schema_extra={"pattern": DNS_LABEL.pattern},
@@ -114,7 +151,16 @@ class FailureDomainConfig(ConfigModel):
         description="VM hostname = Kubernetes node name, e.g. rke2-worker-dc1-gpu-a",
         json_schema_extra={"pattern": DNS_1123_SUBDOMAIN.pattern},
     )
-    gpu: GpuConfig = Field(description="the card on this host, as `pvesh get /nodes/<node>/hardware/pci` shows it")
+    gpu: GpuConfig | None = Field(
+        default=None,
+        description="the card on this host, as `pvesh get /nodes/<node>/hardware/pci` shows it (or `gpus` for several)",
+    )
+    gpus: list[GpuConfig] | None = Field(
+        default=None,
+        min_length=1,
+        description="several cards of this host, all passed into its one VM; append new ones at the end: a card's "
+        "place in the list is its hostpci slot and mapping name",
+    )
     sharing: str = Field(description="name of a gpu-pool:sharingProfiles entry")
     cores: int = Field(default=8, ge=1, le=512, description="vCPUs (CPU type host)")
     memory_mib: int = Field(
@@ -148,12 +194,62 @@ class FailureDomainConfig(ConfigModel):
     _node = field_validator("proxmox_node")(classmethod(lambda cls, v: dns_label(v)))
     _hostname = field_validator("hostname")(classmethod(lambda cls, v: dns_1123_name(v)))
 
+    @field_validator("ssh_authorized_keys")
+    @classmethod
+    def _public_keys_only(cls, value: list[str]) -> list[str]:
+        for index, key in enumerate(value):
+            if "PRIVATE KEY" in key or key.lstrip().startswith("-----BEGIN"):
+                # Raised without the value: the message must not spread the key it warns about.
+                raise PydanticCustomError(
+                    SECRET_VALUE_ERROR,
+                    f"entry {index} is a private key (value not shown): paste the public half (the .pub file, "
+                    "`ssh-keygen -y -f <key>` prints it) and treat that private key as leaked if this file was "
+                    "committed",
+                )
+        return value
+
     @field_validator("kernel")
     @classmethod
     def _kernel(cls, value: str | None) -> str | None:
         if value is not None and not KERNEL_RELEASE.match(value):
             raise ValueError("is not a kernel release; expected what `uname -r` prints, e.g. 6.8.0-60-generic")
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_name_cards(self) -> FailureDomainConfig:
+        if self.gpu is None and self.gpus is None:
+            raise ValueError(
+                "names no card: add gpu: {pciAddress: ..., vendorDeviceId: ...} (`gpu-pool discover` prints it), "
+                "or gpus: [...] for several"
+            )
+        if self.gpu is not None and self.gpus is not None:
+            raise ValueError("gives both gpu and gpus: keep one (gpus: [...] lists every card, gpu is one card)")
+        return self
+
+    @property
+    def cards(self) -> list[GpuConfig]:
+        """Every card of the domain in its stable order: index i is hostpci{i} and the i-th mapping."""
+        return [self.gpu] if self.gpu is not None else list(self.gpus or [])
+
+    def card_key(self, index: int) -> str:
+        """The key a card is written under in the stack file, for messages: `gpu` or `gpus[1]`."""
+        return "gpu" if self.gpu is not None else f"gpus[{index}]"
+
+    @model_validator(mode="after")
+    def _large_bar_fits_the_firmware(self) -> FailureDomainConfig:
+        for index, card in enumerate(self.cards):
+            bar_mib = card.bar_mib
+            if self.firmware != "ovmf" or bar_mib is None or mmio64_window_mib(bar_mib) <= OVMF_CLASSIC_MMIO64_MIB:
+                continue
+            window_gib = mmio64_window_mib(bar_mib) // 1024
+            raise ValueError(
+                f"{self.card_key(index)}.barMiB {bar_mib} needs a {window_gib} GiB 64-bit MMIO window and OVMF's "
+                "fixed window is 32 GiB "
+                "(a larger one only where the host CPU's address width allows, which neither the preview nor the "
+                "provider can set: it has no cpu phys-bits input, and kvmArguments is root@pam only); the card's "
+                "BARs would stay unassigned in the VM: use firmware: seabios, which sizes its window from the BARs"
+            )
+        return self
 
     @model_validator(mode="after")
     def _secure_boot_needs_signing(self) -> FailureDomainConfig:

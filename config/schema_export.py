@@ -26,7 +26,6 @@ from config.type_hints import unwrap_annotation
 NAMESPACE = "gpu-pool"
 SCHEMA_FILE = "stack-config.schema.json"
 REFERENCE_FILE = "config-reference.md"
-REQUIRED_SECRETS = ("rke2Token",)
 
 
 def _models() -> dict[str, type[BaseModel]]:
@@ -84,7 +83,9 @@ def stack_file_schema() -> dict[str, Any]:
             "required": ["secure"],
             "additionalProperties": False,
         }
-    required = [f"{NAMESPACE}:{key}" for key in models["required"]] + [f"{NAMESPACE}:{key}" for key in REQUIRED_SECRETS]
+    # Secrets are not required here: a stack file has none until `pulumi config set --secret`, and the offline
+    # preview takes them from the environment; the program itself refuses a stack without them at `pulumi preview`.
+    required = [f"{NAMESPACE}:{key}" for key in models["required"]]
     config = {
         "type": "object",
         "description": "Stack config. gpu-pool's keys are below; other namespaces (providers, pulumi:) are passed on.",

@@ -54,8 +54,8 @@ class StackConfig(ConfigModel):
     )
 
     def slots(self, domain: FailureDomainConfig) -> int:
-        """Schedulable `nvidia.com/gpu` the domain's card advertises under its sharing profile."""
-        return self.sharing_profiles[domain.sharing].replicas
+        """Schedulable `nvidia.com/gpu` the domain's cards advertise under its sharing profile (per card, each)."""
+        return self.sharing_profiles[domain.sharing].replicas * len(domain.cards)
 
     @property
     def total_slots(self) -> int:

@@ -33,7 +33,13 @@ def dns_1123_name(value: str) -> str:
     return value
 
 
+SHORT_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{2}:[0-1][0-9a-fA-F](\.[0-7])?$")
+
+
 def pci_address(value: str) -> str:
+    if SHORT_PCI_ADDRESS.match(value):
+        # `lspci` prints the address without its PCI domain; Proxmox's mapping needs it.
+        raise ValueError(f"is lspci's short form; Proxmox wants the PCI domain too: '0000:{value.lower()}'")
     if not PCI_ADDRESS.match(value):
         raise ValueError("is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F in hex, e.g. 0000:01:00")
     return value.lower()

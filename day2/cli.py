@@ -1,7 +1,9 @@
-"""`gpu-pool claims` and `gpu-pool doctor`: who holds which card, and which floor of a GPU node is broken.
+"""`gpu-pool claims`, `doctor` and `discover`: who holds which card, which floor of a GPU node is broken, and
+which cards a Proxmox node has.
 
-Exit codes: 0 the answer was obtained; 1 `doctor` found a broken floor; 2 a usage, input or connection
-error, reported as one line on stderr (never a traceback).
+Exit codes: 0 the answer was obtained; 1 `doctor` found a broken floor, or `discover` a card that cannot be
+passed through (or none); 2 a usage, input or connection error, reported as one line on stderr (never a
+traceback).
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from day2 import discover_cli
 from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
 from day2.doctor import diagnose_all
 from day2.errors import Day2Error
+from day2.node_check import add_arguments as add_node_check_arguments
+from day2.node_check import run as run_node_check
+from day2.node_facts import NodeInputError
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
 from day2.prometheus import idle_holders, peak_utilisation
@@ -97,6 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     claims.add_argument("--watch", type=positive_seconds, metavar="SECONDS", help="print free GPUs every SECONDS")
     doctor = commands.add_parser("doctor", parents=[common], help="walk a GPU node's floors from the driver up")
     doctor.add_argument("node", nargs="?", metavar="NODE", help="node name (default: every GPU node)")
+    doctor.add_argument(
+        "--node-check",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="`gpu-pool node-check -o json` from a node: its floors stand below driver (repeatable, one per node)",
+    )
+    node_check = commands.add_parser(
+        "node-check", help="on a GPU worker: its floors from the PCI bus up (pci, link, driver, nvml, health)"
+    )
+    add_node_check_arguments(node_check)
+    discover_cli.add_parser(commands, _Parser)
     return parser
 
 
@@ -169,9 +187,15 @@ def _run_claims(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
 
 def _run_doctor(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
     from day2 import render
+    from day2.node_report import read_node_checks
 
+    node_floors = read_node_checks(args.node_check)
     snapshot = _sampler(args, facts)()
-    diagnoses = diagnose_all(snapshot, facts, args.node)
+    diagnoses = diagnose_all(snapshot, facts, args.node, node_floors)
+    if stray := sorted(set(node_floors) - {d.node for d in diagnoses}):
+        checked = ", ".join(d.node for d in diagnoses) or "none"
+        stray_nodes = ", ".join(stray)
+        raise Day2Error(f"--node-check: a report of {stray_nodes}, which doctor does not check (it checks {checked})")
     if not diagnoses:
         label = f"{facts.marking.label_key}={facts.marking.label_value}"
         ctx.err.write(f"{PROG}: no GPU node found: no node carries {label}; name a NODE or pass --stack\n")
@@ -198,13 +222,17 @@ def main(
     ctx = _Io(out or sys.stdout, err or sys.stderr, sleep, clock)
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "node-check":
+            return run_node_check(args, ctx.out)
+        if args.command == "discover":
+            return discover_cli.run(args, ctx.out)
         facts = load_stack(args.stack, Path(args.stack_dir)) if args.stack else PoolFacts()
         if args.command == "claims":
             return _run_claims(args, facts, ctx)
         return _run_doctor(args, facts, ctx)
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else 0
-    except Day2Error as error:
+    except (Day2Error, NodeInputError) as error:
         ctx.err.write(f"{PROG}: {' '.join(str(error).split())}\n")
         return 2
     except KeyboardInterrupt:

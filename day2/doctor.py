@@ -14,6 +14,7 @@ from day2 import objects as o
 from day2.floors_operands import dcgm_exporter_floor, device_plugin_floor, driver_floor, toolkit_floor
 from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
 from day2.floors_types import Check, Fix, NodeContext
+from day2.node_report import NodeCheck
 from day2.pool import PoolFacts
 
 FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
@@ -29,6 +30,8 @@ FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
     ("smoke-test", smoke_floor),
 )
 FLOOR_NAMES = tuple(name for name, _ in FLOORS)
+# node-check's floors (the node's own: pci, link, driver, nvml, health) stand right below this one.
+NODE_FLOORS_BEFORE = "driver"
 NOT_CHECKED = "not checked: a floor below is broken"
 
 
@@ -52,12 +55,22 @@ class Diagnosis:
         return self.first_broken is None
 
 
-def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str) -> Diagnosis:
-    """Check the floors in order; the first broken one ends the walk and the rest are left unchecked."""
+def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str, below: NodeCheck | None = None) -> Diagnosis:
+    """Check the floors in order; the first broken one ends the walk and the rest are left unchecked.
+
+    `below` is node-check's report from the node itself: its floors (pci ... health) stand below the driver pod,
+    so a card that never arrived in the VM is named instead of the driver pod it makes crash."""
     ctx = NodeContext.of(snapshot, facts, node)
     floors: list[Floor] = []
     broken: tuple[str, Check] | None = None
     for name, check in FLOORS:
+        if name == NODE_FLOORS_BEFORE and below is not None:
+            floors += [
+                Floor(f"node:{f.name}", *((f.ok, f.detail) if broken is None else (None, NOT_CHECKED)))
+                for f in below.floors
+            ]
+            if broken is None and below.first_broken is not None:
+                broken = (f"node:{below.first_broken}", Check(False, "", below.fix))
         if broken is not None:
             floors.append(Floor(name, None, NOT_CHECKED))
             continue
@@ -78,9 +91,15 @@ def gpu_nodes(snapshot: o.Snapshot, facts: PoolFacts) -> list[str]:
     return sorted(labelled | {d.hostname for d in facts.domains})
 
 
-def diagnose_all(snapshot: o.Snapshot, facts: PoolFacts, node: str | None = None) -> list[Diagnosis]:
+def diagnose_all(
+    snapshot: o.Snapshot,
+    facts: PoolFacts,
+    node: str | None = None,
+    node_checks: Mapping[str, NodeCheck] | None = None,
+) -> list[Diagnosis]:
     names = [node] if node else gpu_nodes(snapshot, facts)
-    return [diagnose(snapshot, facts, name) for name in names]
+    checks = node_checks or {}
+    return [diagnose(snapshot, facts, name, checks.get(name)) for name in names]
 
 
 def fix_as_dict(fix: Fix | None) -> Mapping[str, Any] | None:

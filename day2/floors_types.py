@@ -10,7 +10,7 @@ from day2 import objects as o
 from day2 import sharing
 from day2.pool import Domain, PoolFacts
 from day2.traps import other_trap, trap
-from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
+from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, GPU_COUNT_LABEL
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,14 @@ class NodeContext:
 
     @property
     def expected_slots(self) -> int | None:
-        """What the node should advertise: the stack's profile when there is a stack, else the ConfigMap's."""
-        return self.domain.slots if self.domain is not None else self.configmap_slots
+        """What the node should advertise: the stack's slots (profile x its cards) when there is a stack, else the
+        ConfigMap's slots per card times the cards GPU Feature Discovery counted (one when it has not labelled)."""
+        if self.domain is not None:
+            return self.domain.slots
+        if self.configmap_slots is None:
+            return None
+        count = o.labels(self.node or {}).get(GPU_COUNT_LABEL, "1")
+        return self.configmap_slots * (int(count) if count.isdigit() and int(count) > 0 else 1)
 
     @property
     def ns(self) -> str:

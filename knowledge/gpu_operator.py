@@ -8,6 +8,9 @@ from typing import Final
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 # The device plugin reads a node's time-slicing profile from this label (the operator's NODE_LABEL).
 DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
+# GPU Feature Discovery's count of the physical GPUs on a node (NVIDIA/k8s-device-plugin README.md, "Generated
+# Labels": `nvidia.com/gpu.count | Integer | Number of GPUs`); the operator deploys GFD on every GPU node.
+GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
 # The pods of the driver DaemonSet (assets/state-driver/0500_daemonset.yaml).
 DRIVER_POD_SELECTOR: Final = "app=nvidia-driver-daemonset"
 # The operator mounts the DCGM metrics ConfigMap and reads exactly this key.

@@ -21,6 +21,7 @@ from offline.runner import (
     run_stack,
     secret_markers,
 )
+from offline.secret_sources import SecretSourceError, current
 
 
 def parse_secret(text: str) -> tuple[str, str]:
@@ -41,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="do not print the resource tree")
     args = parser.parse_args(argv)
     out: Path = args.out or Path("build") / args.stack
-    secrets = dict(args.secret)
+    try:
+        # The command line wins for a key given both ways; the environment and the secrets file are never echoed.
+        secrets = {**current(ROOT_DIR), **dict(args.secret)}
+    except SecretSourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         config = read_stack_file(args.stack, args.stack_dir or ROOT_DIR)
         recording = run_stack(args.stack, config=config, secrets=secrets)
@@ -91,7 +97,8 @@ def summary(stack: str, out: Path, document: dict[str, Any], placeholders: list[
     if placeholders:
         lines.append(
             f"Secrets not given, placeholders used: {', '.join(placeholders)} "
-            '(give yours with ARGS="--secret KEY=VALUE")'
+            "(give yours in the environment, e.g. GPU_POOL_SECRET_RKE2TOKEN, or a file outside the repo named by "
+            "GPU_POOL_SECRETS_FILE; never on the make line, which make echoes)"
         )
     lines.append(
         "Host and cluster preflight skipped: offline there is no Proxmox API or cluster; `pulumi preview` runs them."

@@ -18,6 +18,7 @@ from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
 from offline.recording import PlanMocks, Recording, RecordingMonitor
+from offline.stack_yaml import DuplicateKeyError, load_stack_yaml
 
 PROJECT = "gpu-pool"
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -53,9 +54,13 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     if not path.is_file():
         raise StackFileError(f"no stack file {path.name} in {root}")
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        document = load_stack_yaml(path.read_text(encoding="utf-8"), path.name) or {}
+    except DuplicateKeyError as error:
+        raise StackFileError(str(error)) from None
     except yaml.YAMLError as error:
         raise StackFileError(f"{path.name} is not valid YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise StackFileError(f"{path.name}: the file must be a map with a `config:` key")
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys")

@@ -29,8 +29,8 @@ from components.gpu_failure_domain.node_steps import (
     power_cycle_environment,
     step_environment,
 )
-from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
-from components.gpu_failure_domain.smoke_test import build_smoke_job, validated_stack
+from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
+from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.kubernetes_objects import register_object
 from components.shared.node_marking import GpuNodeMarking
@@ -75,9 +75,11 @@ class GpuFailureDomain(pulumi.ComponentResource):
         kubectl_args = kubectl_argv(stack.kubernetes.kubeconfig, stack.kubernetes.context)
 
         vm_depends: list[pulumi.Resource] = []
-        if domain.gpu.passthrough == "mapping":
+        for index in mapped_indexes(domain):
+            # The first card keeps the one-card resource name: a domain that grows a second card keeps its URN.
+            suffix = "" if index == 0 else f"-{index}"
             mapping = proxmoxve.hardware.mapping.Pci(
-                f"{name}-pci-mapping", **pci_mapping_args(domain), opts=proxmox_opts
+                f"{name}-pci-mapping{suffix}", **pci_mapping_args(domain, index), opts=proxmox_opts
             )
             vm_depends.append(mapping)
 
@@ -176,7 +178,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 chart_version=stack.gpu_operator.chart_version,
                 driver_version=stack.gpu_operator.driver_version,
                 node=domain.hostname,
-                device=f"{domain.gpu.vendor_device_id}@{domain.proxmox_node}/{domain.gpu.pci_address}",
+                device=smoke_device(domain),
                 image=stack.smoke_test.image,
                 kernel=domain.kernel,
             )

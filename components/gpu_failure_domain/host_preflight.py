@@ -1,4 +1,4 @@
-"""Proxmox host preflight: the card is where the config says, is NVIDIA's, and sits in an IOMMU group of its own.
+"""Proxmox host preflight: each card is where the config says, is NVIDIA's, and sits in an IOMMU group of its own.
 
 Passthrough is the floor under the whole tower: a card that is not at its address, or shares its
 IOMMU group, fails late (at VM start) and says little. This runs at preview time, read-only.
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
-from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig
+from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig, GpuConfig
 
 SKIPPED_DISABLED = "skipped: gpu-pool:preflight.enabled is false"
 
@@ -73,37 +73,50 @@ def _slot(address: str) -> str:
 
 
 def pci_problems(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> list[str]:
-    """What is wrong with the card on its host, as one sentence each naming the domain and node."""
-    where = f"domain {domain.name} (node {domain.proxmox_node})"
+    """What is wrong with the domain's cards on their host, as one sentence each naming the domain and node."""
     devices = list(devices)
-    wanted = domain.gpu.pci_address
-    card = [d for d in devices if d.id == wanted or _slot(d.id) == wanted]
-    if not card:
+    problems: list[str] = []
+    for index, card in enumerate(domain.cards):
+        problems += _card_problems(domain, domain.card_key(index), card, devices)
+    return problems
+
+
+def _card_problems(domain: FailureDomainConfig, key: str, card: GpuConfig, devices: list[PciDevice]) -> list[str]:
+    where = f"domain {domain.name} (node {domain.proxmox_node})"
+    wanted = card.pci_address
+    found = [d for d in devices if d.id == wanted or _slot(d.id) == wanted]
+    if not found:
         nvidia = [f"{d.id} ({d.vendor_device})" for d in devices if _hex(d.vendor) == NVIDIA_VENDOR_ID]
-        found = ", ".join(nvidia) if nvidia else "no NVIDIA device at all"
-        return [f"{where}: no PCI device at {wanted}; NVIDIA devices on this host: {found}"]
-    gpu = next((d for d in card if d.id.endswith(".0") or d.id == wanted), card[0])
+        listed = ", ".join(nvidia) if nvidia else "no NVIDIA device at all"
+        return [f"{where}: no PCI device at {wanted}; NVIDIA devices on this host: {listed}"]
+    gpu = next((d for d in found if d.id.endswith(".0") or d.id == wanted), found[0])
     problems: list[str] = []
     if _hex(gpu.vendor) != NVIDIA_VENDOR_ID:
         problems.append(f"{where}: {gpu.id} is {gpu.vendor_device} {gpu.name!r}, not an NVIDIA device (10de)")
-    elif gpu.vendor_device != domain.gpu.vendor_device_id:
+    elif gpu.vendor_device != card.vendor_device_id:
         problems.append(
             f"{where}: {gpu.id} is {gpu.vendor_device} {gpu.name!r}, "
-            f"but gpu.vendorDeviceId says {domain.gpu.vendor_device_id}"
+            f"but {key}.vendorDeviceId says {card.vendor_device_id}"
         )
-    if gpu.subsystem != domain.gpu.subsystem_id and _hex(gpu.subsystem_vendor):
-        problems.append(f"{where}: {gpu.id} has subsystem id {gpu.subsystem}, config says {domain.gpu.subsystem_id}")
+    if gpu.subsystem != card.subsystem_id and _hex(gpu.subsystem_vendor):
+        problems.append(
+            f"{where}: {gpu.id} has subsystem id {gpu.subsystem}, config says {card.subsystem_id} ({key}.subsystemId)"
+        )
     if gpu.iommu_group < 0:
         problems.append(f"{where}: {gpu.id} is in no IOMMU group: IOMMU is off on the host (intel_iommu=on?)")
         return problems
-    if gpu.iommu_group != domain.gpu.iommu_group:
-        problems.append(f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {domain.gpu.iommu_group}")
+    if gpu.iommu_group != card.iommu_group:
+        problems.append(
+            f"{where}: {gpu.id} is in IOMMU group {gpu.iommu_group}, config says {card.iommu_group} ({key}.iommuGroup)"
+        )
     # Bridges and root ports in the group are fine (vfio-pci does not need them bound); another endpoint
-    # would be taken from the host with the card, or the VM refuses to start.
+    # would be taken from the host with the card, or the VM refuses to start. Another card of the same domain
+    # in the group goes into the same VM, so it is no reason to refuse.
+    own = {_slot(other.pci_address) for other in domain.cards}
     sharing = sorted(
         f"{d.id} ({d.name or d.vendor_device})"
         for d in devices
-        if d.iommu_group == gpu.iommu_group and _slot(d.id) != _slot(gpu.id) and not d.is_bridge
+        if d.iommu_group == gpu.iommu_group and _slot(d.id) not in own and not d.is_bridge
     )
     if sharing:
         problems.append(
@@ -114,30 +127,41 @@ def pci_problems(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> l
 
 
 def pci_summary(domain: FailureDomainConfig, devices: Iterable[PciDevice]) -> str:
-    card = [d for d in devices if _slot(d.id) == _slot(domain.gpu.pci_address)]
-    functions = ", ".join(sorted(d.id for d in card))
-    return f"passed: {domain.gpu.vendor_device_id} at {functions}, IOMMU group {domain.gpu.iommu_group} of its own"
+    devices = list(devices)
+    parts = []
+    for card in domain.cards:
+        functions = ", ".join(sorted(d.id for d in devices if _slot(d.id) == _slot(card.pci_address)))
+        parts.append(f"{card.vendor_device_id} at {functions}, IOMMU group {card.iommu_group} of its own")
+    return "passed: " + "; ".join(parts)
+
+
+def _function(card: GpuConfig) -> str:
+    return card.pci_address if "." in card.pci_address else f"{card.pci_address}.0"
 
 
 def host_check_command(domain: FailureDomainConfig, ssh_user: str, address: str) -> str:
-    """Read-only: which driver holds the card, and whether the kernel made any IOMMU groups."""
-    function = domain.gpu.pci_address if "." in domain.gpu.pci_address else f"{domain.gpu.pci_address}.0"
-    remote = f'basename "$(readlink /sys/bus/pci/devices/{function}/driver)"; ls /sys/kernel/iommu_groups | wc -l'
+    """Read-only: which driver holds each card (one line each), and whether the kernel made any IOMMU groups."""
+    drivers = "; ".join(
+        f'basename "$(readlink /sys/bus/pci/devices/{_function(card)}/driver)"' for card in domain.cards
+    )
+    remote = f"{drivers}; ls /sys/kernel/iommu_groups | wc -l"
     return f"ssh -o BatchMode=yes -o ConnectTimeout=10 {shlex.quote(f'{ssh_user}@{address}')} {shlex.quote(remote)}"
 
 
 def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:
     where = f"domain {domain.name} (node {domain.proxmox_node})"
     lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
-    if len(lines) < 2:
-        return [f"{where}: host check printed {stdout!r}; expected the card's driver and the IOMMU group count"]
-    driver, groups = lines[0], lines[1]
+    cards = domain.cards
+    if len(lines) < len(cards) + 1:
+        return [f"{where}: host check printed {stdout!r}; expected each card's driver and the IOMMU group count"]
+    drivers, groups = lines[: len(cards)], lines[len(cards)]
     problems: list[str] = []
-    if driver != "vfio-pci":
-        problems.append(
-            f"{where}: {domain.gpu.pci_address} is bound to {driver!r} on the host, not vfio-pci "
-            "(bind it with vfio-pci ids=... and blacklist nouveau/nvidia on the host)"
-        )
+    for card, driver in zip(cards, drivers, strict=True):
+        if driver != "vfio-pci":
+            problems.append(
+                f"{where}: {card.pci_address} is bound to {driver!r} on the host, not vfio-pci "
+                "(bind it with vfio-pci ids=... and blacklist nouveau/nvidia on the host)"
+            )
     if not groups.isdigit() or int(groups) == 0:
         problems.append(f"{where}: the host has no IOMMU groups: enable IOMMU (intel_iommu=on iommu=pt) and reboot")
     return problems

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, reboot_settings
+from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
 
@@ -35,8 +35,9 @@ def step_environment(step: str, node: str, kubectl: list[str], timeout_minutes: 
 
 
 def mapped_device(domain: FailureDomainConfig) -> str:
-    """The device behind the VM's hostpci0: with a mapping the VM config only names it, so it is tracked here."""
-    maps = pci_mapping_args(domain)["maps"] if domain.gpu.passthrough == "mapping" else []
+    """The devices behind the VM's mapped hostpci entries: the VM config only names a mapping, so they are tracked
+    here. One card gives exactly the one-card value, so a stack that keeps one card sees no change."""
+    maps = [entry for index in mapped_indexes(domain) for entry in pci_mapping_args(domain, index)["maps"]]
     return json.dumps(maps, sort_keys=True)
 
 

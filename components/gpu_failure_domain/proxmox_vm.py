@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.failure_domain import FailureDomainConfig
+from config.failure_domain import FailureDomainConfig, GpuConfig
 from config.proxmox import ProxmoxConfig
 
 # q35 gives the card a real PCIe slot (pcie=1 needs it); the default i440fx only has legacy PCI.
@@ -13,44 +13,69 @@ MACHINE = "q35"
 SEABIOS = "seabios"
 
 
-def mapping_name(domain: FailureDomainConfig) -> str:
-    """Cluster-wide name of the card's PCI resource mapping (Datacenter -> Resource Mappings)."""
-    return f"gpu-{domain.name}"
+def mapping_name(domain: FailureDomainConfig, index: int = 0) -> str:
+    """Cluster-wide name of a card's PCI resource mapping (Datacenter -> Resource Mappings).
+
+    The first card keeps the one-card name (`gpu-<domain>`), so a stack that grows from `gpu:` to `gpus:`
+    neither renames nor replaces its existing mapping; later cards get `-1`, `-2`... by their place in the list.
+    """
+    return f"gpu-{domain.name}" if index == 0 else f"gpu-{domain.name}-{index}"
 
 
-def pci_path(domain: FailureDomainConfig) -> str:
+def pci_path(card: GpuConfig) -> str:
     """The mapped path is the whole device (all functions) unless a function was given."""
-    return domain.gpu.pci_address
+    return card.pci_address
 
 
-def pci_mapping_args(domain: FailureDomainConfig) -> dict[str, Any]:
+def pci_mapping_args(domain: FailureDomainConfig, index: int = 0) -> dict[str, Any]:
     """`hardware.mapping.Pci` arguments: iommu group and subsystem id are included, or the mapping is incomplete."""
+    card = domain.cards[index]
     return {
-        "name": mapping_name(domain),
-        "comment": f"{domain.gpu.model} for gpu-pool domain {domain.name}",
+        "name": mapping_name(domain, index),
+        "comment": f"{card.model} for gpu-pool domain {domain.name}",
         "maps": [
             {
                 "node": domain.proxmox_node,
-                "path": pci_path(domain),
-                "id": domain.gpu.vendor_device_id,
-                "iommu_group": domain.gpu.iommu_group,
-                "subsystem_id": domain.gpu.subsystem_id,
+                "path": pci_path(card),
+                "id": card.vendor_device_id,
+                "iommu_group": card.iommu_group,
+                "subsystem_id": card.subsystem_id,
             }
         ],
     }
 
 
-def hostpci(domain: FailureDomainConfig) -> dict[str, Any]:
-    if domain.gpu.passthrough == "raw":
+def mapped_indexes(domain: FailureDomainConfig) -> list[int]:
+    """The cards passed through a resource mapping (the others by raw id), in their stable order."""
+    return [index for index, card in enumerate(domain.cards) if card.passthrough == "mapping"]
+
+
+def hostpci(domain: FailureDomainConfig, index: int = 0) -> dict[str, Any]:
+    card = domain.cards[index]
+    device = f"hostpci{index}"
+    if card.passthrough == "raw":
         # Explicit opt-in: a raw id works only for root@pam (the article's trap), never with an API token.
-        return {"device": "hostpci0", "id": pci_path(domain), "pcie": True, "rombar": True}
+        return {"device": device, "id": pci_path(card), "pcie": True, "rombar": True}
     # A mapping works with an API token that has Mapping.Use on it.
-    return {"device": "hostpci0", "mapping": mapping_name(domain), "pcie": True, "rombar": True}
+    return {"device": device, "mapping": mapping_name(domain, index), "pcie": True, "rombar": True}
+
+
+def hostpcis(domain: FailureDomainConfig) -> list[dict[str, Any]]:
+    """One hostpci entry per card, numbered by its place in the list, so adding a card never renumbers another."""
+    return [hostpci(domain, index) for index in range(len(domain.cards))]
 
 
 def passthrough_settings(domain: FailureDomainConfig) -> dict[str, Any]:
     """What only takes effect after a full power cycle of the VM (article: not a soft reboot)."""
-    return {"machine": MACHINE, "bios": bios(domain), "hostpci0": hostpci(domain)}
+    return {"machine": MACHINE, "bios": bios(domain), **{entry["device"]: entry for entry in hostpcis(domain)}}
+
+
+def models(domain: FailureDomainConfig) -> str:
+    """`NVIDIA RTX A1000`, or `2x NVIDIA RTX A1000`, or the models joined: for descriptions."""
+    names = [card.model for card in domain.cards]
+    if len(set(names)) == 1:
+        return names[0] if len(names) == 1 else f"{len(names)}x {names[0]}"
+    return " + ".join(names)
 
 
 def reboot_settings(domain: FailureDomainConfig) -> dict[str, Any]:
@@ -99,7 +124,7 @@ def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, An
         "name": domain.hostname,
         "node_name": domain.proxmox_node,
         "vm_id": domain.vm_id,
-        "description": f"gpu-pool failure domain {domain.name}: RKE2 GPU worker with {domain.gpu.model}",
+        "description": f"gpu-pool failure domain {domain.name}: RKE2 GPU worker with {models(domain)}",
         "tags": ["gpu-pool", "rke2", "gpu", domain.name],
         "machine": MACHINE,
         "bios": bios(domain),
@@ -127,7 +152,7 @@ def vm_args(domain: FailureDomainConfig, proxmox: ProxmoxConfig) -> dict[str, An
         ],
         "network_devices": [network_device],
         "serial_devices": [{"device": "socket"}],
-        "hostpcis": [hostpci(domain)],
+        "hostpcis": hostpcis(domain),
         "initialization": initialization,
     }
     if domain.firmware == "ovmf":

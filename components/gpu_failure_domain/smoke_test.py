@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any
 
+from config.failure_domain import FailureDomainConfig
 from config.smoke_test import SmokeTestConfig
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubernetes import HOSTNAME_LABEL, UNSCHEDULABLE_TAINT_KEY
@@ -26,6 +27,12 @@ def validated_stack(
         "image": image,
         "kernel": kernel or "as-booted",
     }
+
+
+def smoke_device(domain: FailureDomainConfig) -> str:
+    """Every card the node's slots come from; one card reads as before (`10de:25b0@pve1/0000:01:00`), so its Job
+    keeps its name. The gpu-ready gate before the Job waits for the slots of every card, on the pinned driver."""
+    return ",".join(f"{card.vendor_device_id}@{domain.proxmox_node}/{card.pci_address}" for card in domain.cards)
 
 
 def smoke_job_name(domain: str, validated: dict[str, str]) -> str:

@@ -190,8 +190,30 @@ def test_single_key_and_cross_key_mistakes_come_back_in_one_run(run_stack_progra
     prod_config[FD][1]["sharing"] = "a1000-x8"  # cross key: no such profile
     prod_config["gpu-pool:rke2"]["version"] = "latest"  # single key
     message = refused(run_stack_program, prod_config, monitor, {"rke2Token": ""})
-    assert "gpu-pool:failureDomains[dc1].gpu.pciAddress: is not a PCI address" in message
+    assert "gpu-pool:failureDomains[dc1].gpu.pciAddress: is lspci's short form" in message
     assert "gpu-pool:failureDomains[dc3].vmId: 4201 is already used by failureDomains[dc2]" in message
     assert "gpu-pool:failureDomains[dc2].sharing: 'a1000-x8' is not a defined sharing profile" in message
     assert "gpu-pool:rke2.version: 'latest' is a channel" in message
     assert "gpu-pool:rke2Token: the RKE2 join token is empty" in message
+
+
+def test_a_gateway_outside_the_vms_subnet_is_refused_before_the_node_waits_for_a_route(
+    run_stack_program, prod_config, monitor
+):
+    from tests.config.refusal import refused
+
+    prod_config["gpu-pool:failureDomains"][0]["network"]["gateway"] = "10.10.22.1"
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "gpu-pool:failureDomains[dc1].network" in message
+    assert "gateway 10.10.22.1 is outside the VM's subnet 10.10.21.0/24" in message
+
+
+def test_a_private_key_pasted_as_a_public_key_is_refused_without_printing_it(run_stack_program, prod_config, monitor):
+    from tests.config.refusal import refused
+
+    private = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAsentinelprivatebody\n"
+    private += "-----END OPENSSH PRIVATE KEY-----"
+    prod_config["gpu-pool:failureDomains"][0]["sshAuthorizedKeys"] = [private]
+    message = refused(run_stack_program, prod_config, monitor)
+    assert "gpu-pool:failureDomains[dc1].sshAuthorizedKeys: entry 0 is a private key (value not shown)" in message
+    assert "sentinelprivatebody" not in message and "BEGIN" not in message

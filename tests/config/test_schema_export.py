@@ -15,6 +15,8 @@ from config.schema_export import _models, generated_files, stack_file_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
+# Every valid stack file shipped: the examples too (not the one that holds mistakes on purpose).
+VALID_STACK_FILES = STACK_FILES + sorted(p for p in ROOT.glob("examples/*/Pulumi.*.yaml") if "mistakes" not in p.parts)
 SCHEMA_LINE = "# yaml-language-server: $schema=./docs/stack-config.schema.json"
 
 
@@ -51,9 +53,39 @@ def _with_secret(path: Path) -> dict[str, Any]:
     return document
 
 
-@pytest.mark.parametrize("path", STACK_FILES, ids=[p.name for p in STACK_FILES])
-def test_every_shipped_stack_file_is_valid_against_the_schema(path: Path) -> None:
+@pytest.mark.parametrize("path", VALID_STACK_FILES, ids=[str(p.relative_to(ROOT)) for p in VALID_STACK_FILES])
+def test_every_shipped_stack_file_is_valid_against_the_schema_as_shipped_without_secrets(path: Path) -> None:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert [error.message for error in _validator().iter_errors(document)] == []
+
+
+@pytest.mark.parametrize("path", VALID_STACK_FILES, ids=[str(p.relative_to(ROOT)) for p in VALID_STACK_FILES])
+def test_every_shipped_stack_file_stays_valid_once_its_secrets_are_set(path: Path) -> None:
     assert [error.message for error in _validator().iter_errors(_with_secret(path))] == []
+
+
+def _prod_with_first_domain(change: Any) -> dict[str, Any]:
+    document = _with_secret(ROOT / "Pulumi.prod.yaml")
+    change(document["config"]["gpu-pool:failureDomains"][0])
+    return document
+
+
+def test_an_editor_flags_a_domain_that_names_its_cards_both_ways() -> None:
+    document = _prod_with_first_domain(lambda domain: domain.update(gpus=[domain["gpu"]]))
+    messages = [error.message for error in _validator().iter_errors(document)]
+    assert any("is valid under each of" in message for message in messages), messages
+
+
+def test_an_editor_flags_a_domain_without_a_card() -> None:
+    document = _prod_with_first_domain(lambda domain: domain.pop("gpu"))
+    messages = [error.message for error in _validator().iter_errors(document)]
+    assert any("is not valid under any of the given schemas" in message for message in messages), messages
+
+
+def test_an_editor_flags_a_wrong_pci_address_in_a_list_of_cards() -> None:
+    document = _prod_with_first_domain(lambda domain: domain.update(gpus=[{**domain.pop("gpu"), "pciAddress": "1:0"}]))
+    messages = [error.message for error in _validator().iter_errors(document)]
+    assert any("does not match" in message for message in messages), messages
 
 
 MISTAKES: list[tuple[str, str, Any, str]] = [

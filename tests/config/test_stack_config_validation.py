@@ -64,7 +64,10 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "a PCI address in the wrong form",
         lambda c: domain(c, 1)["gpu"].update({"pciAddress": "01:00.0"}),
-        ["gpu-pool:failureDomains[dc2].gpu.pciAddress: is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F"],
+        [
+            "gpu-pool:failureDomains[dc2].gpu.pciAddress: is lspci's short form; Proxmox wants the PCI domain too: "
+            "'0000:01:00.0'"
+        ],
     ),
     (
         "a vendor:device id in the wrong form",
@@ -120,6 +123,15 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         "UEFI Secure Boot without module signing",
         lambda c: domain(c, 0).update({"firmware": "ovmf", "secureBoot": True}),
         ["gpu-pool:failureDomains[dc1]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
+    ),
+    (
+        "a large-BAR card under OVMF, whose fixed 64-bit MMIO window cannot map it",
+        lambda c: domain(c, 0).update({"firmware": "ovmf", "gpu": {**domain(c, 0)["gpu"], "barMiB": 262144 + 48}}),
+        [
+            "gpu-pool:failureDomains[dc1]: gpu.barMiB 262192 needs a 512 GiB 64-bit MMIO window",
+            "OVMF's fixed window is 32 GiB",
+            "use firmware: seabios",
+        ],
     ),
     (
         "a raw PCI id with an API token",

@@ -28,7 +28,10 @@ def test_the_doc_shows_both_commands_on_the_example_dumps() -> None:
 
     assert any(c.startswith("gpu-pool claims ") for c in commands)
     assert any(c.startswith("gpu-pool doctor ") for c in commands)
-    assert all("--from examples/day2/" in c for c in commands)
+    # Reproducible inputs only: the example dumps, or node-check's fixture (a copy of a real node).
+    assert all("--from examples/day2/" in c or "--sysfs-root tests/fixtures/node_check/" in c for c in commands)
+    assert any(c.startswith("gpu-pool node-check ") for c in commands)
+    assert any(c.startswith("gpu-pool doctor ") and "--node-check examples/day2/" in c for c in commands)
 
 
 def test_the_readme_shows_doctor_on_an_example_dump() -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from offline.runner import ROOT_DIR
+from offline.runner import ROOT_DIR, read_stack_file
+from tests.e2e.chart import package_chart
+from tests.e2e.engine import Engine, PulumiStack
+from tests.e2e.engine_stacks import engine_config, new_stack
 from tests.e2e.kube import Kubectl
 from tests.e2e.kyverno_cases import Runs
 from tests.e2e.kyverno_cli import Kyverno
@@ -21,6 +24,8 @@ HERE = Path(__file__).resolve().parent
 ENABLE_ENV = "GPU_POOL_E2E"
 TOOLS_ENV = "E2E_TOOLS_BIN"
 DEFAULT_BIN = ROOT_DIR / ".tools" / "e2e" / "bin"
+ENGINE_ENV = "ENGINE_BIN"
+DEFAULT_ENGINE_BIN = ROOT_DIR / ".tools" / "engine" / "bin"
 # The CRDs of what the stack writes to and the chart installs, from ../shared/upstream (never copied here).
 UPSTREAM_CRDS = (
     "gpu-operator/v26.7.0/chart/crds/nvidia.com_clusterpolicies.yaml",
@@ -70,6 +75,49 @@ def e2e_tools() -> Tools:
             pytest.fail(message)
         pytest.skip(message)
     return tools
+
+
+@pytest.fixture(scope="session")
+def engine() -> Engine:
+    """The real Pulumi CLI, language host and providers (`make engine-tools`)."""
+    built = Engine(Path(os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE_BIN))
+    missing = built.missing()
+    if missing:
+        message = f"{', '.join(missing)} not built in {built.bin_dir}: run `make engine-tools`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return built
+
+
+@pytest.fixture(scope="session")
+def packaged_chart(e2e_tools: Tools, upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The vendored chart as NVIDIA publishes it: the local chart source the engine stacks name."""
+    return package_chart(e2e_tools, upstream, tmp_path_factory.mktemp("chart"))
+
+
+@pytest.fixture(scope="session")
+def prod_engine_config(cluster: Cluster, packaged_chart: Path) -> dict[str, object]:
+    return engine_config(read_stack_file("prod"), cluster.kubeconfig, packaged_chart)
+
+
+@pytest.fixture(scope="session")
+def engine_path(e2e_tools: Tools) -> list[Path]:
+    """What the program's steps run besides the engine: uv (the language host's toolchain) and kubectl."""
+    return [ROOT_DIR / ".tools" / "bin", e2e_tools.bin_dir]
+
+
+@pytest.fixture(scope="session")
+def prod_engine_stack(
+    engine: Engine,
+    engine_path: list[Path],
+    prod_engine_config: dict[str, object],
+    crds: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> PulumiStack:
+    """prod under the real engine, preflights off as in `make preview` (GPU_POOL_OFFLINE=1)."""
+    work = tmp_path_factory.mktemp("engine-prod")
+    return new_stack(engine, work, "prod", prod_engine_config, engine_path, {"GPU_POOL_OFFLINE": "1"})
 
 
 @contextlib.contextmanager

@@ -117,5 +117,5 @@ def test_the_guard_alone_needs_kyvernos_crd_at_preflight(prod_config) -> None:
     prod_config["gpu-pool:kyverno"] = {"enabled": False, "minCpuPerGpu": "1"}
     prod_config["gpu-pool:gpuQuotas"] = {}
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
-    (kyverno,) = [crd for crd in needed_crds(cfg) if crd.name == "clusterpolicies.kyverno.io"]
+    (kyverno,) = [crd for crd in needed_crds(cfg) if crd.name == "validatingpolicies.policies.kyverno.io"]
     assert kyverno.why == "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)"

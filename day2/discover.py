@@ -1,0 +1,202 @@
+"""`gpu-pool discover`: the NVIDIA cards of a Proxmox node, as stack-file entries to paste.
+
+Reads the answer of `GET /nodes/{node}/hardware/pci` (from the Proxmox API, or saved with
+`pvesh get /nodes/<node>/hardware/pci --output-format json`). Its fields are those of pve-common's
+PVE::SysFSTools::lspci (proxmox/pve-common, src/PVE/SysFSTools.pm at 0a2e2aae, the `lspci` sub's return
+format), which PVE::API2::Hardware::PCI returns with verbose on: `id` (`0000:01:00.0`), `vendor`/`device`
+(`0x10de`), `class` (`0x030000`), `iommugroup` (an int, -1 without IOMMU), `subsystem_vendor`/`subsystem_device`,
+and the pci.ids names `vendor_name`, `device_name`. The API hides classes 05, 06 and 0b by default
+(`pci-class-blacklist`), so bridges are not in the answer: every other device in a card's group is an endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from day2.errors import Day2Error
+
+NVIDIA = "10de"
+# PCI base class 03 (display): 0300 VGA, 0302 3D controller (data-centre and most workstation cards).
+DISPLAY_CLASSES = ("0300", "0302")
+_BRACKETED = re.compile(r"\[([^\]]+)\]")
+
+
+def _hex(value: Any) -> str:
+    text = str(value or "").lower()
+    return text[2:] if text.startswith("0x") else text
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    vendor: str
+    device: str
+    pci_class: str
+    iommu_group: int
+    subsystem: str
+    name: str
+
+    @property
+    def slot(self) -> str:
+        return self.id.split(".")[0]
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.pci_class.startswith("06")
+
+
+def parse_answer(answer: Any, source: str) -> list[Device]:
+    """The devices of one `hardware/pci` answer: a JSON list, or the API's `{"data": [...]}`."""
+    if isinstance(answer, Mapping) and "data" in answer:
+        answer = answer["data"]
+    if not isinstance(answer, list) or not all(isinstance(item, Mapping) and "id" in item for item in answer):
+        raise Day2Error(
+            f"{source} is not the answer of `pvesh get /nodes/<node>/hardware/pci --output-format json`: "
+            "expected a JSON list of devices with id, vendor, device, class and iommugroup"
+        )
+    devices = []
+    for item in answer:
+        group = item.get("iommugroup", -1)
+        address = str(item["id"]).lower()
+        devices.append(
+            Device(
+                id=address if address.count(":") == 2 else f"0000:{address}",
+                vendor=_hex(item.get("vendor")),
+                device=_hex(item.get("device")),
+                pci_class=_hex(item.get("class")),
+                iommu_group=int(group) if isinstance(group, int | str) and str(group).lstrip("-").isdigit() else -1,
+                subsystem=f"{_hex(item.get('subsystem_vendor'))}:{_hex(item.get('subsystem_device'))}",
+                name=str(item.get("device_name") or ""),
+            )
+        )
+    return devices
+
+
+def model_name(device: Device) -> str:
+    """`GA107GL [RTX A1000]` (pci.ids) -> `NVIDIA RTX A1000`: the marketing name is the bracketed part."""
+    bracketed = _BRACKETED.findall(device.name)
+    if bracketed:
+        return f"NVIDIA {bracketed[-1].split('/')[0].strip()}"
+    return f"NVIDIA {device.name}" if device.name else f"NVIDIA {NVIDIA}:{device.device}"
+
+
+@dataclass
+class Card:
+    node: str
+    entry: dict[str, Any]
+    functions: list[str]
+    problems: list[str] = field(default_factory=list)
+    in_stack: str | None = None
+
+    @property
+    def passable(self) -> bool:
+        return not self.problems
+
+
+def find_cards(node: str, devices: Sequence[Device], mapped: Mapping[str, str]) -> list[Card]:
+    """Each NVIDIA display or 3D controller (function 0) of the node, with why it cannot be passed through."""
+    cards = []
+    gpus = [d for d in devices if d.vendor == NVIDIA and d.pci_class[:4] in DISPLAY_CLASSES]
+    for gpu in sorted(gpus, key=lambda d: d.id):
+        functions = sorted(d.id for d in devices if d.slot == gpu.slot)
+        entry = {
+            "pciAddress": gpu.slot,
+            "vendorDeviceId": f"{gpu.vendor}:{gpu.device}",
+            "subsystemId": gpu.subsystem,
+            "iommuGroup": gpu.iommu_group,
+            "model": model_name(gpu),
+        }
+        card = Card(node, entry, functions, in_stack=mapped.get(f"{node}/{gpu.slot}"))
+        if gpu.iommu_group < 0:
+            card.problems.append("in no IOMMU group: IOMMU is off on the host (intel_iommu=on iommu=pt, reboot)")
+        else:
+            others = sorted(
+                f"{d.id} ({d.name or d.vendor + ':' + d.device})"
+                for d in devices
+                if d.iommu_group == gpu.iommu_group and d.slot != gpu.slot and not d.is_bridge
+            )
+            if others:
+                card.problems.append(
+                    f"cannot be passed through alone: IOMMU group {gpu.iommu_group} also holds {', '.join(others)} "
+                    "(another slot, or ACS on the host, may separate them)"
+                )
+        cards.append(card)
+    return cards
+
+
+def stack_cards(raw_domains: Any) -> dict[str, str]:
+    """`node/slot` -> `failureDomains[name].gpu` for every card a (possibly incomplete) stack file names."""
+    found: dict[str, str] = {}
+    for domain in raw_domains if isinstance(raw_domains, list) else []:
+        if not isinstance(domain, Mapping):
+            continue
+        gpus = [domain["gpu"]] if isinstance(domain.get("gpu"), Mapping) else domain.get("gpus") or []
+        for index, gpu in enumerate(gpus if isinstance(gpus, list) else []):
+            if isinstance(gpu, Mapping) and gpu.get("pciAddress"):
+                key = "gpu" if "gpu" in domain else f"gpus[{index}]"
+                slot = str(gpu["pciAddress"]).lower().split(".")[0]
+                found[f"{domain.get('proxmoxNode')}/{slot}"] = f"failureDomains[{domain.get('name')}].{key}"
+    return found
+
+
+def _yaml_scalar(value: Any) -> str:
+    # Quoted: an unquoted 0000:01:00 or 10de:2204 is fine in YAML 1.2, but not in every reader.
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def stack_entry(cards: Sequence[Card]) -> str:
+    """The lines to paste under the node's domain: `gpu:` for one card, `gpus:` for several."""
+    if len(cards) == 1:
+        return "gpu:\n" + "".join(f"  {key}: {_yaml_scalar(value)}\n" for key, value in cards[0].entry.items())
+    lines = ["gpus:\n"]
+    for card in cards:
+        items = list(card.entry.items())
+        lines.append(f"  - {items[0][0]}: {_yaml_scalar(items[0][1])}\n")
+        lines += [f"    {key}: {_yaml_scalar(value)}\n" for key, value in items[1:]]
+    return "".join(lines)
+
+
+def report_json(nodes: Mapping[str, Sequence[Card]]) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {
+                "node": node,
+                "cards": [
+                    {
+                        **card.entry,
+                        "functions": card.functions,
+                        "passable": card.passable,
+                        "problems": card.problems,
+                        "inStack": card.in_stack,
+                    }
+                    for card in cards
+                ],
+            }
+            for node, cards in nodes.items()
+        ]
+    }
+
+
+def report_text(nodes: Mapping[str, Sequence[Card]]) -> str:
+    out: list[str] = []
+    for node, cards in nodes.items():
+        if not cards:
+            out.append(f"# {node}: no NVIDIA display or 3D controller in the answer\n")
+            continue
+        passable = [c for c in cards if c.passable]
+        out.append(f"# {node}: {len(cards)} NVIDIA card{'s' if len(cards) != 1 else ''}\n")
+        for card in cards:
+            note = f", already in the stack as {card.in_stack}" if card.in_stack else ""
+            out.append(
+                f"#   {card.entry['pciAddress']} {card.entry['model']}: functions {', '.join(card.functions)}{note}\n"
+            )
+            out += [f"#     NOT USABLE: {problem}\n" for problem in card.problems]
+        if passable:
+            out.append(f"# paste under the domain with proxmoxNode: {node}\n")
+            out.append(stack_entry(passable))
+        out.append("\n")
+    return "".join(out).rstrip("\n") + "\n"

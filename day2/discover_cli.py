@@ -1,0 +1,113 @@
+"""Where `gpu-pool discover` gets its answers: a saved `hardware/pci` answer, or the Proxmox API of the stack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote
+
+from day2.discover import Card, find_cards, parse_answer, report_json, report_text, stack_cards
+from day2.errors import Day2Error
+
+TOKEN_ENV = "GPU_POOL_SECRET_PROXMOXAPITOKEN"
+
+
+def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    discover = commands.add_parser(
+        "discover", help="the NVIDIA cards of the stack's Proxmox nodes, as stack-file entries to paste"
+    )
+    discover.add_argument(
+        "--from",
+        dest="answer",
+        metavar="FILE",
+        help="a saved answer of `pvesh get /nodes/<node>/hardware/pci --output-format json` (- for stdin)",
+    )
+    discover.add_argument("--node", metavar="NAME", help="the Proxmox node that answer is from (with --from)")
+    discover.add_argument("--stack", metavar="NAME", help="read Pulumi.NAME.yaml: its endpoint, nodes and cards")
+    discover.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
+    discover.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table or json")
+
+
+def _read_stack(name: str, folder: Path) -> dict[str, Any]:
+    # The stack file may still lack its cards (that is what discover is for): read it, do not validate it.
+    from offline.runner import StackFileError, read_stack_file
+
+    try:
+        return read_stack_file(name, folder)
+    except StackFileError as error:
+        raise Day2Error(f"--stack {name}: {error}") from None
+
+
+def _load_json(source: str) -> Any:
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as error:
+        raise Day2Error(f"--from {source}: cannot read it: {error.strerror}") from None
+    if not text.strip():
+        raise Day2Error(
+            f"--from {source} is empty: save the answer with "
+            "`pvesh get /nodes/<node>/hardware/pci --output-format json > FILE`"
+        )
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise Day2Error(
+            f"--from {source} is not JSON: use pvesh's `--output-format json` (its default is a table)"
+        ) from None
+
+
+def _api_answer(endpoint: str, insecure: bool, node: str) -> Any:
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        raise Day2Error(
+            f"asking the Proxmox API needs the token in the environment variable {TOKEN_ENV} "
+            "(user@realm!tokenid=uuid), or a saved answer with --from FILE --node NAME"
+        )
+    url = f"{endpoint.rstrip('/')}/api2/json/nodes/{quote(node)}/hardware/pci"
+    request = urllib.request.Request(url, headers={"Authorization": f"PVEAPIToken={token}"})
+    context = ssl._create_unverified_context() if insecure else ssl.create_default_context()
+    try:
+        with urllib.request.urlopen(request, timeout=20, context=context) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise Day2Error(f"{url}: the Proxmox API answered {error.code} {error.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise Day2Error(f"{url}: no answer from the Proxmox API ({error})") from None
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    raw = _read_stack(args.stack, Path(args.stack_dir)) if args.stack else {}
+    mapped = stack_cards(raw.get("gpu-pool:failureDomains"))
+    nodes: dict[str, list[Card]] = {}
+    if args.answer is not None:
+        if not args.node:
+            raise Day2Error("--from needs --node NAME: the Proxmox node the saved answer is from")
+        nodes[args.node] = find_cards(args.node, parse_answer(_load_json(args.answer), args.answer), mapped)
+    else:
+        proxmox = raw.get("gpu-pool:proxmox")
+        domains = raw.get("gpu-pool:failureDomains")
+        if not isinstance(proxmox, dict) or not proxmox.get("endpoint") or not isinstance(domains, list):
+            raise Day2Error(
+                "name a stack whose file has gpu-pool:proxmox.endpoint and failureDomains with their proxmoxNode "
+                "(--stack NAME), or give a saved answer (--from FILE --node NAME)"
+            )
+        wanted = (
+            [args.node] if args.node else sorted({str(d.get("proxmoxNode")) for d in domains if isinstance(d, dict)})
+        )
+        for node in wanted:
+            answer = _api_answer(str(proxmox["endpoint"]), bool(proxmox.get("insecure")), node)
+            nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped)
+    if args.output == "json":
+        json.dump(report_json(nodes), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(report_text(nodes))
+    cards = [card for found in nodes.values() for card in found]
+    return 0 if cards and all(card.passable for card in cards) else 1

@@ -1,0 +1,167 @@
+"""`gpu-pool node-check`: a GPU worker's own floors from the PCI bus up (pci, link, driver, nvml, health).
+
+Runs on the node (standard library only): `python3 -m day2.node_check` from a copy of day2/ and knowledge/, or
+`gpu-pool node-check` where the project is installed. Reads /sys, /proc and /run live, or copies of them
+(--sysfs-root, --proc-root, --run-root), a saved kernel log (--kernel-log) and a saved NVML reading
+(--nvml-json). Same JSON shape and exit codes as doctor: 0 healthy, 1 a broken floor, 2 a usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from day2.node_facts import NodeFacts, NodeInputError, read_devices, read_kernel_log, read_module, read_nvml_json
+from day2.node_floors import Expected, report_json, table, walk
+from day2.node_nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
+
+PROG = "gpu-pool node-check"
+LIVE_SYSFS = Path("/sys")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise NodeInputError(f"{message} (see {self.prog} --help)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    read = parser.add_argument_group("what to read (default: this machine, live)")
+    read.add_argument("--sysfs-root", type=Path, default=LIVE_SYSFS, metavar="DIR", help="/sys or a copy of it")
+    read.add_argument("--proc-root", type=Path, default=Path("/proc"), metavar="DIR", help="/proc or a copy")
+    read.add_argument("--run-root", type=Path, default=Path("/run"), metavar="DIR", help="/run or a copy")
+    read.add_argument(
+        "--kernel-log", type=Path, metavar="FILE", help="saved `dmesg` output (default: run dmesg when live)"
+    )
+    read.add_argument("--nvml-json", type=Path, metavar="FILE", help="a saved NVML reading instead of pynvml")
+    read.add_argument("--save-nvml", type=Path, metavar="FILE", help="write the live NVML reading to FILE")
+    expect = parser.add_argument_group("what the stack expects (or --stack NAME where the project is installed)")
+    expect.add_argument("--expect-id", action="append", default=[], metavar="VVVV:DDDD", help="a card, per card")
+    expect.add_argument("--expect-subsystem", action="append", default=[], metavar="VVVV:DDDD", help="per card")
+    expect.add_argument("--expect-driver", metavar="VERSION", help="the pinned driver version, e.g. 580.159.04")
+    expect.add_argument("--proxmox-node", metavar="NAME", help="the VM's Proxmox node (names the power cycle)")
+    expect.add_argument("--vm-id", type=int, metavar="ID", help="the VM's id (names the power cycle)")
+    expect.add_argument("--stack", metavar="NAME", help="read the expectations from Pulumi.NAME.yaml")
+    expect.add_argument("--stack-dir", type=Path, default=Path("."), metavar="DIR", help="folder of the stack file")
+    expect.add_argument("--print-flags", action="store_true", help="with --stack: print the flags for the node")
+    parser.add_argument("--node", metavar="NAME", help="the node's name in the output (default: the hostname)")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table or json")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG, description="A GPU worker's floors from the PCI bus up: pci, link, driver, nvml, health."
+    )
+    add_arguments(parser)
+    return parser
+
+
+def _expected(args: argparse.Namespace) -> Expected:
+    if args.stack:
+        try:
+            from day2.node_stack import expected_from_stack  # pydantic: only where the project is installed
+        except ImportError:
+            raise NodeInputError(
+                f"--stack {args.stack}: reading the stack file needs the project's environment, which this machine "
+                "lacks; where the project is installed, `gpu-pool node-check --stack NAME --node NODE --print-flags` "
+                "prints the flags to pass here instead"
+            ) from None
+        return expected_from_stack(args.stack, args.stack_dir, args.node or socket.gethostname())
+    for flag, values in (("--expect-id", args.expect_id), ("--expect-subsystem", args.expect_subsystem)):
+        for value in values:
+            if (
+                len(value) != 9
+                or value[4] != ":"
+                or not all(c in "0123456789abcdefABCDEF" for c in value[:4] + value[5:])
+            ):
+                raise NodeInputError(f"{flag} {value}: expected vvvv:dddd in hex, e.g. 10de:2335")
+    return Expected(
+        ids=tuple(args.expect_id),
+        subsystems=tuple(args.expect_subsystem),
+        driver=args.expect_driver,
+        proxmox_node=args.proxmox_node,
+        vm_id=args.vm_id,
+    )
+
+
+def _live_kernel_log() -> tuple[str, ...] | None:
+    try:
+        done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tuple(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+def read_facts(args: argparse.Namespace) -> NodeFacts:
+    live = args.sysfs_root == LIVE_SYSFS
+    if args.save_nvml and (args.nvml_json or not live):
+        raise NodeInputError(
+            "--save-nvml writes the live NVML reading: run it on the node without --nvml-json and --sysfs-root"
+        )
+    devices = read_devices(args.sysfs_root)  # first: a wrong root is the likeliest mistake
+    log = read_kernel_log(args.kernel_log) if args.kernel_log else (_live_kernel_log() if live else None)
+    reading, missing = None, None
+    if args.nvml_json:
+        reading = read_nvml_json(args.nvml_json)
+    elif live:
+        try:
+            reading = nvml_reading()
+        except NvmlUnavailable as why:
+            missing = str(why)
+        except NvmlVersionMismatch as why:
+            missing = f"{why}: the loaded module and the NVML library differ"
+        except Exception as error:  # an nvidia-ml-py this code has not met: say so, check the other floors
+            missing = f"NVML reading failed: {type(error).__name__}: {error}"
+    else:
+        missing = "reading a copy: pass --nvml-json FILE for its NVML reading"
+    if reading is not None and args.save_nvml:
+        try:
+            args.save_nvml.write_text(json.dumps(reading, indent=2) + "\n", encoding="utf-8")
+        except OSError as error:
+            raise NodeInputError(f"--save-nvml {args.save_nvml}: {error.strerror}") from None
+    return NodeFacts(
+        devices=devices,
+        module=read_module(args.sysfs_root, args.proc_root, args.run_root),
+        kernel_log=log,
+        nvml=reading,
+        nvml_missing=missing,
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    expected = _expected(args)
+    if args.print_flags:
+        if not args.stack:
+            raise NodeInputError("--print-flags prints what --stack expects: add --stack NAME --node NODE")
+        from day2.node_stack import as_flags  # imported above by _expected: the environment is there
+
+        out.write(" ".join(as_flags(expected)) + "\n")
+        return 0
+    report = walk(read_facts(args), expected, args.node or socket.gethostname())
+    if args.output == "json":
+        out.write(json.dumps(report_json(report), indent=2) + "\n")
+    else:
+        out.write(table([report]))
+    return 0 if report.healthy else 1
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        return run(build_parser().parse_args(argv), out)
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else 0
+    except NodeInputError as error:
+        err.write(f"{PROG}: {' '.join(str(error).split())}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""What node-check expects of one node, read from the stack file (where the project's environment is).
+
+On the node itself there is no pydantic and no stack file: there the same expectations are given as flags,
+which `gpu-pool node-check --stack NAME --node NODE --print-flags` writes out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.errors import ConfigError
+from config.loader import validate_stack
+from day2.node_facts import NodeInputError
+from day2.node_floors import Expected
+from offline.runner import StackFileError, read_stack_file
+
+
+def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
+    try:
+        raw = read_stack_file(stack, root)
+    except StackFileError as error:
+        raise NodeInputError(f"--stack {stack}: {error}") from None
+    values = {
+        key.removeprefix("gpu-pool:"): value
+        for key, value in raw.items()
+        if key.startswith("gpu-pool:") and not (isinstance(value, dict) and set(value) == {"secure"})
+    }
+    try:
+        cfg = validate_stack(values)
+    except ConfigError as error:
+        raise NodeInputError(
+            f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}"
+        ) from None
+    names = [d.hostname for d in cfg.failure_domains]
+    domain = next((d for d in cfg.failure_domains if d.hostname == node), None)
+    if domain is None:
+        raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
+    return Expected(
+        # Every card of the domain (gpu or gpus): the node's cards are all of them.
+        ids=tuple(card.vendor_device_id for card in domain.cards),
+        subsystems=tuple(card.subsystem_id for card in domain.cards),
+        driver=cfg.gpu_operator.driver_version,
+        proxmox_node=domain.proxmox_node,
+        vm_id=domain.vm_id,
+    )
+
+
+def as_flags(expected: Expected) -> list[str]:
+    """The same expectations as node-check flags, to run on the node."""
+    flags: list[str] = []
+    for card_id in expected.ids:
+        flags += ["--expect-id", card_id]
+    for subsystem in expected.subsystems:
+        flags += ["--expect-subsystem", subsystem]
+    if expected.driver:
+        flags += ["--expect-driver", expected.driver]
+    if expected.proxmox_node:
+        flags += ["--proxmox-node", expected.proxmox_node]
+    if expected.vm_id is not None:
+        flags += ["--vm-id", str(expected.vm_id)]
+    return flags

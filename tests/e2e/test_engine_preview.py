@@ -1,0 +1,47 @@
+"""`pulumi preview` of this program under the real engine: the CLI, the Python language host and the real providers.
+
+The cluster is the e2e tier's real kube-apiserver (with the upstream CRDs); the chart is the vendored v26.x chart,
+packaged with its real version and named as a local chart source, as an air-gapped lab would. The Proxmox side
+needs nothing at preview: the providers' Check and Diff run locally, and the program's preflights are off
+(GPU_POOL_OFFLINE=1, as `make preview` runs them); `test_engine_up.py` runs them against the stand-in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from offline.runner import PROJECT
+from tests.e2e.engine import PulumiStack, step_ops
+from tests.e2e.engine_stacks import SECRETS, offline_plan_names
+
+pytestmark = pytest.mark.usefixtures("crds")
+
+
+@pytest.fixture(scope="module")
+def previewed(prod_engine_stack: PulumiStack) -> dict[str, Any]:
+    return prod_engine_stack.preview_json()
+
+
+def test_the_real_engine_previews_every_resource_the_offline_preview_plans(
+    prod_engine_stack: PulumiStack, prod_engine_config: dict[str, Any], previewed: dict[str, Any]
+) -> None:
+    ops = step_ops(previewed)
+    assert set(ops) == offline_plan_names(prod_engine_config) | {f"{PROJECT}-{prod_engine_stack.name}"}
+    assert set(ops.values()) == {"create"}
+    errors = [d for d in previewed.get("diagnostics", []) if d.get("severity") == "error"]
+    assert errors == []
+
+
+def test_secrets_reach_the_program_as_secrets_and_never_appear_in_the_preview(
+    prod_engine_stack: PulumiStack, previewed: dict[str, Any]
+) -> None:
+    stack_file = prod_engine_stack.stack_file.read_text()
+    done = prod_engine_stack.run("preview", "--diff", "--show-sames")
+    for value in SECRETS.values():
+        assert value not in stack_file
+        assert value not in done.stdout + done.stderr
+        assert value not in json.dumps(previewed)
+    assert f"{PROJECT}:rke2Token:\n    secure:" in json.dumps(stack_file)
