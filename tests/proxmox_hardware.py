@@ -82,7 +82,9 @@ def answering(
         if args.token == LOCAL_RUN:
             command = str(args.args.get("command", ""))
             stdout = (
-                (crd_listing(tuple(SERVED)) if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
+                (crd_listing(tuple(SERVED)) if crd_stdout is None else crd_stdout)
+                if " get crd " in command
+                else host_check_stdout
             )
             return {"stdout": stdout, "stderr": "", "command": command}
         raise NotImplementedError(f"no mock answer for {args.token}")
