@@ -16,6 +16,7 @@ from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
 from config.kyverno import KyvernoConfig
 from config.proxmox import ProxmoxConfig
+from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
@@ -36,6 +37,7 @@ class StackParts:
     kyverno: KyvernoConfig | None = None
     operator_namespace: str | None = None
     smoke_namespace: str | None = None
+    rollout: RolloutConfig | None = None
 
 
 def parts_of(cfg: StackConfig) -> StackParts:
@@ -47,6 +49,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         kyverno=cfg.kyverno,
         operator_namespace=cfg.gpu_operator.namespace,
         smoke_namespace=cfg.smoke_test.namespace,
+        rollout=cfg.rollout,
     )
 
 
@@ -75,6 +78,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         kyverno=_parsed(KyvernoConfig.model_validate, raw.get("kyverno", {})),
         operator_namespace=operator.namespace if operator else None,
         smoke_namespace=smoke.namespace if smoke else None,
+        rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
     )
 
 
@@ -174,6 +178,30 @@ def cross_key_problems(parts: StackParts) -> list[str]:
         problems.append(
             f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
             "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
+        )
+    return problems + _rollout_problems(parts)
+
+
+def _rollout_problems(parts: StackParts) -> list[str]:
+    if parts.rollout is None:
+        return []
+    names = [domain.name for _, domain in parts.domains]
+    problems: list[str] = []
+    for name, count in Counter(parts.rollout.order or []).items():
+        if count > 1:
+            problems.append(
+                f"gpu-pool:rollout.order: {name!r} is listed {count} times; a wave goes through each domain once: "
+                "list it once"
+            )
+        if parts.domains and name not in names:
+            problems.append(
+                f"gpu-pool:rollout.order: {name!r} is not a failure domain (the domains are {', '.join(names)}): "
+                "name domains by their name, or drop it"
+            )
+    if parts.domains and parts.rollout.max_unavailable > len(parts.domains):
+        problems.append(
+            f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
+            f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
         )
     return problems
 

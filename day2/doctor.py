@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from day2 import objects as o
-from day2.floors_operands import dcgm_exporter_floor, device_plugin_floor, driver_floor, toolkit_floor
+from day2.floors_operands import (
+    dcgm_exporter_floor,
+    device_plugin_floor,
+    driver_floor,
+    operator_validator_floor,
+    toolkit_floor,
+)
 from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
 from day2.floors_types import Check, Fix, NodeContext
 from day2.node_report import NodeCheck
@@ -24,6 +30,7 @@ FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
     ("taint", taint_floor),
     ("driver", driver_floor),
     ("toolkit", toolkit_floor),
+    ("operator-validator", operator_validator_floor),
     ("device-plugin", device_plugin_floor),
     ("gpu-capacity", gpu_capacity_floor),
     ("dcgm-exporter", dcgm_exporter_floor),

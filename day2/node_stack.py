@@ -36,7 +36,6 @@ def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     if domain is None:
         raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
     return Expected(
-        # Every card of the domain (gpu or gpus): the node's cards are all of them.
         ids=tuple(card.vendor_device_id for card in domain.cards),
         subsystems=tuple(card.subsystem_id for card in domain.cards),
         driver=cfg.gpu_operator.driver_version,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -71,9 +72,11 @@ def answering(
     tables: dict[str, list[dict[str, Any]]] | None = None,
     host_check_stdout: str = "vfio-pci\n24\n",
     crd_stdout: str | None = None,
+    cluster_nodes: list[dict[str, Any]] | None = None,
+    server_version: str | None = None,
 ) -> Invoke:
-    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check and
-    for the cluster's CRDs (default: all present)."""
+    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check, for
+    the cluster's CRDs (default: all present), its Nodes (default: none, a first install) and its version."""
 
     def invoke(args: MockCallArgs) -> dict[str, Any]:
         if args.token == GET_PCI:
@@ -81,6 +84,12 @@ def answering(
             return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
         if args.token == LOCAL_RUN:
             command = str(args.args.get("command", ""))
+            if " get nodes -o json" in command:
+                listing = json.dumps({"kind": "List", "apiVersion": "v1", "items": cluster_nodes or []})
+                return {"stdout": f"{listing}\nkubectl-exit=0\n", "stderr": "", "command": command}
+            if " version -o json" in command:
+                answer = {"serverVersion": {"gitVersion": server_version}} if server_version else {}
+                return {"stdout": json.dumps(answer), "stderr": "", "command": command}
             stdout = (
                 (crd_listing(tuple(SERVED)) if crd_stdout is None else crd_stdout)
                 if " get crd " in command
