@@ -22,6 +22,7 @@ from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
+from knowledge.driver_matrix import chart_deprecation
 from knowledge.gpu_operator import GPU_RESOURCE
 
 PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, SharingProfile])
@@ -216,7 +217,15 @@ def _rollout_problems(parts: StackParts) -> list[str]:
 
 def config_warnings(cfg: StackConfig) -> list[str]:
     """Valid, but probably not what was meant."""
-    return [
+    deprecated = chart_deprecation(cfg.gpu_operator.chart_version)
+    warnings = [f"gpu-pool:gpuOperator.chartVersion: {deprecated}"] if deprecated else []
+    if cfg.kyverno.policy_api == "cel" and "failure_policy" in cfg.gpu_quotas.model_fields_set:
+        warnings.append(
+            "gpu-pool:gpuQuotas.failurePolicy: has no effect with kyverno.policyApi cel: a GeneratingPolicy has no "
+            "failurePolicy (its CRD has none; Kyverno creates the quota after admission); it applies to the "
+            "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
+        )
+    return warnings + [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
         f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "
         "it (cloud-init runs once): add one before the VM is created"

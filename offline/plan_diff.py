@@ -31,6 +31,7 @@ VM = "proxmoxve:index/vmLegacy:VmLegacy"
 SNIPPET = "proxmoxve:index/fileLegacy:FileLegacy"
 JOB = "kubernetes:batch/v1:Job"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 _INDEX = re.compile(r"\[\d+\]")
@@ -250,12 +251,45 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
         )
 
 
+def _operator_notes(change: Change, before: Registration | None, after: Registration | None) -> None:
+    """The GPU Operator's CRDs and chart: what a bump does on the cluster (26.7.0 release notes, PR #2527)."""
+    subject = after or before
+    assert subject is not None
+    name = (subject.inputs.get("metadata") or {}).get("name")
+    if subject.type == CRD and change.op == "update":
+        change.info.append(
+            f"CRD {name} gets the new chart's schema before the release upgrades: its objects stay, and fields "
+            "the new operator reads are no longer pruned"
+        )
+    elif subject.type == CRD and change.op == "create":
+        change.info.append(f"CRD {name} is new in this chart (or newly managed: adopted in place if Helm made it)")
+    elif subject.type == CRD and change.op == "delete" and before is not None and before.retain_on_delete:
+        change.info.append(f"CRD {name} leaves the plan but stays in the cluster with its objects (retainOnDelete)")
+    if subject.type != RELEASE or change.op != "update" or before is None or after is None:
+        return
+    old, new = before.inputs.get("version"), after.inputs.get("version")
+    if old != new:
+        driver_kept = not any(k.startswith("values.driver.version") for k in change.keys)
+        change.info.append(
+            f"chart {old} -> {new}: the operator restarts and rolls every operand DaemonSet (toolkit, device "
+            "plugin, DCGM exporter, GFD, NFD, validator) without touching GPU pods; "
+            + (
+                "the driver is unchanged, so from 26.7 the operator restarts its pod in place without evicting"
+                if driver_kept
+                else "the driver changes, so GPU pods are evicted node by node"
+            )
+        )
+    if before.inputs.get("chart") != after.inputs.get("chart"):
+        change.info.append(f"chart source {before.inputs.get('chart')} -> {after.inputs.get('chart')}")
+
+
 def compare(before: Registration | None, after: Registration | None) -> Change:
     subject = after or before
     assert subject is not None
     if before is None:
         change = Change(subject.urn, subject.type, subject.name, "create")
         _kind_notes(change, None, after)
+        _operator_notes(change, None, after)
         return change
     if after is None:
         change = Change(subject.urn, subject.type, subject.name, "delete")
@@ -271,6 +305,7 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
         if before.name.endswith("-node-cleanup"):
             change.info.append(f"{before.name} deletes the Node object of the removed domain after its VM is gone")
         _kind_notes(change, before, None)
+        _operator_notes(change, before, None)
         return change
     paths, ignored = _without_ignored(changed_paths(before.inputs, after.inputs), after.ignore_changes)
     change = Change(subject.urn, subject.type, subject.name, "same" if not paths else "update", keys=_compact(paths))
@@ -306,6 +341,7 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
     if after.type in COMMAND_TYPES:
         _command_notes(change, after)
     _kind_notes(change, before, after)
+    _operator_notes(change, before, after)
     return change
 
 

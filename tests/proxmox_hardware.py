@@ -45,16 +45,27 @@ Invoke = Callable[[MockCallArgs], dict[str, Any]]
 ALL_CRDS = (
     "servicemonitors.monitoring.coreos.com",
     "prometheusrules.monitoring.coreos.com",
-    "clusterpolicies.kyverno.io",
+    "mutatingpolicies.policies.kyverno.io",
+    "generatingpolicies.policies.kyverno.io",
 )
+# What each CRD serves and stores on a cluster with Kyverno 1.19 and the Prometheus Operator (their v1.19.0 and
+# v0.93.0 CRDs: the policies.kyverno.io types serve v1alpha1, v1beta1 and v1, storing v1beta1).
+SERVED: dict[str, tuple[str, str]] = {
+    "servicemonitors.monitoring.coreos.com": ("v1", "v1"),
+    "prometheusrules.monitoring.coreos.com": ("v1", "v1"),
+    "clusterpolicies.kyverno.io": ("v1,v2beta1", "v1"),
+    "mutatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "generatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "validatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+}
 
 
-def crd_listing(crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0) -> str:
-    """What `kubectl get crd ... --ignore-not-found -o name; echo kubectl-exit=$?` prints."""
-    return (
-        "".join(f"customresourcedefinition.apiextensions.k8s.io/{crd}\n" for crd in crds)
-        + f"kubectl-exit={exit_code}\n"
-    )
+def crd_listing(
+    crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0, versions: dict[str, tuple[str, str]] | None = None
+) -> str:
+    """What `kubectl get crd ... --ignore-not-found --no-headers -o custom-columns=NAME,SERVED,STORED` prints."""
+    table = {**SERVED, **(versions or {})}
+    return "".join(f"{crd}   {table[crd][0]}   {table[crd][1]}\n" for crd in crds) + f"kubectl-exit={exit_code}\n"
 
 
 # The namespaces prod puts objects in without creating them, plus what every cluster has.
@@ -130,7 +141,9 @@ def answering(
                 answer = {"serverVersion": {"gitVersion": server_version}} if server_version else {}
                 return {"stdout": json.dumps(answer), "stderr": "", "command": command}
             stdout = (
-                (crd_listing() if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
+                (crd_listing(tuple(SERVED)) if crd_stdout is None else crd_stdout)
+                if " get crd " in command
+                else host_check_stdout
             )
             return {"stdout": stdout, "stderr": "", "command": command}
         raise NotImplementedError(f"no mock answer for {args.token}")

@@ -45,20 +45,20 @@ def test_a_volta_card_under_a_driver_newer_than_r580_is_refused_with_the_580_pin
     run_stack_program: Run, prod_config, monitor
 ):
     _card(prod_config, 1, **V100)
-    prod_config["gpu-pool:gpuOperator"]["driverVersion"] = "590.48.01"
+    prod_config["gpu-pool:gpuOperator"].update(chartVersion="v26.7.0", driverVersion="595.91.07")
 
     message = refused(run_stack_program, prod_config, monitor)
 
     assert f"{FD}[dc2].gpu.vendorDeviceId: 10de:1db1 (Tesla V100-SXM2-16GB) is a Maxwell, Pascal or Volta" in message
     assert "R580 is the last driver branch that supports it" in message
-    assert "driverVersion 590.48.01 is R590: set driverVersion to 580.173.02" in message
+    assert "driverVersion 595.91.07 is R595: set driverVersion to 580.173.02" in message
 
 
 @pytest.mark.parametrize("driver", ["580.173.02", "570.211.01"])
 def test_a_pascal_card_under_r580_or_older_with_auto_modules_is_accepted(prod_config, driver: str) -> None:
     _card(prod_config, 0, **P4)
     domain = FailureDomainConfig.model_validate(prod_config[FD][0])
-    operator = GpuOperatorConfig.model_validate({"driverVersion": driver})
+    operator = GpuOperatorConfig.model_validate({"chartVersion": "v26.3.2", "driverVersion": driver})
 
     assert card_driver_problems(f"{FD}[dc1]", domain, operator) == []
 
@@ -80,11 +80,12 @@ def test_a_kepler_card_is_refused_because_no_driver_the_chart_supports_drives_it
     run_stack_program: Run, prod_config, monitor
 ):
     _card(prod_config, 0, **K80)
+    chart = prod_config["gpu-pool:gpuOperator"]["chartVersion"]
 
     message = refused(run_stack_program, prod_config, monitor)
 
     assert "is a Kepler or older card, last supported by driver branch R470" in message
-    assert "chart v26.3.2 supports (R535 and newer): pass a Turing or newer card" in message
+    assert f"chart {chart} supports (R535 and newer): pass a Turing or newer card" in message
 
 
 def test_every_card_of_a_several_card_domain_is_checked(run_stack_program: Run, prod_config, monitor):
@@ -117,6 +118,7 @@ def test_a_cuda_13_smoke_image_under_an_r570_driver_is_refused_with_a_cuda_12_im
 ):
     image = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda13.0.0-ubuntu24.04"
     prod_config["gpu-pool:smokeTest"] = {"image": image}
+    prod_config["gpu-pool:gpuOperator"].update(chartVersion="v26.3.2", driverVersion="570.211.01")
 
     message = refused(run_stack_program, prod_config, monitor)
 

@@ -86,7 +86,7 @@ def test_distro_not_supported_is_avoided_by_building_the_driver_from_source() ->
 
     assert driver["usePrecompiled"] is False
     assert driver["kernelModuleType"] == "auto"
-    assert driver["version"] == "580.173.02"
+    assert driver["version"] == "595.91.07"
 
 
 def test_precompiled_drivers_need_a_branch_not_a_release() -> None:
@@ -249,7 +249,7 @@ def test_extra_values_are_merged_last_without_dropping_sibling_keys() -> None:
     values = values_for({"extraValues": {"driver": {"repository": "registry.lab/nvidia"}, "gfd": {"enabled": False}}})
 
     assert values["driver"]["repository"] == "registry.lab/nvidia"
-    assert values["driver"]["version"] == "580.173.02"
+    assert values["driver"]["version"] == "595.91.07"
     assert values["gfd"] == {"enabled": False}
 
 

@@ -20,6 +20,7 @@ import yaml
 from offline.diff import DiffError, diff_configs, main
 from offline.plan_diff import Change, diff_recordings
 from offline.runner import read_stack_file
+from tests.chart_archive import package_chart
 
 FD = "gpu-pool:failureDomains"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
@@ -133,8 +134,9 @@ ROWS = [
     ),
     Row(
         "a driver bump within a branch upgrades the release and re-gates every smoke test (A2)",
-        lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.173.02"}),
-        before=lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.126.20"}),
+        # On the deprecated 26.3 line, which lists two R580 drivers (26.7 lists one per branch).
+        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02"}),
+        before=lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.126.20"}),
         ops={
             "gpu-platform-gpu-operator": "update",
             **wave(1, 2, 3, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
@@ -143,13 +145,13 @@ ROWS = [
         info=["upgrades the driver one node at a time", "the CUDA smoke test re-runs on rke2-worker-dc2-gpu-a"],
     ),
     Row(
-        "a chart bump upgrades the release and re-runs every smoke test",
-        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.3"}),
+        "the upgrade from the deprecated 26.3 line to 26.7 upgrades the release and rolls the new driver in a wave",
+        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.7.0", "driverVersion": "595.91.07"}),
+        before=lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02"}),
         ops={
             "gpu-platform-gpu-operator": "update",
             "gpu-platform-gpu-operator-ready": "replace",
-            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
-            **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
+            **wave(1, 2, 3, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
     ),
     Row(
@@ -291,11 +293,11 @@ ROWS = [
         ops={"gpu-platform-quota-team-vision": "create"},
     ),
     Row(
-        "a new quota selector reaches the generate policy whose webhook sees the quota events (A6)",
+        "a new quota selector adds its own GeneratingPolicy, the others untouched (A6)",
         lambda c: c["gpu-pool:gpuQuotas"]["selectors"].append(
             {"name": "research", "matchLabels": {"example.org/team": "research"}, "maxGpus": 1}
         ),
-        ops={"gpu-platform-gpu-quota-policy": "update"},
+        ops={"gpu-platform-gpu-quota-policy-research": "create"},
     ),
 ]
 
@@ -435,3 +437,33 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
 def test_a_stack_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     assert main(["--stack", "prod", "--before", str(tmp_path / "Pulumi.old.yaml"), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: no stack file Pulumi.old.yaml")
+
+
+# --- the operator upgrade with the chart on disk: CRDs first, then the release ---------------------------
+
+
+def test_the_26_3_to_26_7_upgrade_from_disk_updates_the_crds_before_the_release_and_says_what_restarts(
+    upstream: Path, tmp_path: Path
+) -> None:
+    old = package_chart(upstream / "gpu-operator" / "v26.3.2" / "chart", "v26.3.2", tmp_path)
+    new = package_chart(upstream / "gpu-operator" / "v26.7.0" / "chart", "v26.7.0", tmp_path)
+    before, after = prod(), prod()
+    before["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02", "chart": str(old)})
+    after["gpu-pool:gpuOperator"].update({"chartVersion": "v26.7.0", "driverVersion": "580.173.02", "chart": str(new)})
+    changes = changed(diff_configs("prod", before, after))
+    crds = {
+        n: c.op for n, c in changes.items() if c.type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    }
+    assert crds == {
+        "gpu-platform-crd-clusterpolicies.nvidia.com": "update",
+        "gpu-platform-crd-nvidiadrivers.nvidia.com": "update",
+        "gpu-platform-crd-gpuclusters.nvidia.com": "create",
+        "gpu-platform-crd-computedomains.resource.nvidia.com": "create",
+        "gpu-platform-crd-computedomaincliques.resource.nvidia.com": "create",
+    }  # NFD's CRDs are the same in its charts 0.18.3 and 0.19.0: no change shown
+    release = changes["gpu-platform-gpu-operator"]
+    assert release.op == "update" and {"chart", "version"} <= set(release.keys)
+    assert any(
+        "chart v26.3.2 -> v26.7.0" in i and "restarts its pod in place without evicting" in i for i in release.info
+    )
+    assert not [d for c in changes.values() for d in c.dangers]
