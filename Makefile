@@ -25,7 +25,7 @@ RUNTIME := .venv/.synced-runtime
 DAY2 := .venv/.synced-day2
 DEV := .venv/.synced-dev
 
-.PHONY: preview diff check docs claims doctor test lint bench bench-update clean
+.PHONY: preview diff check docs chart claims doctor test lint bench bench-update clean
 
 # With a pip at hand, uv lands in .tools without creating a venv (ensurepip alone takes seconds); without one,
 # a venv's bundled pip installs it.
@@ -73,6 +73,11 @@ check: $(DEV)
 # docs/config-reference.md and docs/stack-config.schema.json from the config models.
 docs: $(RUNTIME)
 	$(UV) run --no-sync python -m config.schema_export docs
+
+# The stack's pinned gpu-operator chart into charts/ (helm and the chart repository needed, once), for
+# gpuOperator.chart: the chart from disk, its CRDs registered by the program. make chart STACK=prod
+chart: $(RUNTIME)
+	$(UV) run --no-sync python -m offline.chart_pull --stack $(STACK) $(ARGS)
 
 # The day-2 tool: make claims ARGS="--stack prod" / make doctor ARGS="rke2-worker-dc1-gpu-a --stack prod"
 claims: $(DAY2)

@@ -9,6 +9,8 @@ import pulumi
 
 from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
 from components.gpu_failure_domain.host_preflight import run_preflight
+from components.gpu_failure_domain.rollout import plan_waves, wave_order
+from components.gpu_failure_domain.rollout_state import read_cluster_state, rke2_problems
 from components.gpu_platform import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.shared.kubectl import kubectl_prefix
@@ -59,16 +61,28 @@ try:
     cluster_preflight = run_cluster_preflight(
         cfg, kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), offline=OFFLINE
     )
+    cluster_state = read_cluster_state(
+        cfg, kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), offline=OFFLINE
+    )
 except PreflightError as error:
     refuse("preflight failed", error.messages)
 
+# Day-2 wave: the domains whose workers have a disruptive change to roll, one batch after another.
+waves = plan_waves(cfg, cluster_state.nodes)
+problems = rke2_problems(cfg, cluster_state, waves)
+if problems:
+    refuse("invalid stack config", problems)
+
 platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=providers.kubernetes))
 credential_env = proxmox_credential_env(loaded)
-domains = {
-    domain.name: GpuFailureDomain(
-        domain.name,
+by_name = {domain.name: domain for domain in cfg.failure_domains}
+domains: dict[str, GpuFailureDomain] = {}
+# Created in wave order, so a domain's turn can wait for the previous batch's last step (`-rollout`).
+for name in wave_order(cfg):
+    domains[name] = GpuFailureDomain(
+        name,
         GpuFailureDomainArgs(
-            domain=domain,
+            domain=by_name[name],
             stack=cfg,
             rke2_token=loaded.secrets.rke2_token,
             proxmox_credential_env=credential_env,
@@ -76,10 +90,10 @@ domains = {
             kubernetes_provider=providers.kubernetes,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.ssh_private_key,
+            wave_changes=tuple(waves.changes.get(name, [])),
+            wave_after=tuple(domains[before].rollout_done for before in waves.previous(name)),
         ),
     )
-    for domain in cfg.failure_domains
-}
 
 pulumi.export(
     "failureDomains",
@@ -92,9 +106,11 @@ pulumi.export(
             "gpuSlots": domain.gpu_slots,
             "preflight": preflight[name],
         }
-        for name, domain in domains.items()
+        for name, domain in sorted(domains.items(), key=lambda item: list(by_name).index(item[0]))
     },
 )
 pulumi.export("clusterPreflight", cluster_preflight)
+if waves.batches:
+    pulumi.export("wave", {"order": waves.batches, "changes": waves.changes, "from": cluster_state.source})
 pulumi.export("schedulableGpuSlots", cfg.total_slots)
 pulumi.export("gpuOperator", {"chart": cfg.gpu_operator.chart_version, "driver": cfg.gpu_operator.driver_version})

@@ -41,6 +41,11 @@ GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
         "'no runtime for \"nvidia\" is configured' (the toolkit must reach RKE2's containerd socket)",
         "gpuOperator.toolkit.containerdSocket",
     ),
+    "operator.upgradeCRD": GuardedKey(
+        "a stale CRD that silently prunes the fields a new operator reads (Helm never upgrades crds/): "
+        "the chart's hook and gpu-pool's CRD resources would both own the CRDs",
+        "gpuOperator.chart: with a chart on disk gpu-pool registers the CRDs itself, otherwise the hook runs",
+    ),
     "operator.runtimeClass": GuardedKey(
         "a RuntimeClass whose handler RKE2 does not register ('no runtime for \"nvidia\" is configured')",
         "nothing: RKE2 registers the nvidia handler itself",

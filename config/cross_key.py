@@ -10,16 +10,19 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from config.card_driver import card_driver_problems, smoke_image_problems
 from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
 from config.kyverno import KyvernoConfig
 from config.proxmox import ProxmoxConfig
+from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
+from knowledge.driver_matrix import chart_deprecation
 from knowledge.gpu_operator import GPU_RESOURCE
 
 DEFAULT_SSH_PORT = 22
@@ -35,7 +38,10 @@ class StackParts:
     proxmox: ProxmoxConfig | None = None
     kyverno: KyvernoConfig | None = None
     operator_namespace: str | None = None
+    operator: GpuOperatorConfig | None = None
     smoke_namespace: str | None = None
+    smoke_image: str | None = None
+    rollout: RolloutConfig | None = None
 
 
 def parts_of(cfg: StackConfig) -> StackParts:
@@ -46,7 +52,10 @@ def parts_of(cfg: StackConfig) -> StackParts:
         proxmox=cfg.proxmox,
         kyverno=cfg.kyverno,
         operator_namespace=cfg.gpu_operator.namespace,
+        operator=cfg.gpu_operator,
         smoke_namespace=cfg.smoke_test.namespace,
+        smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
+        rollout=cfg.rollout,
     )
 
 
@@ -74,7 +83,10 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         proxmox=_parsed(ProxmoxConfig.model_validate, raw["proxmox"]) if "proxmox" in raw else None,
         kyverno=_parsed(KyvernoConfig.model_validate, raw.get("kyverno", {})),
         operator_namespace=operator.namespace if operator else None,
+        operator=operator,
         smoke_namespace=smoke.namespace if smoke else None,
+        smoke_image=smoke.image if smoke and smoke.enabled else None,
+        rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
     )
 
 
@@ -162,6 +174,7 @@ def cross_key_problems(parts: StackParts) -> list[str]:
                 f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
             )
         problems += _card_problems(where, domain, parts.profiles)
+        problems += card_driver_problems(where, domain, parts.operator)
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
         if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
             problems.append(
@@ -182,17 +195,50 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
             "would never see a GPU pod"
         )
+    problems += smoke_image_problems(parts.smoke_image, parts.operator)
     if parts.smoke_namespace is not None and parts.smoke_namespace == parts.operator_namespace:
         problems.append(
             f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
             "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
+        )
+    return problems + _rollout_problems(parts)
+
+
+def _rollout_problems(parts: StackParts) -> list[str]:
+    if parts.rollout is None:
+        return []
+    names = [domain.name for _, domain in parts.domains]
+    problems: list[str] = []
+    for name, count in Counter(parts.rollout.order or []).items():
+        if count > 1:
+            problems.append(
+                f"gpu-pool:rollout.order: {name!r} is listed {count} times; a wave goes through each domain once: "
+                "list it once"
+            )
+        if parts.domains and name not in names:
+            problems.append(
+                f"gpu-pool:rollout.order: {name!r} is not a failure domain (the domains are {', '.join(names)}): "
+                "name domains by their name, or drop it"
+            )
+    if parts.domains and parts.rollout.max_unavailable > len(parts.domains):
+        problems.append(
+            f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
+            f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
         )
     return problems
 
 
 def config_warnings(cfg: StackConfig) -> list[str]:
     """Valid, but probably not what was meant."""
-    return [
+    deprecated = chart_deprecation(cfg.gpu_operator.chart_version)
+    warnings = [f"gpu-pool:gpuOperator.chartVersion: {deprecated}"] if deprecated else []
+    if cfg.kyverno.policy_api == "cel" and "failure_policy" in cfg.gpu_quotas.model_fields_set:
+        warnings.append(
+            "gpu-pool:gpuQuotas.failurePolicy: has no effect with kyverno.policyApi cel: a GeneratingPolicy has no "
+            "failurePolicy (its CRD has none; Kyverno creates the quota after admission); it applies to the "
+            "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
+        )
+    return warnings + [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
         f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "
         "it (cloud-init runs once): add one before the VM is created"

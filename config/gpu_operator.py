@@ -9,24 +9,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel, nearest
+from config.chart_source import ChartSourceError, LocalChart, read_local_chart
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
 from config.earlier_file import waived
 from config.quantities import ComputeQuantities, ResourceRequirements
 from knowledge.driver_matrix import driver_problem, is_branch
-from knowledge.gpu_operator_chart import DEAD_KEYS, KNOWN_CHART_SECTIONS
+from knowledge.gpu_operator_chart import CHART_NAME, DEAD_KEYS, KNOWN_CHART_SECTIONS, SECTIONS_SINCE
+from knowledge.gpu_operator_values import unknown_keys, values_tree
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET
 
 _SEMVER_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
 _DRIVER_VERSION = re.compile(r"^\d+(?:\.\d+){1,2}$")
 _DRIVER_BRANCH = re.compile(r"^\d+$")
+
+
+def _chart_key(version: str) -> tuple[int, ...]:
+    """`v26.7.0` -> (26, 7, 0), for ordering chart versions; () for a malformed one (refused elsewhere)."""
+    parts = version.removeprefix("v").split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
 def _driver_resources_default() -> ResourceRequirements:
@@ -59,12 +68,25 @@ REMOVED_TOOLKIT_KEYS: Final[Mapping[str, str]] = {
 }
 
 
+def _known_at_every_depth(values: Mapping[str, Any], chart_version: str | None) -> None:
+    """A key the pinned chart does not read, below the top level too: Helm renders it silently and the
+    feature is just not there after `up`. Keys inside pass-through maps (labels, env, resources...) are free."""
+    tree = values_tree(chart_version) if chart_version else None
+    if tree is None:
+        return
+    for path, siblings in unknown_keys(tree, values):
+        parent, _, key = path.rpartition(".")
+        suggestion = nearest(key, siblings)
+        hint = f"; did you mean '{parent}.{suggestion}'?" if suggestion else f" (it has: {', '.join(siblings)})"
+        raise ValueError(f"'{path}' is not a value of the gpu-operator chart {chart_version}{hint}")
+
+
 class ToolkitConfig(ConfigModel):
     """Where the NVIDIA container toolkit finds RKE2's containerd (the chart's `toolkit.env`)."""
 
     containerd_socket: str = Field(
         default=RKE2_CONTAINERD_SOCKET,
-        description="containerd socket; RKE2 runs its own containerd under /run/k3s",
+        description="containerd socket; RKE2 runs its own containerd, and only its socket is accepted",
     )
 
     @model_validator(mode="before")
@@ -81,26 +103,48 @@ class ToolkitConfig(ConfigModel):
 
     @field_validator("containerd_socket")
     @classmethod
-    def _socket_is_absolute(cls, value: str) -> str:
+    def _socket_is_rke2s(cls, value: str) -> str:
         if not value.startswith("/"):
             raise ValueError("must be an absolute path on the node, e.g. " + RKE2_CONTAINERD_SOCKET)
-        return value
+        # RKE2's kubelet talks to RKE2's own containerd, at this socket alone (rke2-docs add-ons/gpu_operators.md
+        # sets CONTAINERD_SOCKET to it). Any other path (a host containerd's /run/containerd/containerd.sock)
+        # makes the toolkit configure a containerd the kubelet never uses: 'no runtime for "nvidia" is
+        # configured' on the node, after the operator's 30-minute wait.
+        if value.rstrip("/") != RKE2_CONTAINERD_SOCKET:
+            raise ValueError(
+                f"{value} is not the containerd RKE2's kubelet uses: RKE2 runs its own containerd at "
+                f"{RKE2_CONTAINERD_SOCKET} (its GPU Operator guide sets exactly that), and a toolkit pointed "
+                "elsewhere leaves 'no runtime for \"nvidia\" is configured'; remove the key (the default is "
+                "RKE2's socket)"
+            )
+        return RKE2_CONTAINERD_SOCKET
 
 
 class GpuOperatorConfig(ConfigModel):
     """The NVIDIA GPU Operator Helm release: chart pin, driver, operand resources, RKE2 toolkit wiring."""
 
     chart_version: str = Field(
-        default="v26.3.2",
-        description="gpu-operator chart version, pinned as vX.Y.Z (the article's pin is v26.3.2)",
+        default="v26.7.0",
+        description=(
+            "gpu-operator chart version, pinned as vX.Y.Z: v26.7.0 (the supported line); the article's v26.3.2 "
+            "is accepted with a warning (deprecated upstream)"
+        ),
         json_schema_extra={"pattern": _SEMVER_TAG.pattern},
     )
     chart_repository: str = Field(
         default="https://helm.ngc.nvidia.com/nvidia", description="Helm repository of the chart (https)"
     )
+    chart: str | None = Field(
+        default=None,
+        description=(
+            "the chart on disk instead of the repository: a .tgz made by `helm pull`/`helm package` (or a chart "
+            "directory), relative to the project directory; its Chart.yaml version must be chartVersion. "
+            "With it, the chart's CRDs are registered as resources (`make chart` fetches one)"
+        ),
+    )
     namespace: str = Field(default="gpu-operator", description="namespace of the release and its operands")
     driver_version: str = Field(
-        default="580.173.02",
+        default="595.91.07",
         description="NVIDIA driver the operator builds; a branch such as '580' when usePrecompiled",
         json_schema_extra={"pattern": r"^\d+(\.\d+){0,2}$"},
     )
@@ -150,6 +194,30 @@ class GpuOperatorConfig(ConfigModel):
             raise ValueError("must be an https:// Helm repository URL, e.g. https://helm.ngc.nvidia.com/nvidia")
         return value
 
+    @field_validator("chart")
+    @classmethod
+    def _chart_is_the_pinned_local_chart(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        pinned = info.data.get("chart_version")
+        try:
+            found = read_local_chart(Path(value))
+        except ChartSourceError as error:
+            raise ValueError(f"{error}; name a chart archive from `make chart` or `helm pull`") from None
+        if found.name != CHART_NAME:
+            raise ValueError(f"'{value}' is the chart '{found.name}', not {CHART_NAME}")
+        if pinned is not None and found.version.removeprefix("v") != pinned.removeprefix("v"):
+            raise ValueError(
+                f"'{value}' is {CHART_NAME} {found.version}, not the pinned chartVersion {pinned}"
+                + (
+                    " (a chart from git says v1.0.0-devel until NVIDIA's release stamps it: "
+                    f"`helm package --version {pinned} --app-version {pinned} <dir>` makes the archive to name)"
+                    if found.version.endswith("-devel")
+                    else f"; set chartVersion: {found.version} or name the {pinned} archive (`make chart`)"
+                )
+            )
+        return value
+
     @field_validator("namespace")
     @classmethod
     def _namespace_is_dns_label(cls, value: str) -> str:
@@ -166,7 +234,12 @@ class GpuOperatorConfig(ConfigModel):
 
     @field_validator("extra_values")
     @classmethod
-    def _extra_values_cannot_undo_trap_fixes(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _extra_values_cannot_undo_trap_fixes(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        pinned = str(info.data.get("chart_version", ""))
+        for section in value:
+            since = SECTIONS_SINCE.get(section)
+            if since and pinned and _chart_key(pinned) < _chart_key(since):
+                raise ValueError(f"'{section}' is a section of the chart since {since}; chart {pinned} never reads it")
         for path, _ in leaf_paths(value):
             for dead, reason in DEAD_KEYS.items():
                 if path == dead or path.startswith(dead + "."):
@@ -183,7 +256,12 @@ class GpuOperatorConfig(ConfigModel):
                         f"'{path}' would override {guarded}, which gpu-pool sets to prevent {why.trap}; "
                         f"use {why.instead}"
                     )
+        _known_at_every_depth(value, info.data.get("chart_version"))
         return value
+
+    def local_chart(self) -> LocalChart | None:
+        """The chart on disk the release installs (validated at load), None when it comes from the repository."""
+        return read_local_chart(Path(self.chart)) if self.chart is not None else None
 
     @model_validator(mode="after")
     def _driver_fits_build_mode_and_chart(self) -> GpuOperatorConfig:

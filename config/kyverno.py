@@ -35,6 +35,14 @@ class KyvernoConfig(ConfigModel):
     """The Kyverno ClusterPolicy that mutates GPU pods on CREATE (DESIGN.md section 3)."""
 
     enabled: bool = Field(default=True, description="create the GPU steering policy (needs Kyverno >= 1.13)")
+    policy_api: Literal["cel", "clusterpolicy"] = Field(
+        default="cel",
+        description=(
+            "which Kyverno policy types to create: cel (MutatingPolicy, GeneratingPolicy, ValidatingPolicy in "
+            "policies.kyverno.io/v1; Kyverno >= 1.17, the only choice from 1.20) or clusterpolicy (kyverno.io/v1 "
+            "ClusterPolicy; for Kyverno 1.13 to 1.16, deprecated since 1.17 and removed in 1.20)"
+        ),
+    )
     policy_name: str = Field(default="gpu-pods-to-gpu-nodes", description="name of the ClusterPolicy")
     gpu_node_label_key: str = Field(default="nodepool", description="node label key that marks a GPU worker")
     gpu_node_label_value: str = Field(default="gpu", description="value of that label on GPU workers")

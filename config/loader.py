@@ -68,11 +68,10 @@ def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
 
 
 def _misplaced(full_key: str, keys: list[str]) -> str | None:
-    """A config key meant for this project but written without (or with a misspelt) `gpu-pool:` prefix."""
+    """A config key meant for this project but written with a misspelt `gpu-pool:` prefix. (The CLI gives a key
+    written without a prefix this project's, so the program never sees one: offline.runner.namespaced.)"""
     namespace, colon, key = full_key.partition(":")
     if not colon:
-        if full_key in keys:
-            return f"{full_key}: written without the project prefix; write it as {NAMESPACE}:{full_key}"
         return None
     if namespace != NAMESPACE and key in keys and nearest(namespace, [NAMESPACE]) == NAMESPACE:
         return f"{full_key}: '{namespace}' is not this project's prefix; write it as {NAMESPACE}:{key}"

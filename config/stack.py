@@ -13,6 +13,7 @@ from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
 from config.rke2 import KubernetesConfig, Rke2Config
+from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.validators import LABEL_VALUE
@@ -48,6 +49,10 @@ class StackConfig(ConfigModel):
     )
     smoke_test: SmokeTestConfig = Field(
         default_factory=SmokeTestConfig, description="the CUDA vector-add Job that proves each domain's GPU chain"
+    )
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig,
+        description="day-2 waves: the order in which changes that drain GPU workers go through the domains",
     )
     preflight: PreflightConfig = Field(
         default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"

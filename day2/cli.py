@@ -21,7 +21,7 @@ from typing import NoReturn, TextIO
 
 from day2 import discover_cli
 from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
-from day2.doctor import diagnose_all
+from day2.doctor import diagnose_all, require_known_node
 from day2.errors import Day2Error
 from day2.node_check import add_arguments as add_node_check_arguments
 from day2.node_check import run as run_node_check
@@ -29,7 +29,7 @@ from day2.node_facts import NodeInputError
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
 from day2.prometheus import idle_holders, peak_utilisation
-from day2.sources import DUMP_COMMAND, load_dump, load_live
+from day2.sources import CLAIMS_NEEDS, DOCTOR_NEEDS, DUMP_COMMAND, load_dump, load_live
 
 PROG = "gpu-pool"
 DEBUG_ENV = "GPU_POOL_DEBUG"
@@ -134,7 +134,8 @@ def _sampler(args: argparse.Namespace, facts: PoolFacts) -> Callable[[], Snapsho
     if args.dump is not None:
         if args.kubeconfig or args.context:
             raise Day2Error("--from reads a dump; --kubeconfig and --context are for a live cluster")
-        return lambda: load_dump(args.dump)
+        needs = CLAIMS_NEEDS if args.command == "claims" else DOCTOR_NEEDS
+        return lambda: load_dump(args.dump, needs, args.command)
     kubeconfig = args.kubeconfig or facts.kubeconfig
     context = args.context or facts.context
     return lambda: load_live(kubeconfig, context)
@@ -191,6 +192,8 @@ def _run_doctor(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
 
     node_floors = read_node_checks(args.node_check)
     snapshot = _sampler(args, facts)()
+    if args.node:
+        require_known_node(snapshot, facts, args.node, "the dump" if args.dump is not None else "the cluster")
     diagnoses = diagnose_all(snapshot, facts, args.node, node_floors)
     if stray := sorted(set(node_floors) - {d.node for d in diagnoses}):
         checked = ", ".join(d.node for d in diagnoses) or "none"

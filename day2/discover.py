@@ -7,6 +7,13 @@ format), which PVE::API2::Hardware::PCI returns with verbose on: `id` (`0000:01:
 (`0x10de`), `class` (`0x030000`), `iommugroup` (an int, -1 without IOMMU), `subsystem_vendor`/`subsystem_device`,
 and the pci.ids names `vendor_name`, `device_name`. The API hides classes 05, 06 and 0b by default
 (`pci-class-blacklist`), so bridges are not in the answer: every other device in a card's group is an endpoint.
+
+"Already mapped" means mapped in Proxmox: `GET /cluster/mapping/pci` (proxmox/pve-manager,
+PVE/API2/Cluster/Mapping/PCI.pm, the `index` method) lists each mapping as `{id, description, map: [...]}`, each
+`map` entry a property string of PVE::Mapping::PCI's `$map_fmt` (proxmox/pve-guest-common,
+src/PVE/Mapping/PCI.pm): `node=<node>,path=<address>[;<address>...],id=<vendor:device>,iommugroup=...,
+subsystem-id=...`; a path without a function maps the whole device. The API lists only the mappings the token
+may see (Mapping.Audit, Mapping.Use or Mapping.Modify on /mapping/pci/<id>).
 """
 
 from __future__ import annotations
@@ -91,13 +98,43 @@ class Card:
     functions: list[str]
     problems: list[str] = field(default_factory=list)
     in_stack: str | None = None
+    # The Proxmox PCI mapping that already names this card on this node, if any.
+    mapped_as: str | None = None
 
     @property
     def passable(self) -> bool:
         return not self.problems
 
 
-def find_cards(node: str, devices: Sequence[Device], mapped: Mapping[str, str]) -> list[Card]:
+def _property_string(text: str) -> dict[str, str]:
+    pairs = (part.partition("=") for part in text.split(","))
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep}
+
+
+def proxmox_mappings(answer: Any, source: str) -> dict[str, str]:
+    """`node/slot` -> mapping id, from the answer of `GET /cluster/mapping/pci` (a list, or `{"data": [...]}`)."""
+    if isinstance(answer, Mapping) and "data" in answer:
+        answer = answer["data"]
+    if not isinstance(answer, list) or not all(isinstance(item, Mapping) and "id" in item for item in answer):
+        raise Day2Error(
+            f"{source} is not the answer of `pvesh get /cluster/mapping/pci --output-format json`: "
+            "expected a JSON list of mappings with id and map"
+        )
+    found: dict[str, str] = {}
+    for mapping in answer:
+        for entry in mapping.get("map") or []:
+            fields = _property_string(str(entry))
+            for path in fields.get("path", "").split(";"):
+                address = path.strip().lower()
+                if address:
+                    slot = (address if address.count(":") == 2 else f"0000:{address}").split(".")[0]
+                    found.setdefault(f"{fields.get('node')}/{slot}", str(mapping["id"]))
+    return found
+
+
+def find_cards(
+    node: str, devices: Sequence[Device], mapped: Mapping[str, str], in_proxmox: Mapping[str, str] | None = None
+) -> list[Card]:
     """Each NVIDIA display or 3D controller (function 0) of the node, with why it cannot be passed through."""
     cards = []
     gpus = [d for d in devices if d.vendor == NVIDIA and d.pci_class[:4] in DISPLAY_CLASSES]
@@ -110,7 +147,8 @@ def find_cards(node: str, devices: Sequence[Device], mapped: Mapping[str, str]) 
             "iommuGroup": gpu.iommu_group,
             "model": model_name(gpu),
         }
-        card = Card(node, entry, functions, in_stack=mapped.get(f"{node}/{gpu.slot}"))
+        key = f"{node}/{gpu.slot}"
+        card = Card(node, entry, functions, in_stack=mapped.get(key), mapped_as=(in_proxmox or {}).get(key))
         if gpu.iommu_group < 0:
             card.problems.append("in no IOMMU group: IOMMU is off on the host (intel_iommu=on iommu=pt, reboot)")
         else:
@@ -172,6 +210,7 @@ def report_json(nodes: Mapping[str, Sequence[Card]]) -> dict[str, Any]:
                         "passable": card.passable,
                         "problems": card.problems,
                         "inStack": card.in_stack,
+                        "proxmoxMapping": card.mapped_as,
                     }
                     for card in cards
                 ],
@@ -191,6 +230,7 @@ def report_text(nodes: Mapping[str, Sequence[Card]]) -> str:
         out.append(f"# {node}: {len(cards)} NVIDIA card{'s' if len(cards) != 1 else ''}\n")
         for card in cards:
             note = f", already in the stack as {card.in_stack}" if card.in_stack else ""
+            note += f", mapped in Proxmox as {card.mapped_as}" if card.mapped_as else ""
             out.append(
                 f"#   {card.entry['pciAddress']} {card.entry['model']}: functions {', '.join(card.functions)}{note}\n"
             )

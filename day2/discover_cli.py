@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from day2.discover import Card, find_cards, parse_answer, report_json, report_text, stack_cards
+from day2.discover import Card, find_cards, parse_answer, proxmox_mappings, report_json, report_text, stack_cards
 from day2.errors import Day2Error
 
 TOKEN_ENV = "GPU_POOL_SECRET_PROXMOXAPITOKEN"
@@ -30,6 +30,11 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
         help="a saved answer of `pvesh get /nodes/<node>/hardware/pci --output-format json` (- for stdin)",
     )
     discover.add_argument("--node", metavar="NAME", help="the Proxmox node that answer is from (with --from)")
+    discover.add_argument(
+        "--mappings",
+        metavar="FILE",
+        help="with --from: a saved `pvesh get /cluster/mapping/pci --output-format json`, to name cards mapped already",
+    )
     discover.add_argument("--stack", metavar="NAME", help="read Pulumi.NAME.yaml: its endpoint, nodes and cards")
     discover.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
     discover.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table or json")
@@ -45,16 +50,13 @@ def _read_stack(name: str, folder: Path) -> dict[str, Any]:
         raise Day2Error(f"--stack {name}: {error}") from None
 
 
-def _load_json(source: str) -> Any:
+def _load_json(source: str, save: str = "pvesh get /nodes/<node>/hardware/pci --output-format json") -> Any:
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as error:
         raise Day2Error(f"--from {source}: cannot read it: {error.strerror}") from None
     if not text.strip():
-        raise Day2Error(
-            f"--from {source} is empty: save the answer with "
-            "`pvesh get /nodes/<node>/hardware/pci --output-format json > FILE`"
-        )
+        raise Day2Error(f"--from {source} is empty: save the answer with `{save} > FILE`")
     try:
         return json.loads(text)
     except ValueError:
@@ -63,14 +65,14 @@ def _load_json(source: str) -> Any:
         ) from None
 
 
-def _api_answer(endpoint: str, insecure: bool, node: str) -> Any:
+def _api_answer(endpoint: str, insecure: bool, path: str) -> Any:
     token = os.environ.get(TOKEN_ENV)
     if not token:
         raise Day2Error(
             f"asking the Proxmox API needs the token in the environment variable {TOKEN_ENV} "
             "(user@realm!tokenid=uuid), or a saved answer with --from FILE --node NAME"
         )
-    url = f"{endpoint.rstrip('/')}/api2/json/nodes/{quote(node)}/hardware/pci"
+    url = f"{endpoint.rstrip('/')}/api2/json/{path}"
     request = urllib.request.Request(url, headers={"Authorization": f"PVEAPIToken={token}"})
     context = ssl._create_unverified_context() if insecure else ssl.create_default_context()
     try:
@@ -79,17 +81,33 @@ def _api_answer(endpoint: str, insecure: bool, node: str) -> Any:
     except urllib.error.HTTPError as error:
         raise Day2Error(f"{url}: the Proxmox API answered {error.code} {error.reason}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
-        raise Day2Error(f"{url}: no answer from the Proxmox API ({error})") from None
+        reason = getattr(error, "reason", error)
+        hint = (
+            "; a self-signed certificate needs gpu-pool:proxmox.insecure: true (as the provider does)"
+            if isinstance(reason, ssl.SSLCertVerificationError)
+            else ""
+        )
+        raise Day2Error(f"{url}: no answer from the Proxmox API ({reason}){hint}") from None
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     raw = _read_stack(args.stack, Path(args.stack_dir)) if args.stack else {}
     mapped = stack_cards(raw.get("gpu-pool:failureDomains"))
     nodes: dict[str, list[Card]] = {}
+    if args.mappings and args.answer is None:
+        raise Day2Error("--mappings goes with --from: against the API, discover reads /cluster/mapping/pci itself")
     if args.answer is not None:
         if not args.node:
             raise Day2Error("--from needs --node NAME: the Proxmox node the saved answer is from")
-        nodes[args.node] = find_cards(args.node, parse_answer(_load_json(args.answer), args.answer), mapped)
+        in_proxmox = (
+            proxmox_mappings(
+                _load_json(args.mappings, "pvesh get /cluster/mapping/pci --output-format json"), args.mappings
+            )
+            if args.mappings
+            else {}
+        )
+        answer = parse_answer(_load_json(args.answer), args.answer)
+        nodes[args.node] = find_cards(args.node, answer, mapped, in_proxmox)
     else:
         proxmox = raw.get("gpu-pool:proxmox")
         domains = raw.get("gpu-pool:failureDomains")
@@ -101,9 +119,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         wanted = (
             [args.node] if args.node else sorted({str(d.get("proxmoxNode")) for d in domains if isinstance(d, dict)})
         )
+        endpoint, insecure = str(proxmox["endpoint"]), bool(proxmox.get("insecure"))
+        in_proxmox = proxmox_mappings(_api_answer(endpoint, insecure, "cluster/mapping/pci"), "cluster/mapping/pci")
         for node in wanted:
-            answer = _api_answer(str(proxmox["endpoint"]), bool(proxmox.get("insecure")), node)
-            nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped)
+            answer = _api_answer(endpoint, insecure, f"nodes/{quote(node)}/hardware/pci")
+            nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped, in_proxmox)
     if args.output == "json":
         json.dump(report_json(nodes), out, indent=2)
         out.write("\n")

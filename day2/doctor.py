@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from day2 import objects as o
-from day2.floors_operands import dcgm_exporter_floor, device_plugin_floor, driver_floor, toolkit_floor
+from day2.errors import Day2Error
+from day2.floors_operands import (
+    dcgm_exporter_floor,
+    device_plugin_floor,
+    driver_floor,
+    operator_validator_floor,
+    toolkit_floor,
+)
 from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
 from day2.floors_types import Check, Fix, NodeContext
 from day2.node_report import NodeCheck
@@ -24,6 +31,7 @@ FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
     ("taint", taint_floor),
     ("driver", driver_floor),
     ("toolkit", toolkit_floor),
+    ("operator-validator", operator_validator_floor),
     ("device-plugin", device_plugin_floor),
     ("gpu-capacity", gpu_capacity_floor),
     ("dcgm-exporter", dcgm_exporter_floor),
@@ -89,6 +97,18 @@ def gpu_nodes(snapshot: o.Snapshot, facts: PoolFacts) -> list[str]:
     key, value = facts.marking.label_key, facts.marking.label_value
     labelled = {o.name(n) for n in snapshot.nodes if o.labels(n).get(key) == value}
     return sorted(labelled | {d.hostname for d in facts.domains})
+
+
+def require_known_node(snapshot: o.Snapshot, facts: PoolFacts, node: str, where: str) -> None:
+    """A NODE neither in the cluster nor in the stack is a typo, not an outage: exit 2 listing the GPU nodes seen.
+
+    A stack's node missing from the cluster stays a finding (the node floor says so, exit 1)."""
+    if node in {o.name(n) for n in snapshot.nodes} | {d.hostname for d in facts.domains}:
+        return
+    seen = gpu_nodes(snapshot, facts)
+    label = f"{facts.marking.label_key}={facts.marking.label_value}"
+    listed = f"the GPU nodes it has: {', '.join(seen)}" if seen else f"it has no GPU node (none carries {label})"
+    raise Day2Error(f"doctor {node}: no node of that name in {where}; {listed}")
 
 
 def diagnose_all(

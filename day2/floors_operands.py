@@ -22,6 +22,8 @@ from knowledge.gpu_operator import (
     DRIVER_UPGRADE_FAILED,
     DRIVER_UPGRADE_STATE_LABEL,
     NFD_NVIDIA_PCI_LABEL,
+    OPERATOR_VALIDATOR_APP,
+    OPERATOR_VALIDATOR_CONTAINER,
     TOOLKIT_APP,
     TOOLKIT_CONTAINER,
 )
@@ -77,6 +79,30 @@ def toolkit_floor(ctx: NodeContext) -> Check:
     if health.problem == "crash":
         return _broken(health, t.NO_RUNTIME, t.KUBEARMOR)
     return Check(True, health.detail) if health.ok else _broken(health)
+
+
+# Each validator init container, and the traps that make it fail (docs/traps.md).
+VALIDATION_TRAPS: dict[str, tuple[int, ...]] = {
+    "driver-validation": (t.UNKNOWN_SYMBOL, t.MISSING_HEADERS),
+    "toolkit-validation": (t.NO_RUNTIME, t.NVML_MISMATCH, t.CDI_UNREAD, t.MISSING_RUNTIME_CLASS),
+    "cuda-validation": (t.NVML_MISMATCH, t.CDI_UNREAD, t.MISSING_RUNTIME_CLASS),
+    "plugin-validation": (t.INSUFFICIENT_GPU,),
+}
+
+
+def operator_validator_floor(ctx: NodeContext) -> Check:
+    """The proof that the runtime chain works: a Ready toolkit pod proves nothing (it has no probe), and every
+    floor above waits for the file the validator's toolkit-validation writes."""
+    health, _ = _health(ctx, OPERATOR_VALIDATOR_APP, OPERATOR_VALIDATOR_CONTAINER)
+    if health.ok:
+        return Check(True, health.detail)
+    if health.problem in ("init-crash", "init-waiting"):
+        failing = next((name for name in VALIDATION_TRAPS if f" {name} " in f"{health.detail} "), None)
+        if failing is not None:
+            return _broken(health, *VALIDATION_TRAPS[failing])
+    if _untolerated(health):
+        return _broken(health, t.INSUFFICIENT_GPU)
+    return _broken(health)
 
 
 def device_plugin_floor(ctx: NodeContext) -> Check:

@@ -36,6 +36,7 @@ def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     if domain is None:
         raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
     return Expected(
+        # Every card of the node, in the order the stack passes them through (gpus: [...] or the one gpu:).
         ids=tuple(card.vendor_device_id for card in domain.cards),
         subsystems=tuple(card.subsystem_id for card in domain.cards),
         driver=cfg.gpu_operator.driver_version,

@@ -17,19 +17,8 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$E2E_DIR/.." && pwd)"
 BIN_DIR="${1:-${E2E_TOOLS_BIN:-$REPO_DIR/.tools/e2e/bin}}"
 
-die() { echo "build-tools.sh: error: $*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "'go' not found on PATH. Install Go >= 1.26 (helm v4 requires it) and re-run."
-GO_VERSION="$(go env GOVERSION)"
-# helm v4.3 declares 'go 1.26.0'; never let go silently download another toolchain.
-case "$GO_VERSION" in
-  go1.2[6-9]*|go1.[3-9][0-9]*|go[2-9]*) ;;
-  *) die "Go >= 1.26 required (found $GO_VERSION)." ;;
-esac
-
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
+# shellcheck source=e2e/build-lib.sh
+source "$E2E_DIR/build-lib.sh"
 
 mkdir -p "$BIN_DIR"
 BIN_DIR="$(cd "$BIN_DIR" && pwd)"
@@ -44,49 +33,6 @@ declare -A TAG_COMMIT=(
   [k8s.io/kubernetes@v1.33.5]=03e764d0394bdff662e960c70d25b3c30d731666
   [go.etcd.io/etcd/server/v3@v3.5.21]=a17edfd59754d1aed29c2db33520ab9d401326a5
 )
-
-# mod_field DIR MODULE FIELD -> e.g. Version / Time of the pinned module.
-mod_field() { (cd "$1" && go list -m -f "{{.$3}}" "$2"); }
-
-# lock_hash DIR -> sha256 of the module's go.mod + go.sum (the lock).
-lock_hash() { cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -d' ' -f1; }
-
-# heartbeat NAME: go build prints nothing until it is done (minutes when cold), so say it is still at work.
-# Its sleep is killed with it and never holds stdout, so a piped `make` does not wait for it.
-heartbeat() {
-  local start=$SECONDS
-  trap 'kill "$!" 2>/dev/null; exit 0' TERM
-  while true; do
-    sleep 30 >/dev/null 2>&1 &
-    wait "$!"
-    echo "  still building $1 ($((SECONDS - start)) s)"
-  done
-}
-
-# build NAME MODDIR PKG VERSION COLD_HINT LDFLAGS TAGS
-build() {
-  local name="$1" dir="$2" pkg="$3" version="$4" hint="$5" ldflags="$6" tags="$7"
-  local out="$BIN_DIR/$name" stamp_file="$STAMP_DIR/$name"
-  local stamp
-  stamp="$(printf '%s\n' "name=$name" "pkg=$pkg" "version=$version" \
-    "lock=$(lock_hash "$dir")" "go=$GO_VERSION" "ldflags=$ldflags" "tags=$tags")"
-  if [[ -x "$out" && -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" ]]; then
-    echo "up to date: $name $version"
-    return 0
-  fi
-  echo "building $name $version (cold build takes ~$hint)..."
-  local start=$SECONDS rc=0
-  rm -f "$stamp_file"
-  heartbeat "$name" &
-  local beat=$!
-  (cd "$dir" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp" "$pkg") || rc=$?
-  kill "$beat" 2>/dev/null || true
-  wait "$beat" 2>/dev/null || true
-  ((rc == 0)) || die "go build of $name failed (exit $rc)"
-  mv -f "$out.tmp" "$out"
-  printf '%s\n' "$stamp" >"$stamp_file"
-  echo "built $name in $((SECONDS - start))s"
-}
 
 # --- Kubernetes (kube-apiserver, kubectl) ------------------------------------------
 K8S_MOD=k8s.io/kubernetes

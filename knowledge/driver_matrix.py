@@ -1,8 +1,10 @@
 """Which NVIDIA data-center drivers a GPU Operator chart version supports, and what to pin instead.
 
 Source of the data: NVIDIA GPU Operator v26.3.x documentation, "Platform support / GPU Operator
-component matrix", as recorded in DESIGN.md section 3 ("Driver compatibility"). The table is our
-own data, not read from the chart: the chart's values.yaml only names one default driver.
+component matrix", as recorded in DESIGN.md section 3 ("Driver compatibility"); for v26.7.x, the same matrix in
+NVIDIA/cloud-native-docs `gpu-operator/life-cycle-policy.rst` lines 93-99 at 52dcb7b8d956 (2026-08-21), which
+also gives the life cycle (lines 55-62: 26.7.x Supported, 26.3.x Deprecated). The table is our own data, not read
+from the chart: the chart's values.yaml only names one default driver (v26.7.0: 595.91.07, values.yaml line 154).
 
 Why the guard exists: the article pinned 570.133.20 on chart v26.3.2. That driver is not on the
 chart's list and sits in the R570 range with the NVML bug that leaves GPU pods Pending on mixed
@@ -32,11 +34,16 @@ _V26_3_DRIVERS: Final[tuple[str, ...]] = (
     "535.288.01",
 )
 
+# GPU Operator v26.7.0 component matrix: 595.91.07 recommended and default, 580.173.02, 535.309.01. No R570 any
+# more: a stack on 570.211.01 moves to 580.173.02 (or R595) with the chart bump.
+_V26_7_DRIVERS: Final[tuple[str, ...]] = ("595.91.07", "580.173.02", "535.309.01")
+
 SUPPORTED_DRIVERS: Final[Mapping[str, tuple[str, ...]]] = {
     "v26.3.0": _V26_3_DRIVERS,
     "v26.3.1": _V26_3_DRIVERS,
     "v26.3.2": _V26_3_DRIVERS,
     "v26.3.3": _V26_3_DRIVERS,
+    "v26.7.0": _V26_7_DRIVERS,
 }
 
 RECOMMENDED_DRIVERS: Final[Mapping[str, str]] = {
@@ -44,7 +51,13 @@ RECOMMENDED_DRIVERS: Final[Mapping[str, str]] = {
     "v26.3.1": "580.173.02",
     "v26.3.2": "580.173.02",
     "v26.3.3": "580.173.02",
+    "v26.7.0": "595.91.07",
 }
+
+# Upstream's life cycle (life-cycle-policy.rst, lines 55-62 at 52dcb7b8d956): the previous major line gets critical
+# fixes only; anything older is out of support. Keyed by the YY.MM line of a chart version.
+SUPPORTED_LINE: Final = "26.7"
+DEPRECATED_LINES: Final[tuple[str, ...]] = ("26.3",)
 
 
 class KnownDriverIssue(NamedTuple):
@@ -139,6 +152,22 @@ def _known_issue(driver_version: str) -> str | None:
         if fixed is not None and parsed[0] == known.branch and parsed < fixed:
             return known.issue
     return None
+
+
+def chart_line(chart_version: str) -> str:
+    """`v26.3.2` -> `26.3`: the major line the life cycle speaks of."""
+    return ".".join(_normalise_chart(chart_version).removeprefix("v").split(".")[:2])
+
+
+def chart_deprecation(chart_version: str) -> str | None:
+    """A sentence saying the chart's line is deprecated upstream, None for the supported line."""
+    line = chart_line(chart_version)
+    if line not in DEPRECATED_LINES:
+        return None
+    return (
+        f"GPU Operator {line}.x is deprecated upstream (critical fixes only); {SUPPORTED_LINE}.x is the supported "
+        f"line: move to chartVersion v{SUPPORTED_LINE}.0 with `make diff` first (docs/diff.md, the operator upgrade)"
+    )
 
 
 def driver_problem(chart_version: str, driver_version: str) -> str | None:

@@ -41,6 +41,12 @@ DCGM_EXPORTER_CONTAINER: Final = "nvidia-dcgm-exporter"
 GPU_FEATURE_DISCOVERY_APP: Final = "gpu-feature-discovery"
 # assets/state-operator-validation/0500_daemonset.yaml: init driver-, toolkit-, cuda- and plugin-validation.
 OPERATOR_VALIDATOR_APP: Final = "nvidia-operator-validator"
+OPERATOR_VALIDATOR_CONTAINER: Final = "nvidia-operator-validator"
+# Only the validator's toolkit-validation writes /run/nvidia/validations/toolkit-ready, after running nvidia-smi
+# in a container that needs the runtime and CDI injection (cmd/nvidia-validator/main.go:1132-1158 at v26.3.2);
+# the device plugin, DCGM exporter and GFD init containers wait for that file. The toolkit container itself has
+# no probe, so it is Ready while containerd never loads the runtime or the CDI spec.
+VALIDATOR_INIT_CONTAINERS: Final = ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")
 # The driver version is only in the driver container's image tag: nvcr.io/nvidia/driver:<version>-<os>,
 # e.g. 570.211.01-ubuntu24.04.
 DRIVER_IMAGE_NAME: Final = "driver"

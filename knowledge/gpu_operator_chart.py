@@ -1,4 +1,4 @@
-"""The gpu-operator Helm chart (v26.3.2): its name, its values sections, keys it ignores, defaults we keep."""
+"""The gpu-operator Helm chart (v26.3.2, v26.7.0): its name, values sections, keys it ignores, defaults we keep."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Final
 
 CHART_NAME: Final = "gpu-operator"
 
-# Top-level keys of the gpu-operator v26.3.2 chart's values.yaml (the contract test checks this list
-# against the pinned chart). `extraValues` may only touch these sections.
+# Top-level keys of the gpu-operator v26.3.2 chart's values.yaml, plus those v26.7.0 added (below); the contract
+# test checks both lists against both charts. `extraValues` may only touch the sections of the pinned chart.
 KNOWN_CHART_SECTIONS: Final[tuple[str, ...]] = (
     "platform",
     "nfd",
@@ -39,7 +39,18 @@ KNOWN_CHART_SECTIONS: Final[tuple[str, ...]] = (
     "ccManager",
     "extraObjects",
     "node-feature-discovery",
+    "clusterPolicy",
+    "gpuCluster",
+    "draDriver",
 )
+
+# Sections a chart line introduced (v26.7.0 values.yaml: `clusterPolicy`, and the DRA driver's `gpuCluster` and
+# `draDriver`, templates/gpucluster.yaml): setting one on an older chart is a value nothing reads.
+SECTIONS_SINCE: Final[Mapping[str, str]] = {
+    "clusterPolicy": "v26.7.0",
+    "gpuCluster": "v26.7.0",
+    "draDriver": "v26.7.0",
+}
 
 # Keys the chart no longer reads (or never read where people put them): setting them changes
 # nothing, so a value there is a mistake that looks like a fix.

@@ -15,3 +15,6 @@ MINIMUM_KYVERNO_VERSION: Final = "1.13.0"
 # The other end: kyverno.io/v1 ClusterPolicy is deprecated since Kyverno 1.17 (1.19 prints a deprecation
 # warning on every access) and scheduled for removal in 1.20 (kyverno/website#2122), in favour of the CEL
 # policy types in policies.kyverno.io. These documents target 1.13 <= Kyverno < 1.20.
+# The CEL types (MutatingPolicy, GeneratingPolicy, ValidatingPolicy) are served at policies.kyverno.io/v1 from
+# Kyverno 1.17 (the v1.19.0 CRDs serve v1alpha1, v1beta1 and v1, storing v1beta1); `kyverno.policyApi: cel`.
+MINIMUM_KYVERNO_VERSION_CEL: Final = "1.17.0"

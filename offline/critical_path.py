@@ -216,3 +216,27 @@ def critical_path_length(plan: Mapping[str, Any]) -> int:
 def critical_path_shape(plan: Mapping[str, Any]) -> list[str]:
     """Resource types along the critical path: `dc1-vm` and `dc57-vm` are the same step of the chain."""
     return [node.type for node in _chain(plan)]
+
+
+def cross_component_waits(plan: Mapping[str, Any], component_type: str) -> list[tuple[str, str]]:
+    """(waiter, waited-for) pairs of custom resources in different components of `component_type` (e.g. two
+    failure domains): the waits that serialise domains. A first install should have none."""
+    nodes = _nodes(plan)
+    predecessors = _custom_predecessors(nodes)
+
+    def owner(urn: str) -> str | None:
+        parent = nodes[urn].parent
+        while parent in nodes:
+            if nodes[parent].type == component_type:
+                return parent
+            parent = nodes[parent].parent
+        return None
+
+    pairs: list[tuple[str, str]] = []
+    for urn, node in nodes.items():
+        if node.kind != "custom" or owner(urn) is None:
+            continue
+        for before in predecessors[urn]:
+            if owner(before) is not None and owner(before) != owner(urn):
+                pairs.append((node.name, nodes[before].name))
+    return sorted(pairs)

@@ -3,10 +3,14 @@
 Runs the offline preview for the earlier stack file and for the current one, compares them resource by resource
 (offline/plan_diff.py), prints a table like `pulumi preview --diff` and writes OUT/diff.json:
 `{"stack", "before", "changes": [{"urn", "type", "name", "op", "keys", "replaceKeys", "deleteBeforeReplace",
-"dangers", "info"}], "dangers": <count>, "earlierRefusals": [...]}`. Unchanged resources are counted, not listed.
+"dangers", "info"}], "dangers": <count>, "earlierRefusals": [...], "wave": null or {"batches": [[domain...]...],
+"domains": {domain: {"changes", "waitsFor", "steps"}}}}`. Unchanged resources are counted, not listed.
 The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
 refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
+Secrets come from where the offline preview takes them (offline/secret_sources.py: GPU_POOL_SECRET_<KEY> or the
+file GPU_POOL_SECRETS_FILE names), never from the command line, so a malformed one is refused here as it would be
+at preview, without its value.
 """
 
 from __future__ import annotations
@@ -15,17 +19,24 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
+from components.gpu_failure_domain.rollout import rollout_state
+from components.gpu_failure_domain.rollout_state import DEPLOYED_ENV
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
+from config.loader import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
-from offline.runner import ROOT_DIR, StackFileError, read_stack_file, run_stack
+from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
+from offline.secret_sources import SecretSourceError, current
+from offline.wave import Wave, wave_lines, wave_of
 
 SYMBOL = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}
 
@@ -46,18 +57,19 @@ def _stack_file(path: Path) -> tuple[str, Path]:
 class Comparison:
     changes: list[Change]
     earlier_refusals: list[str] = field(default_factory=list)
+    wave: Wave | None = None
 
 
-def preview(stack: str, config: dict[str, Any], label: str) -> Recording:
+def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, str] | None = None) -> Recording:
     try:
-        return run_stack(stack, config=config, secrets={})
+        return run_stack(stack, config=config, secrets=secrets or {})
     except ConfigError as error:
         raise DiffError(f"the {label} stack config is refused:\n  " + "\n  ".join(error.messages)) from None
     except pulumi.RunError as error:
         raise DiffError(f"the {label} stack config is refused: {error}") from None
 
 
-def diff_files(stack: str, before: Path, after: Path) -> Comparison:
+def diff_files(stack: str, before: Path, after: Path, secrets: dict[str, str] | None = None) -> Comparison:
     try:
         old_stack, old_dir = _stack_file(before)
         new_stack, new_dir = _stack_file(after)
@@ -65,14 +77,41 @@ def diff_files(stack: str, before: Path, after: Path) -> Comparison:
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config)
+    return compare_configs(stack, old_config, new_config, secrets)
 
 
-def compare_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> Comparison:
+def deployed_from(config: dict[str, Any]) -> dict[str, Any]:
+    """What the earlier stack file rolled each domain to: the Nodes' rollout state the cluster would report, so
+    the current preview plans the same wave `pulumi preview` would plan from the cluster."""
+    prefix = f"{PROJECT}:"
+    cfg = validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
+    return {d.name: {"rollout": rollout_state(d, cfg), "kubeletVersion": cfg.rke2.version} for d in cfg.failure_domains}
+
+
+@contextmanager
+def _deployed(state: dict[str, Any]) -> Iterator[None]:
+    previous = os.environ.get(DEPLOYED_ENV)
+    os.environ[DEPLOYED_ENV] = json.dumps(state)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DEPLOYED_ENV, None)
+        else:
+            os.environ[DEPLOYED_ENV] = previous
+
+
+def compare_configs(
+    stack: str, before: dict[str, Any], after: dict[str, Any], secrets: dict[str, str] | None = None
+) -> Comparison:
     with reading_earlier_file() as refusals:
-        old = preview(stack, before, "earlier")
-    # Both previews run as the same stack, so URNs match when the resources are the same.
-    return Comparison(diff_recordings(old, preview(stack, after, "current")), refusals)
+        old = preview(stack, before, "earlier", secrets)
+        deployed = deployed_from(before)
+    # Both previews run as the same stack, with the same secrets, so URNs match when the resources are the same.
+    with _deployed(deployed):
+        new = preview(stack, after, "current", secrets)
+    changes = diff_recordings(old, new)
+    return Comparison(changes, refusals, wave_of(new, {c.name for c in changes if c.op != "same"}))
 
 
 def diff_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
@@ -88,6 +127,7 @@ def document(stack: str, before: Path, comparison: Comparison) -> dict[str, Any]
         "changes": listed,
         "dangers": sum(len(change.dangers) for change in changes),
         "earlierRefusals": comparison.earlier_refusals,
+        "wave": comparison.wave.as_json() if comparison.wave else None,
     }
 
 
@@ -118,6 +158,8 @@ def table(comparison: Comparison) -> str:
         lines += ["", f"Dangers ({len(dangers)}):", *(f"  ! {text}" for _, text in dangers)]
     else:
         lines += ["", "Dangers: none"]
+    if comparison.wave:
+        lines += ["", *wave_lines(comparison.wave)]
     if info:
         lines += ["", "Also:", *(f"  - {text}" for _, text in info)]
     if comparison.earlier_refusals:
@@ -141,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     after: Path = args.after or Path(os.path.relpath(ROOT_DIR / f"Pulumi.{args.stack}.yaml"))
     out: Path = args.out or Path("build") / args.stack
     try:
-        comparison = diff_files(args.stack, args.before, after)
-    except DiffError as error:
+        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR))
+    except (DiffError, SecretSourceError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     result = document(args.stack, args.before, comparison)

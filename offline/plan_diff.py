@@ -20,6 +20,9 @@ from knowledge.replacements import (
     REPLACE_ON_CHANGES,
     VM_CLOUD_INIT_INPUTS,
     VM_COLD_START_INPUTS,
+    VM_DISK_MOVE_INPUT,
+    VM_DISK_SIZE_INPUT,
+    VM_REBOOT_REQUIRED_INPUTS,
 )
 from offline.recording import Recording, Registration, is_secret
 
@@ -28,6 +31,8 @@ VM = "proxmoxve:index/vmLegacy:VmLegacy"
 SNIPPET = "proxmoxve:index/fileLegacy:FileLegacy"
 JOB = "kubernetes:batch/v1:Job"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 _INDEX = re.compile(r"\[\d+\]")
 
@@ -159,6 +164,20 @@ def _vm_notes(change: Change, after: Registration) -> None:
             f"the provider reboots {after.name} through the Proxmox API to apply {', '.join(cold)}, without "
             "draining its node: GPU pods on it die mid-run"
         )
+    if after.inputs.get("rebootAfterUpdate") is False:
+        if VM_DISK_MOVE_INPUT in change.keys:
+            change.dangers.append(
+                f"{after.name}: the provider refuses to move disks between datastores while the VM runs "
+                "(reboot_after_update is false), so `up` fails midway with the VM's other changes left pending: "
+                "move the disk in its own change with the VM stopped (qm shutdown, `pulumi up`, qm start)"
+            )
+        reboot = sorted(top & VM_REBOOT_REQUIRED_INPUTS)
+        if VM_DISK_SIZE_INPUT in change.keys and reboot:
+            change.dangers.append(
+                f"{after.name}: the provider refuses to resize disks in the same update as {', '.join(reboot)} "
+                "while the VM runs (reboot_after_update is false), so `up` fails midway: split the change, the "
+                "disk first, then the rest in a second `up`"
+            )
     if top & VM_CLOUD_INIT_INPUTS:
         change.dangers.append(
             f"{after.name}'s cloud-init settings change: Proxmox derives cloud-init's instance-id from them, so "
@@ -176,13 +195,18 @@ def _command_notes(change: Change, after: Registration) -> None:
     if step == "power-cycle":
         change.info.append(
             f"{after.name} runs: it drains {node}, power-cycles the VM if Proxmox has a change pending or the card "
-            "moved, then uncordons the node"
+            "moved, then uncordons the node (in a wave it leaves that to the wave's last step)"
         )
     elif step == "gpu-ready":
         slots = environment.get("GPU_SLOTS")
         change.info.append(
             f"{after.name} waits until {node} advertises {slots} GPU{'' if slots == '1' else 's'} on driver "
             f"{environment.get('DRIVER_VERSION')} before its smoke test runs"
+        )
+    elif after.name.endswith("-rollout"):
+        change.info.append(
+            f"{after.name} ends this domain's turn: it uncordons the node if the wave cordoned it and records "
+            "the state rolled out on the Node"
         )
     else:
         change.info.append(f"{after.name} runs its {runs} command again")
@@ -201,6 +225,21 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
                 f"{subject.name} logs in over SSH before the drain, with a key the VM has trusted since it was "
                 "created: keys added to sshAuthorizedKeys later never reached it (cloud-init runs once)"
             )
+    if subject.type == CONFIG_MAP and change.op == "replace" and change.delete_before_replace:
+        metadata = subject.inputs.get("metadata") or {}
+        change.info.append(
+            f"{subject.name}: a ConfigMap's data cannot be updated in place by the provider (it is replaced), and "
+            f"with the same name it is deleted first: {metadata.get('namespace')}/{metadata.get('name')} is gone "
+            "for a moment, and a pod that mounts it and starts in that moment waits until it is back"
+        )
+    if subject.type == RELEASE and change.op == "replace" and "namespace" in change.replace_keys:
+        change.dangers.append(
+            f"{subject.name} moves to another namespace: the provider installs the new release before it deletes "
+            "the old one, which still owns the chart's cluster-scoped objects (ClusterRole, ClusterRoleBinding, "
+            "ClusterPolicy), and Helm refuses to take them over, so `up` fails at the new release: uninstall the "
+            "old release first (`helm -n <old namespace> uninstall <release>`, the GPU pods lose their operator "
+            "for that time), then `pulumi refresh` and `pulumi up`"
+        )
     if (
         subject.type == RELEASE
         and change.op == "update"
@@ -212,12 +251,45 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
         )
 
 
+def _operator_notes(change: Change, before: Registration | None, after: Registration | None) -> None:
+    """The GPU Operator's CRDs and chart: what a bump does on the cluster (26.7.0 release notes, PR #2527)."""
+    subject = after or before
+    assert subject is not None
+    name = (subject.inputs.get("metadata") or {}).get("name")
+    if subject.type == CRD and change.op == "update":
+        change.info.append(
+            f"CRD {name} gets the new chart's schema before the release upgrades: its objects stay, and fields "
+            "the new operator reads are no longer pruned"
+        )
+    elif subject.type == CRD and change.op == "create":
+        change.info.append(f"CRD {name} is new in this chart (or newly managed: adopted in place if Helm made it)")
+    elif subject.type == CRD and change.op == "delete" and before is not None and before.retain_on_delete:
+        change.info.append(f"CRD {name} leaves the plan but stays in the cluster with its objects (retainOnDelete)")
+    if subject.type != RELEASE or change.op != "update" or before is None or after is None:
+        return
+    old, new = before.inputs.get("version"), after.inputs.get("version")
+    if old != new:
+        driver_kept = not any(k.startswith("values.driver.version") for k in change.keys)
+        change.info.append(
+            f"chart {old} -> {new}: the operator restarts and rolls every operand DaemonSet (toolkit, device "
+            "plugin, DCGM exporter, GFD, NFD, validator) without touching GPU pods; "
+            + (
+                "the driver is unchanged, so from 26.7 the operator restarts its pod in place without evicting"
+                if driver_kept
+                else "the driver changes, so GPU pods are evicted node by node"
+            )
+        )
+    if before.inputs.get("chart") != after.inputs.get("chart"):
+        change.info.append(f"chart source {before.inputs.get('chart')} -> {after.inputs.get('chart')}")
+
+
 def compare(before: Registration | None, after: Registration | None) -> Change:
     subject = after or before
     assert subject is not None
     if before is None:
         change = Change(subject.urn, subject.type, subject.name, "create")
         _kind_notes(change, None, after)
+        _operator_notes(change, None, after)
         return change
     if after is None:
         change = Change(subject.urn, subject.type, subject.name, "delete")
@@ -230,7 +302,10 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
                 "labels and taint, its smoke test) and then stop. If you mean it, set the domain's protect: false "
                 "and run `pulumi up` first (or `pulumi state unprotect`)"
             )
+        if before.name.endswith("-node-cleanup"):
+            change.info.append(f"{before.name} deletes the Node object of the removed domain after its VM is gone")
         _kind_notes(change, before, None)
+        _operator_notes(change, before, None)
         return change
     paths, ignored = _without_ignored(changed_paths(before.inputs, after.inputs), after.ignore_changes)
     change = Change(subject.urn, subject.type, subject.name, "same" if not paths else "update", keys=_compact(paths))
@@ -266,6 +341,7 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
     if after.type in COMMAND_TYPES:
         _command_notes(change, after)
     _kind_notes(change, before, after)
+    _operator_notes(change, before, after)
     return change
 
 
@@ -279,13 +355,20 @@ def _disruptive(change: Change) -> bool:
 
 
 def _parallel_disruption(changes: list[Change]) -> None:
-    """Domains are independent, so Pulumi drains and reboots them all at once: say so before the pool goes dark."""
-    steps = [c for c in changes if _disruptive(c)]
-    if len(steps) > 1:
-        nodes = ", ".join(
-            c.name.rsplit("-", 2)[0] if c.name.endswith("-kernel-drain") else c.name[: -len("-power-cycle")]
-            for c in steps
+    """Domains are independent, so Pulumi drains and reboots them all at once unless a wave orders them (a domain
+    with a `-wave-drain` step waits for the previous one): say so before the pool goes dark."""
+    waved = {c.name.removesuffix("-wave-drain") for c in changes if c.name.endswith("-wave-drain") and c.op != "same"}
+
+    def domain(change: Change) -> str:
+        return (
+            change.name.rsplit("-", 2)[0]
+            if change.name.endswith("-kernel-drain")
+            else change.name[: -len("-power-cycle")]
         )
+
+    steps = [c for c in changes if _disruptive(c) and domain(c) not in waved]
+    if len(steps) > 1:
+        nodes = ", ".join(domain(c) for c in steps)
         steps[0].dangers.append(
             f"{len(steps)} GPU domains ({nodes}) drain and reboot in parallel in this `up`, so their capacity is gone "
             "at the same time: apply them one at a time, e.g. `pulumi up --target '<the domain's component urn>' "

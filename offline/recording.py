@@ -61,6 +61,8 @@ class Registration:
     delete_before_replace: bool = False
     ignore_changes: list[str] = field(default_factory=list)
     replace_on_changes: list[str] = field(default_factory=list)
+    # Deleted from the state only, never from the cluster (the CRDs: deleting one deletes every object of its kind).
+    retain_on_delete: bool = False
 
 
 @dataclass
@@ -130,6 +132,7 @@ class RecordingMonitor(mocks.MockMonitor):
             delete_before_replace=bool(request.deleteBeforeReplace),
             ignore_changes=list(request.ignoreChanges),
             replace_on_changes=list(request.replaceOnChanges),
+            retain_on_delete=bool(request.retainOnDelete),
         )
         with self._lock:
             if request.type == "pulumi:pulumi:Stack":

@@ -17,6 +17,7 @@ from pulumi.runtime import mocks, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from offline.ciphertexts import ciphertext_problems
 from offline.recording import PlanMocks, Recording, RecordingMonitor
 from offline.stack_yaml import DuplicateKeyError, load_stack_yaml
 
@@ -64,7 +65,23 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys")
-    return {str(key): value for key, value in config.items()}
+    problems = ciphertext_problems(document, path.name)
+    if problems:
+        raise StackFileError("\n".join(problems))
+    return namespaced(config, path.name)
+
+
+def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
+    """Keys as the CLI hands them to the program: a key without a namespace is this project's (`rke2` is
+    `gpu-pool:rke2`; pulumi sdk/v3 v3.276.0 go/common/workspace/loaders.go, `stackConfigNamespacedWithProject`)."""
+    keys: dict[str, Any] = {}
+    for key, value in config.items():
+        full = str(key) if ":" in str(key) else f"{PROJECT}:{key}"
+        if full in keys:
+            # The CLI keeps one of the two, whichever its map iteration meets last: refuse the guess.
+            raise StackFileError(f"{file_name}: {full} is given twice, once without its `{PROJECT}:` prefix: keep one")
+        keys[full] = value
+    return keys
 
 
 def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -44,25 +45,80 @@ Invoke = Callable[[MockCallArgs], dict[str, Any]]
 ALL_CRDS = (
     "servicemonitors.monitoring.coreos.com",
     "prometheusrules.monitoring.coreos.com",
-    "clusterpolicies.kyverno.io",
+    "mutatingpolicies.policies.kyverno.io",
+    "generatingpolicies.policies.kyverno.io",
 )
+# What each CRD serves and stores on a cluster with Kyverno 1.19 and the Prometheus Operator (their v1.19.0 and
+# v0.93.0 CRDs: the policies.kyverno.io types serve v1alpha1, v1beta1 and v1, storing v1beta1).
+SERVED: dict[str, tuple[str, str]] = {
+    "servicemonitors.monitoring.coreos.com": ("v1", "v1"),
+    "prometheusrules.monitoring.coreos.com": ("v1", "v1"),
+    "clusterpolicies.kyverno.io": ("v1,v2beta1", "v1"),
+    "mutatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "generatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    "validatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+}
 
 
-def crd_listing(crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0) -> str:
-    """What `kubectl get crd ... --ignore-not-found -o name; echo kubectl-exit=$?` prints."""
-    return (
-        "".join(f"customresourcedefinition.apiextensions.k8s.io/{crd}\n" for crd in crds)
-        + f"kubectl-exit={exit_code}\n"
-    )
+def crd_listing(
+    crds: tuple[str, ...] = ALL_CRDS, exit_code: int = 0, versions: dict[str, tuple[str, str]] | None = None
+) -> str:
+    """What `kubectl get crd ... --ignore-not-found --no-headers -o custom-columns=NAME,SERVED,STORED` prints."""
+    table = {**SERVED, **(versions or {})}
+    return "".join(f"{crd}   {table[crd][0]}   {table[crd][1]}\n" for crd in crds) + f"kubectl-exit={exit_code}\n"
+
+
+# The namespaces prod puts objects in without creating them, plus what every cluster has.
+PROD_NAMESPACES = ("default", "kube-system", "katib-sweeps", "cattle-monitoring-system", "cattle-dashboards")
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Namespace as the API server lists it (it labels each with kubernetes.io/metadata.name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **(labels or {})}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+def object_list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def cluster_namespaces(names: tuple[str, ...] = PROD_NAMESPACES) -> dict[str, Any]:
+    return object_list([namespace(name) for name in names])
+
+
+def prometheus(name: str, ns: str, rule_selector: Any, rule_namespace_selector: Any = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"ruleSelector": rule_selector}
+    if rule_namespace_selector is not None:
+        spec["ruleNamespaceSelector"] = rule_namespace_selector
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "Prometheus",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
+def prometheus_loading_every_rule() -> dict[str, Any]:
+    """ruleSelector and ruleNamespaceSelector both empty: every PrometheusRule in every namespace."""
+    return prometheus("rancher-monitoring-prometheus", "cattle-monitoring-system", {}, {})
 
 
 def answering(
     tables: dict[str, list[dict[str, Any]]] | None = None,
     host_check_stdout: str = "vfio-pci\n24\n",
     crd_stdout: str | None = None,
+    namespaces_stdout: dict[str, Any] | None = None,
+    prometheuses_stdout: dict[str, Any] | None = None,
+    cluster_nodes: list[dict[str, Any]] | None = None,
+    server_version: str | None = None,
 ) -> Invoke:
-    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check and
-    for the cluster's CRDs (default: all present)."""
+    """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check, for
+    the cluster's CRDs (default: all present), its Nodes (default: none, a first install) and its version."""
 
     def invoke(args: MockCallArgs) -> dict[str, Any]:
         if args.token == GET_PCI:
@@ -70,8 +126,24 @@ def answering(
             return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
         if args.token == LOCAL_RUN:
             command = str(args.args.get("command", ""))
+            if " get namespaces " in command:
+                # By default the cluster has every namespace asked for (`get namespaces a b --ignore-not-found`).
+                asked = command.split(" get namespaces ", 1)[1].split(" --ignore-not-found")[0].split()
+                namespaces = namespaces_stdout or cluster_namespaces(tuple(asked))
+                return {"stdout": json.dumps(namespaces), "stderr": "kubectl-exit=0"}
+            if " get prometheuses." in command:
+                prometheuses = prometheuses_stdout or object_list([prometheus_loading_every_rule()])
+                return {"stdout": json.dumps(prometheuses), "stderr": "kubectl-exit=0"}
+            if " get nodes -o json" in command:
+                listing = json.dumps({"kind": "List", "apiVersion": "v1", "items": cluster_nodes or []})
+                return {"stdout": f"{listing}\nkubectl-exit=0\n", "stderr": "", "command": command}
+            if " version -o json" in command:
+                answer = {"serverVersion": {"gitVersion": server_version}} if server_version else {}
+                return {"stdout": json.dumps(answer), "stderr": "", "command": command}
             stdout = (
-                (crd_listing() if crd_stdout is None else crd_stdout) if " get crd " in command else host_check_stdout
+                (crd_listing(tuple(SERVED)) if crd_stdout is None else crd_stdout)
+                if " get crd " in command
+                else host_check_stdout
             )
             return {"stdout": stdout, "stderr": "", "command": command}
         raise NotImplementedError(f"no mock answer for {args.token}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 import pulumi
@@ -30,7 +31,13 @@ from components.gpu_failure_domain.node_steps import (
     step_environment,
 )
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
+from components.gpu_failure_domain.rollout import (
+    node_cleanup_command,
+    rollout_done_command,
+    rollout_state,
+)
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
+from components.gpu_failure_domain.wave_steps import wave_gate, wave_steps
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.kubernetes_objects import register_object
 from components.shared.node_marking import GpuNodeMarking
@@ -60,6 +67,10 @@ class GpuFailureDomainArgs:
     platform: PlatformHandles
     # The key the kernel upgrade logs in to the VM with; None uses the ssh-agent (SSH_AUTH_SOCK).
     ssh_private_key: pulumi.Output[str] | None = None
+    # Day-2 wave (rollout.py): what this domain has to roll in this `up` (empty: nothing, no cross-domain wait)
+    # and the previous batch's last steps, which its disruptive steps wait for.
+    wave_changes: tuple[str, ...] = ()
+    wave_after: tuple[pulumi.Resource, ...] = ()
 
 
 class GpuFailureDomain(pulumi.ComponentResource):
@@ -69,6 +80,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
     sharing_profile: pulumi.Output[str]
     gpu_slots: pulumi.Output[int]
     node_ready: command.local.Command
+    rollout_done: command.local.Command
 
     def __init__(self, name: str, args: GpuFailureDomainArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
@@ -112,6 +124,15 @@ class GpuFailureDomain(pulumi.ComponentResource):
             ),
         )
 
+        # Deletes run dependents first: the VM depends on this step, so a removed domain's VM goes first and then
+        # this step's delete removes the Node object the VM left behind (nothing else would).
+        node_cleanup = command.local.Command(
+            f"{name}-node-cleanup",
+            create=f"echo {shlex.quote(f'node {domain.hostname} is removed with its VM')}",
+            delete=node_cleanup_command(domain.hostname, kubectl),
+            interpreter=["/bin/sh", "-c"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         vm = proxmoxve.VmLegacy(
             f"{name}-vm",
             **vm_args(domain, stack.proxmox),
@@ -121,13 +142,14 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 proxmox_opts,
                 pulumi.ResourceOptions(
                     protect=domain.protect,
-                    depends_on=[*vm_depends, snippet],
+                    depends_on=[*vm_depends, snippet, node_cleanup],
                     ignore_changes=VM_IGNORED,
                 ),
             ),
         )
 
         script = node_steps_script()
+        wave = wave_steps(self, name, args, kubectl, vm) if args.wave_changes else []
         power_cycle = command.local.Command(
             f"{name}-power-cycle",
             create=script,
@@ -139,7 +161,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 **power_cycle_environment(domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES),
                 **args.proxmox_credential_env,
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[vm, *wave]),
         )
 
         self.node_ready = command.local.Command(
@@ -165,7 +187,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.kubernetes_provider,
-                depends_on=[self.node_ready, args.platform.time_slicing_config],
+                depends_on=[self.node_ready, args.platform.time_slicing_config, *wave],
             ),
         )
 
@@ -179,7 +201,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.node_ready], delete_before_replace=True),
         )
 
-        gate: list[pulumi.Resource] = [labels, taint]
+        gate: list[pulumi.Resource] = [labels, taint, *wave]
         if domain.kernel is not None:
             gate = self._kernel_upgrade(name, args, kubectl, kubectl_args, gate)
         smoke_job: pulumi.Resource | None = None
@@ -233,8 +255,11 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     custom_timeouts=pulumi.CustomTimeouts(create=f"{stack.smoke_test.timeout_seconds + 600}s"),
                 ),
             )
+        last: list[pulumi.Resource] = [smoke_job] if smoke_job else list(gate)
+        if args.wave_changes:
+            last = wave_gate(self, name, args, kubectl_args, [*last, *wave])
         if domain.kernel is not None:
-            command.local.Command(
+            kernel_uncordon = command.local.Command(
                 f"{name}-kernel-uncordon",
                 create=uncordon_command(domain.hostname, kubectl),
                 update=unchanged_kernel_command(domain.kernel),
@@ -242,6 +267,17 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 triggers=[domain.kernel],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[smoke_job] if smoke_job else gate),
             )
+            last.append(kernel_uncordon)
+        state = rollout_state(domain, stack)
+        # Always there, never waited on across domains unless a wave is planned: on a first install it only
+        # records what the node was built with; in a wave it ends this domain's turn (uncordon, record).
+        self.rollout_done = command.local.Command(
+            f"{name}-rollout",
+            create=rollout_done_command(domain.hostname, kubectl, state),
+            update=rollout_done_command(domain.hostname, kubectl, state),
+            interpreter=["/bin/sh", "-c"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=last),
+        )
 
         self.node_name = pulumi.Output.from_input(domain.hostname)
         self.vm_id = pulumi.Output.from_input(domain.vm_id)

@@ -195,11 +195,19 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
     slots = int(env("GPU_SLOTS"))
     driver = env("DRIVER_VERSION")
     namespace = env("OPERATOR_NAMESPACE")
+    kubelet = os.environ.get("KUBELET_VERSION", "")
 
     def check() -> tuple[bool, str, str]:
         node = kubectl.json("get", "node", name)
         if node is None:
             return False, "node not found", f"node {name} is gone"
+        running = str(((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion") or "")
+        if kubelet and (running != kubelet or not node_ready(node)):
+            return (
+                False,
+                f"kubelet {running or 'unknown'}, {'Ready' if node_ready(node) else 'not Ready'}",
+                f"{name} is not Ready on kubelet {kubelet}: on the VM, journalctl -u rke2-agent",
+            )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
             raise StepFailed(
@@ -414,6 +422,14 @@ def main() -> int:
         step(Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))), env("NODE_NAME"), float(env("TIMEOUT_MINUTES", "30")))
     except StepFailed as error:
         print(f"gpu-pool: {error}", file=sys.stderr)
+        wave = os.environ.get("WAVE_DOMAIN")
+        if wave:
+            print(
+                f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "
+                "the domains after it were not touched and still serve; fix the cause, then `pulumi up` resumes "
+                f"the wave at {wave}",
+                file=sys.stderr,
+            )
         return 1
     return 0
 

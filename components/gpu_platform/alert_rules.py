@@ -241,6 +241,11 @@ def _check_expected(expected_slots_by_node: Mapping[str, int]) -> None:
             raise ValueError(f"node {node!r} must expect at least 1 schedulable nvidia.com/gpu, got {slots!r}")
 
 
+def prometheus_rule_labels(cfg: MonitoringConfig) -> dict[str, str]:
+    """The PrometheusRule's labels: what a Prometheus's ruleSelector must match (the cluster preflight checks)."""
+    return {"app.kubernetes.io/part-of": "gpu-pool", **cfg.rule_labels}
+
+
 def build_gpu_alert_rules(
     cfg: MonitoringConfig,
     *,
@@ -269,7 +274,7 @@ def build_gpu_alert_rules(
         "metadata": {
             "name": RULE_NAME,
             "namespace": cfg.rules_namespace,
-            "labels": {"app.kubernetes.io/part-of": "gpu-pool", **cfg.rule_labels},
+            "labels": prometheus_rule_labels(cfg),
         },
         "spec": {"groups": [{"name": GROUP_NAME, "rules": rules}]},
     }

@@ -1,19 +1,32 @@
-"""Cluster preflight: the CRDs the enabled features create objects of exist, checked with kubectl at preview.
+"""Cluster preflight: the CRDs the enabled features create objects of exist, checked with kubectl at preview; then
+the namespaces and the Prometheus that must be there (cluster_objects.py).
 
-Without them the plan fails late: a PrometheusRule or a Kyverno ClusterPolicy is refused during `up`, and a
+Without them the plan fails late: a PrometheusRule or a Kyverno policy is refused during `up`, and a
 ServiceMonitor the operator cannot create leaves the ClusterPolicy notReady for good ("Install Prometheus and
-necessary CRDs", gpu-operator controllers/object_controls.go).
+necessary CRDs", gpu-operator controllers/object_controls.go). Kyverno's policy types must be served at the version
+the stack writes (policies.kyverno.io/v1 from Kyverno 1.17; kyverno.io/v1 ClusterPolicy until 1.20), and the GPU
+Operator CRDs the program registers must not already store a version the pinned chart drops: the API server
+refuses such a CRD update (status.storedVersions must stay in spec.versions), which `up` would find too late.
 """
 
 from __future__ import annotations
 
 import shlex
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from components.gpu_platform.cluster_objects import (
+    PROMETHEUSES,
+    namespace_labels,
+    namespace_problems,
+    namespaces_query,
+    needed_namespaces,
+    parse_answer,
+    query_command,
+    rule_selector_problems,
+)
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.stack import StackConfig
 
-CRD_LISTED = "customresourcedefinition.apiextensions.k8s.io/"
 EXIT_MARK = "kubectl-exit="
 
 
@@ -21,6 +34,36 @@ class NeededCrd(NamedTuple):
     name: str
     why: str
     fix: str
+    # The version that must be served (the apiVersion the stack writes), None when any will do.
+    served: str | None = None
+    # False: the program creates it itself (the chart's CRDs); only what the cluster already stores is checked.
+    required: bool = True
+    # For the chart's CRDs: the versions the pinned chart defines; a stored version outside them is a downgrade.
+    chart_versions: tuple[str, ...] = ()
+
+
+def _kyverno_crds(cfg: StackConfig, users: list[tuple[bool, str, str]]) -> list[NeededCrd]:
+    cel = cfg.kyverno.policy_api == "cel"
+    install = "install Kyverno (1.17 or newer for policyApi cel, 1.13 to 1.19 for clusterpolicy)"
+    other = (
+        "or set gpu-pool:kyverno.policyApi: clusterpolicy on Kyverno 1.13 to 1.16"
+        if cel
+        else "or set gpu-pool:kyverno.policyApi: cel (Kyverno 1.20 has no ClusterPolicy)"
+    )
+    drop = (
+        "or set gpu-pool:kyverno.enabled to false and drop gpu-pool:gpuQuotas.selectors and "
+        "gpu-pool:kyverno.minCpuPerGpu"
+    )
+    if not cel:
+        reasons = [why for flag, why, _ in users if flag]
+        if not reasons:
+            return []
+        return [NeededCrd("clusterpolicies.kyverno.io", " and ".join(reasons), f"{install}, {other}, {drop}", "v1")]
+    return [
+        NeededCrd(f"{plural}.policies.kyverno.io", why, f"{install}, {other}, {drop}", "v1")
+        for flag, why, plural in users
+        if flag
+    ]
 
 
 def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
@@ -44,26 +87,58 @@ def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
             )
         )
     kyverno_users = [
-        (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the GPU steering policy)"),
-        (bool(cfg.gpu_quotas.selectors), "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)"),
-        (cfg.kyverno.min_cpu_per_gpu is not None, "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)"),
+        (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the GPU steering policy)", "mutatingpolicies"),
+        (
+            bool(cfg.gpu_quotas.selectors),
+            "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)",
+            "generatingpolicies",
+        ),
+        (
+            cfg.kyverno.min_cpu_per_gpu is not None,
+            "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)",
+            "validatingpolicies",
+        ),
     ]
-    if any(flag for flag, _ in kyverno_users):
-        needed.append(
-            NeededCrd(
-                "clusterpolicies.kyverno.io",
-                " and ".join(reason for flag, reason in kyverno_users if flag),
-                "install Kyverno (1.13 or newer), or set gpu-pool:kyverno.enabled to false and drop "
-                "gpu-pool:gpuQuotas.selectors and gpu-pool:kyverno.minCpuPerGpu",
+    needed += _kyverno_crds(cfg, kyverno_users)
+    chart = cfg.gpu_operator.local_chart()
+    if chart is not None:
+        for crd in chart.crds():
+            versions = tuple(str(v["name"]) for v in crd["spec"]["versions"])
+            needed.append(
+                NeededCrd(
+                    str(crd["metadata"]["name"]),
+                    f"gpu-pool:gpuOperator.chart is GPU Operator {chart.version}, whose CRD defines only "
+                    f"{', '.join(versions)}",
+                    "a chart older than the operator that installed this CRD cannot take it back (the API server "
+                    "refuses to drop a stored version): pin a chartVersion at least as new as the cluster's operator",
+                    required=False,
+                    chart_versions=versions,
+                )
             )
-        )
     return needed
+
+
+# One line per CRD found: its name, the versions it serves, the versions it has stored (comma-separated).
+CRD_COLUMNS = (
+    "custom-columns=NAME:.metadata.name,SERVED:.spec.versions[?(@.served==true)].name,STORED:.status.storedVersions[*]"
+)
 
 
 def crd_check_command(kubectl: str, crds: list[NeededCrd]) -> str:
     """Read-only, and exits 0 whatever happens, so the answer (or kubectl's error) always comes back."""
     names = " ".join(shlex.quote(crd.name) for crd in crds)
-    return f"{kubectl} get crd {names} --ignore-not-found -o name 2>&1; echo {EXIT_MARK}$?"
+    listing = f"--ignore-not-found --no-headers -o {shlex.quote(CRD_COLUMNS)}"
+    return f"{kubectl} get crd {names} {listing} 2>&1; echo {EXIT_MARK}$?"
+
+
+def _listed(lines: list[str]) -> dict[str, tuple[set[str], set[str]]]:
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and not line.startswith(EXIT_MARK):
+            name, served, stored = parts
+            found[name] = (set(served.split(",")) - {"<none>"}, set(stored.split(",")) - {"<none>"})
+    return found
 
 
 def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
@@ -75,8 +150,25 @@ def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
             f"gpu-pool:kubernetes: kubectl could not list the cluster's CRDs (exit {exit_code}: {said}); check "
             "gpu-pool:kubernetes.kubeconfig and context, or set gpu-pool:preflight.clusterCheck to false"
         ]
-    present = {line[len(CRD_LISTED) :] for line in lines if line.startswith(CRD_LISTED)}
-    return [f"the cluster has no {crd.name} CRD, but {crd.why}: {crd.fix}" for crd in crds if crd.name not in present]
+    listed = _listed(lines)
+    problems: list[str] = []
+    for crd in crds:
+        if crd.name not in listed:
+            if crd.required:
+                problems.append(f"the cluster has no {crd.name} CRD, but {crd.why}: {crd.fix}")
+            continue
+        served, stored = listed[crd.name]
+        if crd.served and crd.served not in served:
+            problems.append(
+                f"the cluster's {crd.name} CRD serves {', '.join(sorted(served)) or 'nothing'}, not {crd.served}, "
+                f"but {crd.why}: {crd.fix}"
+            )
+        dropped = sorted(stored - set(crd.chart_versions)) if crd.chart_versions else []
+        if dropped:
+            problems.append(
+                f"the cluster's {crd.name} CRD has objects stored as {', '.join(dropped)}, but {crd.why}: {crd.fix}"
+            )
+    return problems
 
 
 def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> str:
@@ -84,14 +176,42 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
     import pulumi_command as command
 
     crds = needed_crds(cfg)
+    namespaces = needed_namespaces(cfg)
     if offline:
         return SKIPPED_OFFLINE
     if not cfg.preflight.cluster_check:
         return "skipped: gpu-pool:preflight.clusterCheck is false"
-    if not crds:
-        return "passed: no CRD needed"
-    ran = command.local.run(command=crd_check_command(kubectl, crds))
-    problems = crd_problems(crds, ran.stdout)
-    if problems:
-        raise PreflightError(problems)
-    return "passed: " + ", ".join(crd.name for crd in crds)
+    if not crds and not namespaces:
+        return "passed: no CRD or namespace needed"
+    if crds:
+        ran = command.local.run(command=crd_check_command(kubectl, crds))
+        if problems := crd_problems(crds, ran.stdout):
+            raise PreflightError(problems)
+    passed = [crd.name for crd in crds if crd.required]
+    if namespaces:
+        passed.append("namespaces " + ", ".join(sorted({n.name for n in namespaces})))
+        existing = namespace_labels(_kubectl_list(kubectl, namespaces_query(namespaces), "namespaces"))
+        problems = namespace_problems(namespaces, existing)
+        if cfg.monitoring.alerts_enabled:
+            problems += rule_selector_problems(
+                cfg, _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects"), existing
+            )
+            passed.append("a Prometheus loads the GPU alerts")
+        if problems:
+            raise PreflightError(problems)
+    return "passed: " + ", ".join(passed)
+
+
+def _kubectl_list(kubectl: str, query: str, what: str) -> list[Any]:
+    import pulumi_command as command
+
+    ran = command.local.run(command=query_command(kubectl, query))
+    try:
+        return parse_answer(ran.stdout, ran.stderr, what)
+    except ValueError as error:
+        raise PreflightError(
+            [
+                f"gpu-pool:kubernetes: {error}; check gpu-pool:kubernetes.kubeconfig and context (and that it may "
+                "list them), or set gpu-pool:preflight.clusterCheck to false"
+            ]
+        ) from None

@@ -10,6 +10,11 @@ import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.cel_policies import (
+    build_cpu_guard_validating_policy,
+    build_gpu_quota_generating_policies,
+    build_gpu_steering_mutating_policy,
+)
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import (
@@ -19,6 +24,7 @@ from components.gpu_platform.dcgm_metrics import (
     metrics_digest,
 )
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
+from components.gpu_platform.operator_crds import build_operator_crds, crd_resource_suffix
 from components.gpu_platform.operator_values import build_gpu_operator_values
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
@@ -65,6 +71,18 @@ class GpuPlatform(pulumi.ComponentResource):
         dcgm_metrics = register_object(
             f"{name}-dcgm-metrics", build_dcgm_metrics_configmap(operator_cfg.namespace), after(namespace)
         )
+        local_chart = operator_cfg.local_chart()
+        crds: list[pulumi.Resource] = []
+        if local_chart is not None:
+            nfd = operator_cfg.extra_values.get("nfd")
+            nfd_enabled = not (isinstance(nfd, dict) and nfd.get("enabled") is False)
+            # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
+            # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
+            crd_opts = pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(retain_on_delete=True))
+            crds = [
+                register_object(f"{name}-{crd_resource_suffix(crd)}", crd, crd_opts)
+                for crd in build_operator_crds(local_chart, nfd_enabled=nfd_enabled)
+            ]
         values = build_gpu_operator_values(
             operator_cfg,
             time_slicing_configmap=TIME_SLICING_CONFIGMAP,
@@ -74,14 +92,20 @@ class GpuPlatform(pulumi.ComponentResource):
             service_monitor=cfg.monitoring.service_monitor,
             # Operands must tolerate the taint the GPU nodes really carry (Exists: any value).
             gpu_node_tolerations=[{"key": marking.taint_key, "operator": "Exists", "effect": marking.taint_effect}],
+            crds_registered=bool(crds),
         )
-        # helm.v3.Release, not helm.v4.Chart: the chart's CRD-upgrade and pre-delete hooks must run.
+        # helm.v3.Release, not helm.v4.Chart: the chart's pre-delete hooks (and, with a remote chart, its CRD
+        # upgrade hook) must run. A chart on disk is named by its path as the stack file gives it (relative to the
+        # project): an absolute path differs between machines and shows a chart change on every preview
+        # (pulumi-kubernetes#2573).
         self.release = kubernetes.helm.v3.Release(
             f"{name}-gpu-operator",
             name=CHART_NAME,
-            chart=CHART_NAME,
+            chart=operator_cfg.chart or CHART_NAME,
             version=operator_cfg.chart_version,
-            repository_opts={"repo": operator_cfg.chart_repository},
+            repository_opts=None if local_chart is not None else {"repo": operator_cfg.chart_repository},
+            # The CRDs are resources above: Helm must not create them behind the plan on first install.
+            skip_crds=local_chart is not None,
             namespace=operator_cfg.namespace,
             create_namespace=False,
             values=values,
@@ -89,7 +113,7 @@ class GpuPlatform(pulumi.ComponentResource):
             # workloads is left to the operator-ready step below, which reports what it sees.
             skip_await=True,
             timeout=OPERATOR_WAIT_SECONDS,
-            opts=after(namespace, time_slicing, dcgm_metrics),
+            opts=after(namespace, time_slicing, dcgm_metrics, *crds),
         )
         wait = operator_wait_command(
             kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
@@ -105,16 +129,20 @@ class GpuPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.release]),
         )
 
+        # Kyverno's CEL policy types (policies.kyverno.io/v1), or the ClusterPolicies for Kyverno < 1.17.
+        cel = cfg.kyverno.policy_api == "cel"
         steering: pulumi.Resource | None = None
         if cfg.kyverno.enabled:
             # Independent of the release: GPU pods can be steered before the operator is up.
+            build_steering = build_gpu_steering_mutating_policy if cel else build_gpu_steering_policy
             steering = register_object(
                 f"{name}-gpu-steering-policy",
-                build_gpu_steering_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace),
+                build_steering(cfg.kyverno, operator_namespace=operator_cfg.namespace),
                 k8s,
             )
 
-        cpu_guard = build_cpu_guard_policy(cfg.kyverno, operator_namespace=operator_cfg.namespace)
+        build_guard = build_cpu_guard_validating_policy if cel else build_cpu_guard_policy
+        cpu_guard = build_guard(cfg.kyverno, operator_namespace=operator_cfg.namespace)
         if cpu_guard is not None:
             register_object(f"{name}-gpu-cpu-guard-policy", cpu_guard, k8s)
 
@@ -140,10 +168,18 @@ class GpuPlatform(pulumi.ComponentResource):
 
         for quota in build_gpu_quotas(cfg.gpu_quotas):
             register_object(f"{name}-quota-{quota['metadata']['namespace']}", quota, k8s)
-        quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
-        if quota_policy is not None:
+        if cfg.gpu_quotas.selectors:
+            # The background controller creates the quotas: its RBAC comes first, whichever policy type.
             rbac = register_object(f"{name}-kyverno-quota-rbac", build_kyverno_quota_rbac(), k8s)
-            register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
+            if cel:
+                for rule, policy in zip(
+                    cfg.gpu_quotas.selectors, build_gpu_quota_generating_policies(cfg.gpu_quotas), strict=True
+                ):
+                    register_object(f"{name}-gpu-quota-policy-{rule.name}", policy, after(rbac))
+            else:
+                quota_policy = build_gpu_quota_generate_policy(cfg.gpu_quotas)
+                assert quota_policy is not None  # selectors exist
+                register_object(f"{name}-gpu-quota-policy", quota_policy, after(rbac))
 
         self.handles = PlatformHandles(
             time_slicing_config=time_slicing,

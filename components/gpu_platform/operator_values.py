@@ -65,10 +65,13 @@ def build_gpu_operator_values(
     dcgm_metrics_digest: str,
     service_monitor: bool,
     gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
+    crds_registered: bool = False,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
     `gpu_node_tolerations`: the taint the GPU nodes really carry, when it is not the chart's default.
+    `crds_registered`: the program registers the chart's CRDs itself (a chart on disk), so the chart's
+    pre-upgrade CRD hook is turned off; otherwise the hook stays on, the only thing that upgrades them.
 
     Never sets `operator.defaultRuntime` or `psp`: the chart no longer reads them.
     """
@@ -94,6 +97,11 @@ def build_gpu_operator_values(
             # The chart's default, set so extraValues cannot move it: the operands run with this RuntimeClass,
             # and on RKE2 only the handlers RKE2 registers itself exist ('no runtime for "<name>" is configured').
             "runtimeClass": RKE2_NVIDIA_RUNTIMES[0],
+            # Helm installs crds/ once and never upgrades them: a stale CRD prunes every field the new operator
+            # reads ("no device plugin, operator ready"). Either the program's CRD resources update them in the
+            # plan (visible in make diff), or the chart's pre-upgrade hook (templates/upgrade_crd.yaml) does;
+            # never both, two owners of one object fight on every upgrade.
+            "upgradeCRD": not crds_registered,
         },
         "driver": {
             # Pinned and checked against the chart's supported drivers (article: 570.133.20 and the

@@ -1,7 +1,7 @@
 """The Kyverno ClusterPolicy `gpu-pods-to-gpu-nodes` as a plain dict: GPU pods tolerate the taint, need a GPU node.
 
 Researched against the Kyverno v1.19 ClusterPolicy CRD (DESIGN.md section 3). The e2e tier runs it through the
-real Kyverno v1.19.0 CLI and the real API server (tests/e2e/test_kyverno_steering.py); the fast suite evaluates it
+real Kyverno CLI (v1.19.1) and the real API server (tests/e2e/test_kyverno_steering.py); the fast suite evaluates it
 on a model built from real CEL, JMESPath and JSON-patch libraries (tests/gpu_platform/), held to the engine by the
 e2e tests, and tests/contract/ validates it against the upstream CRD schema.
 """

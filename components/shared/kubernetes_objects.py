@@ -25,6 +25,10 @@ def register_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
         return kubernetes.core.v1.ResourceQuota(name, metadata=metadata, spec=obj["spec"], opts=opts)
     if kind == "ClusterRole":
         return kubernetes.rbac.v1.ClusterRole(name, metadata=metadata, rules=obj["rules"], opts=opts)
+    if kind == "CustomResourceDefinition":
+        return kubernetes.apiextensions.v1.CustomResourceDefinition(
+            name, metadata=metadata, spec=obj["spec"], opts=opts
+        )
     if kind == "Job":
         return kubernetes.batch.v1.Job(name, metadata=metadata, spec=obj["spec"], opts=opts)
     return kubernetes.apiextensions.CustomResource(

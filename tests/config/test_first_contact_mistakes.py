@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from offline.runner import run_stack
+from offline.runner import ROOT_DIR, StackFileError, read_stack_file, run_stack
 from tests.config.refusal import FD, Run, refused
 
 # --- paths and URLs that fail only during `up` ---------------------------------------------------------------
@@ -170,11 +170,17 @@ def test_a_type_mix_up_gets_the_shape_to_write_instead(
     assert expected in refused(run_stack_program, prod_config, monitor), mistake
 
 
-def test_a_key_written_without_the_project_prefix_is_recognised_as_such(run_stack_program: Run, prod_config, monitor):
-    prod_config["rke2"] = prod_config.pop("gpu-pool:rke2")
-    message = refused(run_stack_program, prod_config, monitor)
-    assert "rke2: written without the project prefix; write it as gpu-pool:rke2" in message
-    assert "gpu-pool:rke2: is required but not set" in message
+def test_a_key_written_without_the_project_prefix_is_this_projects_as_the_cli_reads_it(tmp_path):
+    text = (ROOT_DIR / "Pulumi.prod.yaml").read_text().replace("  gpu-pool:rke2:", "  rke2:", 1)
+    (tmp_path / "Pulumi.prod.yaml").write_text(text)
+    assert read_stack_file("prod", tmp_path) == read_stack_file("prod")
+
+
+def test_a_key_given_with_and_without_its_prefix_is_refused_since_the_cli_would_keep_either(tmp_path):
+    text = (ROOT_DIR / "Pulumi.prod.yaml").read_text().replace("config:\n", "config:\n  rke2: {}\n", 1)
+    (tmp_path / "Pulumi.prod.yaml").write_text(text)
+    with pytest.raises(StackFileError, match="gpu-pool:rke2 is given twice, once without its `gpu-pool:` prefix"):
+        read_stack_file("prod", tmp_path)
 
 
 def test_a_misspelt_project_prefix_is_recognised_as_such(run_stack_program: Run, prod_config, monitor):

@@ -243,10 +243,10 @@ def test_secure_boot_is_accepted_once_module_signing_is_declared(run_stack_progr
     assert vm["bios"] == "ovmf" and vm["efiDisk"]["preEnrolledKeys"] is True
 
 
-def test_the_articles_driver_on_the_pinned_chart_is_refused_with_the_supported_r570(
+def test_the_articles_driver_on_the_articles_chart_is_refused_with_the_supported_r570(
     run_stack_program: Run, prod_config, monitor
 ):
-    prod_config["gpu-pool:gpuOperator"]["driverVersion"] = "570.133.20"
+    prod_config["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "570.133.20"})
     with pytest.raises(pulumi.RunError) as raised:
         run_stack_program(prod_config)
     assert "gpu-pool:gpuOperator" in str(raised.value) and "570.211.01" in str(raised.value)

@@ -9,6 +9,9 @@ import jsonschema  # type: ignore[import-untyped]
 import yaml
 
 KYVERNO_CLUSTER_POLICY_CRD = "kyverno/v1.19.0/kyverno.io_clusterpolicies.yaml"
+KYVERNO_MUTATING_POLICY_CRD = "kyverno/v1.19.0/policies.kyverno.io_mutatingpolicies.yaml"
+KYVERNO_GENERATING_POLICY_CRD = "kyverno/v1.19.0/policies.kyverno.io_generatingpolicies.yaml"
+KYVERNO_VALIDATING_POLICY_CRD = "kyverno/v1.19.0/policies.kyverno.io_validatingpolicies.yaml"
 PROMETHEUS_RULE_CRD = "prometheus-operator/v0.93.0/monitoring.coreos.com_prometheusrules.yaml"
 
 

@@ -14,7 +14,7 @@ from components.gpu_platform.operator_values import build_gpu_operator_values, s
 from components.gpu_platform.time_slicing import build_time_slicing_config
 from config.gpu_operator import GpuOperatorConfig
 from config.sharing import SharingProfile
-from knowledge.driver_matrix import supported_drivers
+from knowledge.driver_matrix import RECOMMENDED_DRIVERS, supported_drivers
 from knowledge.gpu_operator_chart import (
     DAEMONSETS_DEFAULT_TOLERATIONS,
     DEAD_KEYS,
@@ -22,6 +22,7 @@ from knowledge.gpu_operator_chart import (
     NFD_MASTER_DEFAULT_TOLERATIONS,
     OPERATOR_DEPLOYMENT,
     OPERATOR_POD_SELECTOR,
+    SECTIONS_SINCE,
     TEMPLATE_ONLY_KEYS,
 )
 
@@ -31,10 +32,15 @@ TIME_SLICING_EXTRA_OPTIONS = {"sharing.timeSlicing.renameByDefault", "sharing.ti
 _MISSING = object()
 
 
-@pytest.fixture(scope="module")
-def config() -> GpuOperatorConfig:
-    """The article's lab: every default."""
-    return GpuOperatorConfig()
+# Both supported chart lines: 26.7 (the default) and 26.3 (deprecated upstream, still accepted for stacks pinned there).
+CHARTS = ("v26.3.2", "v26.7.0")
+
+
+@pytest.fixture(scope="module", params=CHARTS)
+def config(request: pytest.FixtureRequest) -> GpuOperatorConfig:
+    """Every default, on each chart with NVIDIA's recommended driver for it."""
+    version = str(request.param)
+    return GpuOperatorConfig.model_validate({"chartVersion": version, "driverVersion": RECOMMENDED_DRIVERS[version]})
 
 
 @pytest.fixture(scope="module")
@@ -167,10 +173,36 @@ def test_template_only_keys_are_absent_from_values_yaml_but_read_by_the_clusterp
             node = node["properties"][part]
 
 
-def test_known_chart_sections_are_exactly_the_pinned_charts_top_level_keys(chart_values: dict[str, Any]) -> None:
-    assert set(KNOWN_CHART_SECTIONS) <= set(chart_values)
-    assert set(KNOWN_CHART_SECTIONS) == set(chart_values)
+def test_known_chart_sections_are_exactly_the_pinned_charts_top_level_keys(
+    config: GpuOperatorConfig, chart_values: dict[str, Any]
+) -> None:
+    newer = {s for s, since in SECTIONS_SINCE.items() if since > config.chart_version}
+    assert set(KNOWN_CHART_SECTIONS) - newer == set(chart_values)
     assert len(KNOWN_CHART_SECTIONS) == len(set(KNOWN_CHART_SECTIONS))
+
+
+def test_the_charts_crd_upgrade_hook_is_the_switch_we_turn_off_when_the_crds_are_resources(
+    chart_dir: Path, chart_values: dict[str, Any]
+) -> None:
+    """templates/upgrade_crd.yaml runs only with operator.upgradeCRD, whose default is on."""
+    hook = (chart_dir / "chart" / "templates" / "upgrade_crd.yaml").read_text(encoding="utf-8")
+    assert hook.startswith("{{- if .Values.operator.upgradeCRD }}")
+    assert chart_values["operator"]["upgradeCRD"] is True
+
+
+def test_the_crds_we_register_are_every_crd_of_the_chart_folder(chart_dir: Path, config: GpuOperatorConfig) -> None:
+    from components.gpu_platform.operator_crds import build_operator_crds
+    from config.chart_source import read_local_chart
+
+    chart = read_local_chart(chart_dir / "chart")
+    names = {c["metadata"]["name"] for c in build_operator_crds(chart, nfd_enabled=True)}
+    in_folder = {
+        d["metadata"]["name"]
+        for f in sorted((chart_dir / "chart").glob("**/crds/*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d.get("kind") == "CustomResourceDefinition"
+    }
+    assert names == in_folder and "clusterpolicies.nvidia.com" in names
 
 
 def test_dead_keys_are_really_absent_from_the_pinned_chart(

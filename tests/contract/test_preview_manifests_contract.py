@@ -19,6 +19,9 @@ from tests.contract import crd_schemas
 
 CUSTOM_KINDS = {
     "ClusterPolicy": crd_schemas.KYVERNO_CLUSTER_POLICY_CRD,
+    "MutatingPolicy": crd_schemas.KYVERNO_MUTATING_POLICY_CRD,
+    "GeneratingPolicy": crd_schemas.KYVERNO_GENERATING_POLICY_CRD,
+    "ValidatingPolicy": crd_schemas.KYVERNO_VALIDATING_POLICY_CRD,
     "PrometheusRule": crd_schemas.PROMETHEUS_RULE_CRD,
 }
 
@@ -38,7 +41,8 @@ def manifests(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
 @pytest.mark.skipif(STACK != "prod", reason="what prod must contain")
 def test_the_prod_preview_writes_every_kind_the_gpu_tier_needs(manifests: dict[str, dict[str, Any]]) -> None:
     kinds = {obj["kind"] for obj in manifests.values()}
-    assert kinds >= {"Namespace", "ConfigMap", "ClusterPolicy", "PrometheusRule", "Job", "Node", "ResourceQuota"}
+    assert kinds >= {"Namespace", "ConfigMap", "MutatingPolicy", "GeneratingPolicy", "PrometheusRule", "Job", "Node"}
+    assert "ResourceQuota" in kinds and "ClusterPolicy" not in kinds  # Kyverno's CEL policy types by default
 
 
 def test_every_core_object_validates_strictly_against_the_kubernetes_schema(
@@ -65,4 +69,4 @@ def test_every_custom_resource_validates_strictly_against_its_crd(
             assert not problems, f"{name}: {problems}"
             checked += 1
     if STACK == "prod":
-        assert checked == 3  # steering policy, quota generate policy, alert rules
+        assert checked == 3  # steering policy, quota generating policy, alert rules

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from day2.sources import DUMP_COMMAND
 from tests.day2.cli_helpers import ROOT, Result, kubeconfig, run, run_script, write_dump
-from tests.day2.k8s_objects import NOW, NOW_TEXT
+from tests.day2.k8s_objects import NOW, NOW_TEXT, Obj
 from tests.day2.prometheus_server import free_port
 from tests.day2.scenarios import NODES, broken_driver, healthy_pool, notebooks
 
@@ -130,11 +131,12 @@ def test_watch_as_json_prints_one_object_per_line(dumps: dict[str, Path]) -> Non
     }
 
 
-def test_a_dump_can_come_from_standard_input() -> None:
-    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": []})
+def test_a_dump_can_come_from_standard_input(dumps: dict[str, Path]) -> None:
+    text = dumps["healthy"].read_text(encoding="utf-8")
     result = run_script("claims", "--from", "-", "-o", "json", stdin=text)
 
-    assert result.code == 0 and result.json()["total"] == {"allocatable": 0, "allocated": 0, "free": 0}
+    from_file = run("claims", "--from", str(dumps["healthy"]), "-o", "json")
+    assert result.code == 0 and result.json()["total"] == from_file.json()["total"]
 
 
 # --- doctor -----------------------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ def test_doctor_json_is_one_diagnosis_for_a_node_and_a_list_without_one(dumps: d
 
     assert set(one) == {"node", "floors", "firstBroken", "fix"}
     assert one["firstBroken"] == "driver"
-    assert [f["ok"] for f in one["floors"]] == [True, True, True, True, False, None, None, None, None, None]
+    assert [f["ok"] for f in one["floors"]] == [True, True, True, True, False, None, None, None, None, None, None]
     assert all(set(f) == {"name", "ok", "detail"} for f in one["floors"])
     assert one["fix"]["traps"] == ["trap 1: The driver gets OOM-killed, exit 137"]
     assert one["fix"]["command"].endswith("-c nvidia-driver-ctr --previous")
@@ -168,8 +170,12 @@ def test_the_doctor_table_shows_the_trap_and_the_next_command(dumps: dict[str, P
     assert "next: kubectl -n gpu-operator logs nvidia-driver-daemonset-" in result.out
 
 
+def _without_gpu_nodes() -> list[Obj]:
+    return [o for o in healthy_pool() if o["kind"] != "Node" or "nodepool" not in o["metadata"].get("labels", {})]
+
+
 def test_doctor_without_any_gpu_node_says_so_and_exits_1(tmp_path: Path) -> None:
-    path = write_dump(tmp_path / "empty.json", [])
+    path = write_dump(tmp_path / "no-gpu.json", _without_gpu_nodes())
     result = run("doctor", "--from", str(path))
 
     assert result.code == 1 and "no GPU node found" in result.err
@@ -214,6 +220,73 @@ def test_a_dump_that_is_missing_not_json_or_not_a_list_is_one_line(tmp_path: Pat
     assert_one_line_error(run("claims", "--from", str(tmp_path / "bad.json")), "not JSON", "line 1 column 2")
     assert_one_line_error(run("claims", "--from", str(tmp_path / "pod.json")), "not a JSON List", "kubectl get")
     assert_one_line_error(run("claims", "--from", str(tmp_path / "binary.json")), "not UTF-8")
+
+
+def test_an_empty_a_yaml_and_a_cut_off_dump_each_get_their_own_message(tmp_path: Path, dumps: dict[str, Path]) -> None:
+    full = dumps["healthy"].read_text(encoding="utf-8")
+    (tmp_path / "empty.json").write_text("\n", encoding="utf-8")
+    (tmp_path / "dump.yaml").write_text("apiVersion: v1\nitems: []\nkind: List\n", encoding="utf-8")
+    (tmp_path / "cut.json").write_text(full[: len(full) // 2], encoding="utf-8")
+    (tmp_path / "unclosed.json").write_text(full.rstrip()[:-1], encoding="utf-8")
+
+    for command in ("claims", "doctor"):
+        assert_one_line_error(run(command, "--from", str(tmp_path / "empty.json")), "is empty", "-o json > dump.json")
+        assert_one_line_error(run(command, "--from", str(tmp_path / "dump.yaml")), "is YAML", "reads JSON", "-o json")
+        assert_one_line_error(run(command, "--from", str(tmp_path / "cut.json")), "before the document ends", "cut off")
+        assert_one_line_error(run(command, "--from", str(tmp_path / "unclosed.json")), "before the document ends")
+
+
+@pytest.mark.parametrize(
+    ("command", "kinds", "missing"),
+    [
+        ("claims", {"Pod", "ConfigMap", "Job"}, "no Nodes"),
+        ("claims", {"Node"}, "no Pods"),
+        ("doctor", {"Node", "Pod", "Job"}, "no ConfigMaps"),
+        ("doctor", {"ConfigMap"}, "no Nodes and no Pods"),
+    ],
+)
+def test_a_dump_lacking_a_kind_the_command_reads_is_refused_with_the_kubectl_line_that_writes_it_all(
+    tmp_path: Path, command: str, kinds: set[str], missing: str
+) -> None:
+    path = write_dump(tmp_path / "partial.json", [o for o in healthy_pool() if o["kind"] in kinds])
+
+    result = run(command, "--from", str(path))
+
+    assert_one_line_error(result, missing, f"which {command} reads", f"{DUMP_COMMAND} > dump.json")
+
+
+def test_a_podlist_alone_is_refused_for_lacking_nodes(tmp_path: Path) -> None:
+    pods = [o for o in healthy_pool() if o["kind"] == "Pod"]
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": pods}), encoding="utf-8")
+
+    assert_one_line_error(run("claims", "--from", str(tmp_path / "pods.json")), "no Nodes")
+
+
+def test_an_unknown_node_is_a_usage_error_listing_the_gpu_nodes_the_dump_has(dumps: dict[str, Path]) -> None:
+    result = run("doctor", "rke2-worker-dc1-gpu", "--from", str(dumps["healthy"]))
+
+    assert_one_line_error(
+        result,
+        "doctor rke2-worker-dc1-gpu: no node of that name in the dump",
+        "rke2-worker-dc1-gpu-a, rke2-worker-dc2-gpu-a, rke2-worker-dc3-gpu-a",
+    )
+
+
+def test_an_unknown_node_in_a_dump_without_gpu_nodes_says_none_carries_the_label(tmp_path: Path) -> None:
+    path = write_dump(tmp_path / "no-gpu.json", _without_gpu_nodes())
+
+    assert_one_line_error(run("doctor", "gpu-1", "--from", str(path)), "no GPU node (none carries nodepool=gpu)")
+
+
+def test_a_stack_node_missing_from_the_cluster_stays_a_finding_not_a_usage_error(dumps: dict[str, Path]) -> None:
+    objects = [o for o in healthy_pool() if o["metadata"]["name"] != "rke2-worker-dc1-gpu-a"]
+    dump_path = dumps["healthy"].with_name("dc1-gone.json")
+    write_dump(dump_path, objects)
+
+    stack = ("--stack", "prod", "--stack-dir", str(ROOT))
+    result = run("doctor", "rke2-worker-dc1-gpu-a", "--from", str(dump_path), *stack)
+
+    assert result.code == 1 and "no node named rke2-worker-dc1-gpu-a in the cluster" in result.out
 
 
 def test_a_dump_and_a_live_cluster_cannot_both_be_asked_for(dumps: dict[str, Path]) -> None:

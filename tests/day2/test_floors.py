@@ -14,7 +14,7 @@ from day2.pool import Domain, PoolFacts
 from day2.sharing import profile_slots
 from day2.traps import trap
 from tests.day2.k8s_objects import dump
-from tests.day2.operator_pods import DCGM_EXPORTER, DRIVER, TOOLKIT, operand_pod
+from tests.day2.operator_pods import DCGM_EXPORTER, DEVICE_PLUGIN, DRIVER, TOOLKIT, VALIDATOR, operand_pod, pod_name
 from tests.day2.scenarios import NODES, gpu_node, healthy_pool, replaced, smoke_job, time_slicing_configmap
 
 DC1 = NODES["dc1"]
@@ -196,3 +196,32 @@ def test_the_programs_own_configmap_gives_the_slots_the_stack_promises() -> None
     data = time_slicing_configmap()["data"]
 
     assert {name: profile_slots(text) for name, text in data.items()} == {"a1000-x4": 4, "whole": 1}
+
+
+def test_a_ready_toolkit_with_a_failing_toolkit_validation_is_the_operator_validator_floor_not_the_device_plugin() -> (
+    None
+):
+    """Held-out style: containerd never loaded the runtime or the CDI spec. The toolkit pod is Ready (it has no
+    probe), the validator's toolkit-validation keeps failing, and the device plugin waits in its own
+    toolkit-validation for the file the validator never writes."""
+    objects = replaced(
+        healthy_pool(),
+        operand_pod(VALIDATOR, DC1, "init-crashloop", stuck_at=1),
+        operand_pod(DEVICE_PLUGIN, DC1, "stuck-init"),
+    )
+    d = diagnosis(objects)
+    floor, detail, traps, command = broken(d)
+
+    assert floor == "operator-validator"
+    assert next(f for f in d.floors if f.name == "toolkit").ok is True
+    assert "init container toolkit-validation" in detail
+    assert traps == (trap(6), trap(7), trap(9), trap(10))
+    assert command == f"kubectl -n gpu-operator logs {pod_name(VALIDATOR, DC1)} -c toolkit-validation --previous"
+
+
+def test_a_validator_waiting_in_plugin_validation_is_the_insufficient_gpu_trap() -> None:
+    floor, detail, traps, command = broken(
+        diagnosis(replaced(healthy_pool(), operand_pod(VALIDATOR, DC1, "stuck-init", stuck_at=3)))
+    )
+    assert floor == "operator-validator" and "Init:3/4, init container plugin-validation running" in detail
+    assert traps == (trap(11),) and command.endswith("-c plugin-validation")

@@ -26,7 +26,7 @@ def test_the_prod_stack_gives_each_domains_node_profile_and_slots() -> None:
         "rke2-worker-dc3-gpu-a": 1,
     }
     assert facts.profile_slots == {"a1000-x4": 4, "whole": 1}
-    assert (facts.stack, facts.operator_namespace, facts.driver_version) == ("prod", "gpu-operator", "570.211.01")
+    assert (facts.stack, facts.operator_namespace, facts.driver_version) == ("prod", "gpu-operator", "595.91.07")
 
 
 def test_secrets_and_other_projects_keys_in_the_stack_file_are_ignored(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from tests.e2e.kube import Kubectl, load_documents, rejections
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
 
-CHART_VERSION = "v26.3.2"
+CHART_VERSION = "v26.7.0"
 CHART_DIR = f"gpu-operator/{CHART_VERSION}/chart"
 RELEASE_RESOURCE = "gpu-platform-gpu-operator"
 
@@ -31,7 +31,7 @@ def helm(tools: Tools, work: Path, *args: str) -> str:
 
 def package_chart(tools: Tools, upstream: Path, work: Path) -> Path:
     """In git the chart says v1.0.0-devel / main-latest; NVIDIA's release stamps the tag into both, and the operator
-    image tag defaults to appVersion (upstream README, gpu-operator/v26.3.2/chart)."""
+    image tag defaults to appVersion (upstream README, gpu-operator/v26.7.0/chart)."""
     stamp = ("--version", CHART_VERSION, "--app-version", CHART_VERSION)
     helm(tools, work, "package", *stamp, str(upstream / CHART_DIR), "-d", str(work))
     return work / f"gpu-operator-{CHART_VERSION}.tgz"

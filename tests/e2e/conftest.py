@@ -21,7 +21,7 @@ from tests.e2e.kyverno_cases import Runs
 from tests.e2e.kyverno_cli import Kyverno
 from tests.e2e.proxmox_standin import SSHD
 from tests.e2e.servers import Cluster, Tools, log_tails, start_cluster
-from tests.e2e.stacks import Previewed, preview_options, preview_prod
+from tests.e2e.stacks import Previewed, preview_clusterpolicy, preview_options, preview_prod
 from tests.e2e.steps import StepRunner
 
 HERE = Path(__file__).resolve().parent
@@ -33,10 +33,16 @@ DEFAULT_ENGINE_BIN = ROOT_DIR / ".tools" / "engine" / "bin"
 ENGINE_WORK = ROOT_DIR / "build"
 # The CRDs of what the stack writes to and the chart installs, from ../shared/upstream (never copied here).
 UPSTREAM_CRDS = (
-    "gpu-operator/v26.3.2/chart/crds/nvidia.com_clusterpolicies.yaml",
-    "gpu-operator/v26.3.2/chart/crds/nvidia.com_nvidiadrivers.yaml",
-    "gpu-operator/v26.3.2/chart/charts/node-feature-discovery/crds/nfd-api-crds.yaml",
+    "gpu-operator/v26.7.0/chart/crds/nvidia.com_clusterpolicies.yaml",
+    "gpu-operator/v26.7.0/chart/crds/nvidia.com_nvidiadrivers.yaml",
+    "gpu-operator/v26.7.0/chart/crds/nvidia.com_gpuclusters.yaml",
+    "gpu-operator/v26.7.0/chart/crds/resource.nvidia.com_computedomains.yaml",
+    "gpu-operator/v26.7.0/chart/crds/resource.nvidia.com_computedomaincliques.yaml",
+    "gpu-operator/v26.7.0/chart/charts/node-feature-discovery/crds/nfd-api-crds.yaml",
     "kyverno/v1.19.0/kyverno.io_clusterpolicies.yaml",
+    "kyverno/v1.19.0/policies.kyverno.io_mutatingpolicies.yaml",
+    "kyverno/v1.19.0/policies.kyverno.io_generatingpolicies.yaml",
+    "kyverno/v1.19.0/policies.kyverno.io_validatingpolicies.yaml",
     "prometheus-operator/v0.93.0/monitoring.coreos.com_prometheusrules.yaml",
 )
 # Clusters this session started, for the failure report.
@@ -168,7 +174,15 @@ def options_stack(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) ->
     return preview_options(tmp_path_factory.mktemp("options"), cluster.kubeconfig)
 
 
-@pytest.fixture(params=["prod", "options"])
+@pytest.fixture(scope="session")
+def clusterpolicy_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
+    """prod with `kyverno.policyApi: clusterpolicy`: the ClusterPolicies a Kyverno 1.13 to 1.16 cluster gets."""
+    return preview_clusterpolicy(tmp_path_factory.mktemp("prod-clusterpolicy"))
+
+
+# The ClusterPolicy stacks (prod's ClusterPolicy twin and the options stack); prod itself writes the CEL policies,
+# which tests/e2e/test_kyverno_cel_policies.py runs.
+@pytest.fixture(params=["clusterpolicy", "options"])
 def stack(request: pytest.FixtureRequest) -> Previewed:
     previewed: Previewed = request.getfixturevalue(f"{request.param}_stack")
     return previewed

@@ -1,11 +1,11 @@
 """The real Pulumi engine for the e2e tier: the CLI, the Python language host and the three providers.
 
 `make engine-tools` (e2e/build-engine.sh) builds them into `.tools/engine/bin`. A `PulumiStack` runs the CLI in
-a temp project directory whose entries link to the program's (Pulumi.yaml, __main__.py, its packages, `.venv`), so
-everything the CLI writes lands in the temp dir: the stack file (`stack init` writes the passphrase salt into it),
-the state (a file backend) and PULUMI_HOME. A test never touches the repo's stack files or `~/.pulumi`.
-The temp dir has no pyproject.toml, so the language host's uv toolchain runs the `.venv` as it is, without the
-`uv sync` it would otherwise run first (and which would re-point the editable install at the temp dir).
+a temp project directory whose entries link to the program's (Pulumi.yaml, __main__.py, pyproject.toml, uv.lock,
+its packages), so everything the CLI writes lands in the temp dir: the stack file (`stack init` writes the
+passphrase salt into it), the state (a file backend), PULUMI_HOME, and the `.venv` that the language host's uv
+toolchain syncs from uv.lock before it runs the program, as on a user's fresh clone (from uv's cache: offline).
+A test never touches the repo's stack files, its `.venv` or `~/.pulumi`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,19 @@ from offline.runner import PROJECT, ROOT_DIR
 # The passphrase the temp stacks' secrets are encrypted with: a test value, never a user's.
 PASSPHRASE = "gpu-pool e2e passphrase"
 # What the program needs from the repo, linked into each temp project.
-PROGRAM_ENTRIES = ("Pulumi.yaml", "__main__.py", "components", "config", "knowledge", ".venv")
+# pyproject.toml names README.md and the five packages: the editable install of the project needs all of them.
+PROGRAM_ENTRIES = (
+    "Pulumi.yaml",
+    "__main__.py",
+    "pyproject.toml",
+    "uv.lock",
+    "README.md",
+    "components",
+    "config",
+    "knowledge",
+    "offline",
+    "day2",
+)
 # A generous bound on one CLI command; an `up` of the whole stack against loopback servers takes about a minute.
 COMMAND_SECONDS = 900
 
@@ -98,8 +110,9 @@ class PulumiStack:
                 # Plugins come from PATH, never from a download (there is none to reach).
                 "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
                 "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
-                # uv must never reach PyPI from a test (it has nothing to sync here; see the module docstring).
+                # The language host's `uv sync` comes from uv's cache (filled by `make test`), never from PyPI.
                 "UV_OFFLINE": "1",
+                "UV_NO_DEFAULT_GROUPS": "1",
                 "UV_PYTHON_DOWNLOADS": "never",
                 "NO_COLOR": "1",
             }

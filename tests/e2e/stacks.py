@@ -43,6 +43,8 @@ def options_config(prod: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
         "excludedNamespaces": ["kube-system", "cattle-system", "longhorn-system"],
         "failurePolicy": "Ignore",
         "webhookTimeoutSeconds": 5,
+        # The options stack keeps the ClusterPolicies (Kyverno < 1.17), so both policy APIs reach the server.
+        "policyApi": "clusterpolicy",
     }
     config[key + "gpuQuotas"] = {
         "quotaName": "gpu-cap",
@@ -129,6 +131,12 @@ def run_preview(name: str, raw: dict[str, Any], work: Path, *, stack_dir: Path |
 
 def preview_prod(work: Path) -> Previewed:
     return run_preview("prod", read_stack_file("prod"), work, stack_dir=ROOT_DIR)
+
+
+def preview_clusterpolicy(work: Path) -> Previewed:
+    raw = read_stack_file("prod")
+    raw[f"{PROJECT}:kyverno"] = {**raw.get(f"{PROJECT}:kyverno", {}), "policyApi": "clusterpolicy"}
+    return run_preview("prod-clusterpolicy", raw, work)
 
 
 def preview_options(work: Path, kubeconfig: Path) -> Previewed:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 
 from offline.runner import PROJECT
 from tests.e2e.engine import PulumiStack, step_ops
@@ -44,4 +45,6 @@ def test_secrets_reach_the_program_as_secrets_and_never_appear_in_the_preview(
         assert value not in stack_file
         assert value not in done.stdout + done.stderr
         assert value not in json.dumps(previewed)
-    assert f"{PROJECT}:rke2Token:\n    secure:" in json.dumps(stack_file)
+    written = yaml.safe_load(stack_file)["config"]
+    for key in SECRETS:
+        assert set(written[f"{PROJECT}:{key}"]) == {"secure"}, f"{key} is not stored as a ciphertext"

@@ -67,7 +67,7 @@ def test_the_api_server_accepts_everything_the_chart_renders_with_the_release_va
 def test_the_stored_cluster_policy_carries_every_trap_fix(prod_chart: Rendered) -> None:
     spec = prod_chart.find("ClusterPolicy", "cluster-policy", stored=True)["spec"]
     driver = spec["driver"]
-    assert driver["version"] == prod_chart.stack.config.gpu_operator.driver_version == "570.211.01"
+    assert driver["version"] == prod_chart.stack.config.gpu_operator.driver_version == "595.91.07"
     assert driver["resources"] == {"limits": {"cpu": "2", "memory": "4Gi"}}
     assert driver["usePrecompiled"] is False
     assert driver["kernelModuleType"] == "auto"

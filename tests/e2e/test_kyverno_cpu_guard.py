@@ -25,7 +25,12 @@ MIN_CPU_PER_GPU = "1"
 def preview_with_guard(minimum: str, work: Path) -> Previewed:
     """prod with `gpu-pool:kyverno.minCpuPerGpu` set: the guard as the program writes it when a lab turns it on."""
     raw = read_stack_file("prod")
-    raw[f"{PROJECT}:kyverno"] = {**raw.get(f"{PROJECT}:kyverno", {}), "minCpuPerGpu": minimum}
+    # The ClusterPolicy twin (Kyverno < 1.17); the ValidatingPolicy is test_kyverno_cel_policies.py's.
+    raw[f"{PROJECT}:kyverno"] = {
+        **raw.get(f"{PROJECT}:kyverno", {}),
+        "minCpuPerGpu": minimum,
+        "policyApi": "clusterpolicy",
+    }
     return run_preview(f"e2e-cpu-guard-{minimum}", raw, work)
 
 

@@ -47,12 +47,12 @@ from tests.gpu_platform import kyverno_admission
 
 
 def test_the_pinned_kyverno_cli_still_cannot_load_a_policy_with_match_conditions(
-    prod_stack: Previewed, kyverno: Kyverno, tmp_path: Path
+    clusterpolicy_stack: Previewed, kyverno: Kyverno, tmp_path: Path
 ) -> None:
     # kyverno/kyverno#15833. When this fails, the pinned CLI loads them: drop `rules_only` and let it evaluate them.
     pod_file = tmp_path / "pod.yaml"
-    pod_file.write_text(yaml.safe_dump(steering_pods(prod_stack)["gpu-plain"]))
-    done = kyverno.run(tmp_path, "apply", str(steering_policy(prod_stack)), "--resource", str(pod_file))
+    pod_file.write_text(yaml.safe_dump(steering_pods(clusterpolicy_stack)["gpu-plain"]))
+    done = kyverno.run(tmp_path, "apply", str(steering_policy(clusterpolicy_stack)), "--resource", str(pod_file))
     assert done.returncode != 0
     assert "nil pointer dereference" in done.stderr
     assert "pkg/validation/policy.Validate" in done.stderr

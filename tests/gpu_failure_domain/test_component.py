@@ -233,6 +233,16 @@ def test_no_resource_of_one_domain_depends_on_another_domain(run_stack_program: 
             assert not foreign, f"{registration.name} depends on {sorted(foreign)}"
 
 
+def test_a_removed_domains_node_object_is_deleted_after_its_vm(run_stack_program: Run, prod_config):
+    """Deletes run dependents first: the VM depends on the cleanup step, so the VM goes first and then the step's
+    delete removes the Node object the VM leaves behind."""
+    recording = run_stack_program(prod_config)
+    cleanup = recording.named("dc2-node-cleanup")
+    assert cleanup.urn in recording.named("dc2-vm").dependencies
+    assert cleanup.inputs["delete"].endswith("delete node rke2-worker-dc2-gpu-a --ignore-not-found --wait=false")
+    assert "kubectl" in cleanup.inputs["delete"]
+
+
 def test_every_domain_resource_is_parented_to_its_component(run_stack_program: Run, prod_config):
     recording = run_stack_program(prod_config)
     component = recording.named("dc2")
@@ -240,6 +250,8 @@ def test_every_domain_resource_is_parented_to_its_component(run_stack_program: R
     children = [r for r in recording.registrations if r.name.startswith("dc2-")]
     assert {r.parent for r in children} == {component.urn}
     assert {r.name for r in children} == {
+        "dc2-node-cleanup",
+        "dc2-rollout",
         "dc2-pci-mapping",
         "dc2-cloud-init",
         "dc2-vm",

@@ -212,6 +212,36 @@ def test_gpu_ready_names_the_device_plugin_when_the_driver_is_fine_but_the_slots
     assert "the device plugin advertises 1 of 4 GPUs: debug from the driver up" in result.stderr
 
 
+def kubelet(version: str, **kwargs: Any) -> dict[str, Any]:
+    found = node(**kwargs)
+    found["status"]["nodeInfo"]["kubeletVersion"] = version
+    return found
+
+
+def test_a_wave_gate_waits_for_the_pinned_kubelet_then_the_slots(harness: Harness) -> None:
+    harness.scenario(
+        {
+            "node": [kubelet("v1.33.5+rke2r1", gpus="4"), kubelet("v1.33.6+rke2r1", gpus="4")],
+            "driver-pods": [driver_pods()],
+        }
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="5", KUBELET_VERSION="v1.33.6+rke2r1", **gpu_env())
+    assert result.returncode == 0, result.stderr
+    assert "kubelet v1.33.5+rke2r1, Ready" in result.stdout
+    assert "done: rke2-worker-dc1-gpu-a to advertise 4 nvidia.com/gpu" in result.stdout
+
+
+def test_a_wave_gate_that_fails_names_the_domain_the_gate_and_how_to_resume(harness: Harness) -> None:
+    harness.scenario({"node": [kubelet("v1.33.5+rke2r1", gpus="4")], "driver-pods": [driver_pods()]})
+    result = harness.run("gpu-ready", KUBELET_VERSION="v1.33.6+rke2r1", WAVE_DOMAIN="dc2", **gpu_env())
+    assert result.returncode == 1
+    assert "is not Ready on kubelet v1.33.6+rke2r1: on the VM, journalctl -u rke2-agent" in result.stderr
+    assert (
+        "the wave stopped at domain dc2 (gate gpu-ready): dc2 stays cordoned, the domains after it were not touched "
+        "and still serve; fix the cause, then `pulumi up` resumes the wave at dc2"
+    ) in result.stderr
+
+
 def test_kernel_rebuild_waits_for_the_new_kernel_then_replaces_only_this_nodes_driver_pod(harness: Harness) -> None:
     harness.scenario(
         {

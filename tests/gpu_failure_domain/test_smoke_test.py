@@ -64,7 +64,7 @@ def test_smoke_test_waits_for_its_node_to_be_gpu_ready_and_for_the_steering_poli
     for name in ("gpu-platform-gpu-operator-ready", "dc1-node-labels", "dc1-node-taint"):
         assert recording.urn_of(name) in gate.dependencies, name
     env = gate.inputs["environment"]
-    assert (env["GPU_POOL_STEP"], env["GPU_SLOTS"], env["DRIVER_VERSION"]) == ("gpu-ready", "4", "570.211.01")
+    assert (env["GPU_POOL_STEP"], env["GPU_SLOTS"], env["DRIVER_VERSION"]) == ("gpu-ready", "4", "595.91.07")
     # The Job's deadline starts after the gate, so the first driver build is not counted against it.
     assert job(recording, "dc1")["spec"]["activeDeadlineSeconds"] == 600
     assert env["TIMEOUT_MINUTES"] == "45"

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pulumi
 import pytest
 
 from components.gpu_platform.cluster_preflight import crd_check_command, crd_problems, needed_crds
 from config.loader import validate_stack
+from config.stack import StackConfig
 from offline.recording import Recording
 from offline.runner import install_mocks
+from tests.chart_archive import package_chart
 from tests.proxmox_hardware import ALL_CRDS, answering, crd_listing
 
 Run = Callable[..., Recording]
@@ -21,7 +24,7 @@ def test_prod_needs_the_servicemonitor_prometheusrule_and_kyverno_crds(prod_conf
     assert [crd.name for crd in needed_crds(cfg)] == list(ALL_CRDS)
     command = crd_check_command("kubectl --context lab", needed_crds(cfg))
     assert command.startswith("kubectl --context lab get crd servicemonitors.monitoring.coreos.com")
-    assert command.endswith("--ignore-not-found -o name 2>&1; echo kubectl-exit=$?")
+    assert command.endswith(".status.storedVersions[*]' 2>&1; echo kubectl-exit=$?")
 
 
 def test_a_service_monitor_on_a_cluster_without_its_crd_is_refused_with_what_to_set(prod_config):
@@ -38,7 +41,7 @@ def test_the_preview_stops_before_anything_is_registered_when_a_crd_is_missing(
 ):
     monitor = install_mocks("test", invoke=answering(crd_stdout=crd_listing(ALL_CRDS[:2])))
     with pytest.raises(
-        pulumi.RunError, match=r"preflight failed:\n  the cluster has no clusterpolicies.kyverno.io CRD"
+        pulumi.RunError, match=r"preflight failed:\n  the cluster has no mutatingpolicies.policies.kyverno.io CRD"
     ):
         run_stack_program(prod_config)
     assert not [r for r in monitor.recording.registrations if not r.type.startswith("pulumi:providers:")]
@@ -74,3 +77,47 @@ def test_a_proxmox_provider_without_an_ssh_agent_is_refused_before_up_would_fail
     with pytest.raises(pulumi.RunError, match=r"gpu-pool:proxmox.ssh.agent: .*SSH_AUTH_SOCK is not set"):
         run_stack_program(prod_config)
     assert monitor.recording.registrations == []
+
+
+def cfg_of(config: dict[str, Any]) -> StackConfig:
+    return validate_stack({k.split(":", 1)[1]: v for k, v in config.items()})
+
+
+def test_cel_policies_on_a_kyverno_without_the_cel_types_are_refused_naming_policy_api_clusterpolicy(prod_config):
+    # Kyverno 1.16: ClusterPolicy only.
+    present = (
+        "servicemonitors.monitoring.coreos.com",
+        "prometheusrules.monitoring.coreos.com",
+        "clusterpolicies.kyverno.io",
+    )
+    problems = crd_problems(needed_crds(cfg_of(prod_config)), crd_listing(present))
+    assert len(problems) == 2 and "no mutatingpolicies.policies.kyverno.io CRD" in problems[0]
+    assert "set gpu-pool:kyverno.policyApi: clusterpolicy" in problems[0]
+
+
+def test_cel_types_served_only_below_v1_are_refused_with_the_version_the_stack_writes(prod_config):
+    older = {crd: ("v1alpha1", "v1alpha1") for crd in ALL_CRDS if "kyverno" in crd}
+    problems = crd_problems(needed_crds(cfg_of(prod_config)), crd_listing(versions=older))
+    assert problems and all("serves v1alpha1, not v1" in p for p in problems)
+
+
+def test_clusterpolicy_api_needs_the_clusterpolicy_crd_and_says_kyverno_1_20_has_none(prod_config):
+    prod_config["gpu-pool:kyverno"] = {"policyApi": "clusterpolicy"}
+    (problem,) = crd_problems(needed_crds(cfg_of(prod_config)), crd_listing(ALL_CRDS[:2]))
+    assert (
+        "no clusterpolicies.kyverno.io CRD" in problem
+        and "policyApi: cel (Kyverno 1.20 has no ClusterPolicy)" in problem
+    )
+
+
+def test_a_chart_older_than_the_clusters_operator_crds_is_refused_as_a_downgrade(prod_config, upstream, tmp_path):
+    archive = package_chart(upstream / "gpu-operator" / "v26.7.0" / "chart", "v26.7.0", tmp_path)
+    prod_config["gpu-pool:gpuOperator"]["chart"] = str(archive)
+    needed = needed_crds(cfg_of(prod_config))
+    assert {c.name for c in needed if not c.required} >= {"clusterpolicies.nvidia.com", "gpuclusters.nvidia.com"}
+    newer = {"clusterpolicies.nvidia.com": ("v1,v2", "v1,v2")}
+    (problem,) = crd_problems(needed, crd_listing((*ALL_CRDS, "clusterpolicies.nvidia.com"), versions=newer))
+    assert "clusterpolicies.nvidia.com CRD has objects stored as v2" in problem
+    assert "pin a chartVersion at least as new as the cluster's operator" in problem
+    # The chart's own CRDs missing from the cluster are fine: the program creates them.
+    assert crd_problems(needed, crd_listing()) == []

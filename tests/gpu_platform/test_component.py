@@ -35,9 +35,9 @@ def test_release_is_the_pinned_chart_from_nvidia_with_the_configured_driver(run_
     release = run_stack_program(prod_config).named(f"{P}-gpu-operator")
     assert release.type == "kubernetes:helm.sh/v3:Release"
     inputs = release.inputs
-    assert (inputs["chart"], inputs["version"]) == ("gpu-operator", "v26.3.2")
+    assert (inputs["chart"], inputs["version"]) == ("gpu-operator", "v26.7.0")
     assert inputs["repositoryOpts"] == {"repo": "https://helm.ngc.nvidia.com/nvidia"}
-    assert inputs["values"]["driver"]["version"] == "570.211.01"
+    assert inputs["values"]["driver"]["version"] == "595.91.07"
 
 
 def test_the_operator_wait_outlasts_a_slow_first_image_pull_instead_of_giving_up(run_stack_program: Run, prod_config):
@@ -87,7 +87,7 @@ def test_changing_one_domains_sharing_changes_only_that_nodes_label(run_stack_pr
 def test_the_steering_policy_does_not_wait_for_the_operator(run_stack_program: Run, prod_config):
     recording = run_stack_program(prod_config)
     policy = recording.named(f"{P}-gpu-steering-policy")
-    assert policy.inputs["kind"] == "ClusterPolicy"
+    assert (policy.inputs["apiVersion"], policy.inputs["kind"]) == ("policies.kyverno.io/v1", "MutatingPolicy")
     assert policy.inputs["metadata"]["name"] == "gpu-pods-to-gpu-nodes"
     assert recording.urn_of(f"{P}-gpu-operator") not in policy.dependencies
 
@@ -122,7 +122,8 @@ def test_explicit_quotas_and_the_generate_policy_for_labelled_namespaces(run_sta
     recording = run_stack_program(prod_config)
     quota = recording.named(f"{P}-quota-katib-sweeps").inputs
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
-    policy = recording.named(f"{P}-gpu-quota-policy")
+    policy = recording.named(f"{P}-gpu-quota-policy-kubeflow-profiles")
+    assert policy.inputs["kind"] == "GeneratingPolicy"
     assert recording.urn_of(f"{P}-kyverno-quota-rbac") in policy.dependencies
     rbac = recording.named(f"{P}-kyverno-quota-rbac").inputs
     assert rbac["metadata"]["labels"]["rbac.kyverno.io/aggregate-to-background-controller"] == "true"
@@ -177,3 +178,28 @@ def test_a_changed_metrics_list_changes_the_exporter_pod_annotation_so_running_e
     extra = DcgmField("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation.")
     monkeypatch.setattr(dcgm_metrics, "EXTRA_FIELDS", (*EXTRA_FIELDS, extra))
     assert _exporter_annotations(run_stack_program(prod_config)) != before
+
+
+def test_policy_api_clusterpolicy_gives_the_kyverno_1_13_to_1_16_clusterpolicies(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:kyverno"] = {"policyApi": "clusterpolicy", "minCpuPerGpu": "1"}
+    recording = run_stack_program(prod_config)
+    kinds = {
+        name: recording.named(f"{P}-{name}").inputs["kind"]
+        for name in ("gpu-steering-policy", "gpu-cpu-guard-policy", "gpu-quota-policy")
+    }
+    assert kinds == dict.fromkeys(kinds, "ClusterPolicy")
+    assert recording.urn_of(f"{P}-kyverno-quota-rbac") in recording.named(f"{P}-gpu-quota-policy").dependencies
+
+
+def test_the_cel_policies_are_the_three_kyverno_cel_types(run_stack_program: Run, prod_config):
+    prod_config["gpu-pool:kyverno"] = {"minCpuPerGpu": "1"}
+    recording = run_stack_program(prod_config)
+    kinds = {
+        name: recording.named(f"{P}-{name}").inputs["kind"]
+        for name in ("gpu-steering-policy", "gpu-cpu-guard-policy", "gpu-quota-policy-kubeflow-profiles")
+    }
+    assert kinds == {
+        "gpu-steering-policy": "MutatingPolicy",
+        "gpu-cpu-guard-policy": "ValidatingPolicy",
+        "gpu-quota-policy-kubeflow-profiles": "GeneratingPolicy",
+    }

@@ -42,7 +42,7 @@ def test_prod_registers_no_cpu_guard_and_setting_the_key_registers_it(run_stack_
     prod_config["gpu-pool:kyverno"] = {"minCpuPerGpu": "1500m"}
     policy = run_stack_program(prod_config).named("gpu-platform-gpu-cpu-guard-policy")
     assert policy.inputs["metadata"]["name"] == POLICY_NAME
-    assert "1500m" in policy.inputs["spec"]["rules"][0]["validate"]["message"]
+    assert "1500m" in policy.inputs["spec"]["validations"][0]["messageExpression"]
 
 
 def test_the_guard_audits_and_never_refuses_a_pod() -> None:
@@ -117,5 +117,5 @@ def test_the_guard_alone_needs_kyvernos_crd_at_preflight(prod_config) -> None:
     prod_config["gpu-pool:kyverno"] = {"enabled": False, "minCpuPerGpu": "1"}
     prod_config["gpu-pool:gpuQuotas"] = {}
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
-    (kyverno,) = [crd for crd in needed_crds(cfg) if crd.name == "clusterpolicies.kyverno.io"]
+    (kyverno,) = [crd for crd in needed_crds(cfg) if crd.name == "validatingpolicies.policies.kyverno.io"]
     assert kyverno.why == "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)"

@@ -86,7 +86,7 @@ def test_distro_not_supported_is_avoided_by_building_the_driver_from_source() ->
 
     assert driver["usePrecompiled"] is False
     assert driver["kernelModuleType"] == "auto"
-    assert driver["version"] == "580.173.02"
+    assert driver["version"] == "595.91.07"
 
 
 def test_precompiled_drivers_need_a_branch_not_a_release() -> None:
@@ -150,6 +150,20 @@ def test_toolkit_settings_that_never_worked_on_rke2_are_refused_saying_why(key: 
 
 def test_a_relative_containerd_socket_is_refused() -> None:
     assert config_errors({"toolkit": {"containerdSocket": "containerd.sock"}})
+
+
+@pytest.mark.parametrize("socket", ["/run/containerd/containerd.sock", "/var/run/docker.sock"])
+def test_a_containerd_socket_rke2s_kubelet_does_not_use_is_refused_naming_rke2s(socket: str) -> None:
+    (message,) = config_errors({"toolkit": {"containerdSocket": socket}})
+
+    assert message.startswith(f"gpu-pool:toolkit.containerdSocket: {socket} is not the containerd RKE2's kubelet uses")
+    assert "/run/k3s/containerd/containerd.sock" in message and "remove the key" in message
+
+
+def test_rke2s_own_socket_is_accepted_with_or_without_a_trailing_slash() -> None:
+    cfg = GpuOperatorConfig.model_validate({"toolkit": {"containerdSocket": "/run/k3s/containerd/containerd.sock/"}})
+
+    assert cfg.toolkit.containerd_socket == "/run/k3s/containerd/containerd.sock"
 
 
 def test_toolkit_env_values_are_strings_as_the_clusterpolicy_requires() -> None:
@@ -235,7 +249,7 @@ def test_extra_values_are_merged_last_without_dropping_sibling_keys() -> None:
     values = values_for({"extraValues": {"driver": {"repository": "registry.lab/nvidia"}, "gfd": {"enabled": False}}})
 
     assert values["driver"]["repository"] == "registry.lab/nvidia"
-    assert values["driver"]["version"] == "580.173.02"
+    assert values["driver"]["version"] == "595.91.07"
     assert values["gfd"] == {"enabled": False}
 
 

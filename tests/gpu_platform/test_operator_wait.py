@@ -65,7 +65,7 @@ def test_the_release_leaves_the_silent_helm_wait_to_a_step_that_reports(run_stac
     assert release.inputs["skipAwait"] is True
     assert ready.type == "command:local:Command" and recording.urn_of(f"{P}-gpu-operator") in ready.dependencies
     # A chart bump rolls the operator: the wait runs again for the new one.
-    assert ready.inputs["triggers"] == ["v26.3.2"]
+    assert ready.inputs["triggers"] == ["v26.7.0"]
     for domain in ("dc1", "dc2", "dc3"):
         assert recording.urn_of(f"{P}-gpu-operator-ready") in recording.named(f"{domain}-gpu-ready").dependencies
 

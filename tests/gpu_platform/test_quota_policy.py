@@ -146,3 +146,15 @@ def test_quotas_kyverno_did_not_generate_and_unlabelled_namespaces_never_reach_i
     cluster.put_namespace("default", {"team": "platform"})
     cluster.put_namespace("default", {"team": "ops"})
     assert cluster.sent == []
+
+
+def test_a_quota_failure_policy_with_cel_policies_is_a_warning_that_it_does_nothing(prod_config) -> None:
+    from config.cross_key import config_warnings
+    from config.loader import validate_stack
+
+    prod_config["gpu-pool:gpuQuotas"]["failurePolicy"] = "Ignore"
+    cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
+    assert any(w.startswith("gpu-pool:gpuQuotas.failurePolicy: has no effect") for w in config_warnings(cfg))
+    prod_config["gpu-pool:kyverno"] = {"policyApi": "clusterpolicy"}
+    cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
+    assert not any("failurePolicy" in w for w in config_warnings(cfg))

@@ -13,6 +13,7 @@ from config.gpu_operator import GpuOperatorConfig
 from knowledge.driver_matrix import (
     RECOMMENDED_DRIVERS,
     SUPPORTED_DRIVERS,
+    chart_deprecation,
     driver_problem,
     nearest_supported,
     supported_drivers,
@@ -83,16 +84,16 @@ def test_the_default_driver_is_nvidias_recommended_one_and_passes_the_check() ->
 
 
 def test_a_chart_missing_from_the_table_is_refused_because_its_drivers_cannot_be_checked() -> None:
-    messages = config_errors({"chartVersion": "v26.7.0"})
+    messages = config_errors({"chartVersion": "v26.9.0"})
 
-    assert "v26.7.0" in messages[0]
+    assert "v26.9.0" in messages[0]
     assert "compatibility table" in messages[0]
 
 
 def test_allow_unsupported_driver_also_lets_an_unknown_chart_through() -> None:
-    cfg = GpuOperatorConfig.model_validate({"chartVersion": "v26.7.0", "allowUnsupportedDriver": True})
+    cfg = GpuOperatorConfig.model_validate({"chartVersion": "v26.9.0", "allowUnsupportedDriver": True})
 
-    assert cfg.chart_version == "v26.7.0"
+    assert cfg.chart_version == "v26.9.0"
 
 
 @pytest.mark.parametrize("chart", ["v26.3.0", "v26.3.1", "v26.3.2", "v26.3.3"])
@@ -164,3 +165,22 @@ def test_something_that_is_not_a_driver_version_is_refused() -> None:
     assert driver_problem(ARTICLE_CHART, "latest") is not None
     messages = config_errors({"driverVersion": "latest"})
     assert "driverVersion" in messages[0]
+
+
+def test_chart_v26_7_0_supports_nvidias_three_drivers_and_recommends_595() -> None:
+    # life-cycle-policy.rst at cloud-native-docs 52dcb7b8d956, lines 93-99.
+    assert SUPPORTED_DRIVERS["v26.7.0"] == ("595.91.07", "580.173.02", "535.309.01")
+    assert RECOMMENDED_DRIVERS["v26.7.0"] == "595.91.07"
+
+
+def test_the_articles_r570_moves_to_r580_or_r595_with_the_26_7_chart() -> None:
+    message = driver_problem("v26.7.0", "570.211.01")
+
+    assert message is not None and "no R570 driver is supported, NVIDIA recommends 595.91.07" in message
+
+
+def test_the_26_3_line_is_deprecated_and_26_7_is_not() -> None:
+    deprecation = chart_deprecation("v26.3.2")
+
+    assert deprecation is not None and "deprecated upstream" in deprecation and "v26.7.0" in deprecation
+    assert chart_deprecation("v26.7.0") is None

@@ -200,3 +200,19 @@ def test_a_generated_30_domain_stack_has_the_critical_path_of_the_3_domain_one(
     assert critical_path_length(small) >= 2
     assert critical_path_length(large) == critical_path_length(small)
     assert critical_path_shape(large) == critical_path_shape(small)
+
+
+def test_a_first_install_waits_for_nothing_across_domains_and_a_wave_waits_once_per_later_domain() -> None:
+    from benchmarks.wave_case import rke2_bump_plan
+    from offline.critical_path import cross_component_waits
+    from offline.runner import run_stack
+
+    domain = "gpu-pool:proxmox:GpuFailureDomain"
+    first_install = plan(run_stack("prod"), PROJECT, "prod")
+    assert cross_component_waits(first_install, domain) == []
+    assert cross_component_waits(rke2_bump_plan(), domain) == [
+        ("dc2-rke2-login", "dc1-rollout"),
+        ("dc2-wave-drain", "dc1-rollout"),
+        ("dc3-rke2-login", "dc2-rollout"),
+        ("dc3-wave-drain", "dc2-rollout"),
+    ]

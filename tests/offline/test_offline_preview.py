@@ -40,7 +40,7 @@ def test_plan_json_carries_the_operator_release_values_as_helm_would_get_them(tm
     plan = json.loads((tmp_path / "plan.json").read_text())
     release = next(r for r in plan["resources"] if r["type"] == "kubernetes:helm.sh/v3:Release")
     values = release["inputs"]["values"]
-    assert values["driver"]["version"] == "570.211.01"
+    assert values["driver"]["version"] == "595.91.07"
     assert values["devicePlugin"]["config"]["name"] == "time-slicing-config"
     assert release["dependsOn"], "the release must wait for its namespace and ConfigMaps"
 

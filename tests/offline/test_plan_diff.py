@@ -20,6 +20,7 @@ import yaml
 from offline.diff import DiffError, diff_configs, main
 from offline.plan_diff import Change, diff_recordings
 from offline.runner import read_stack_file
+from tests.chart_archive import package_chart
 
 FD = "gpu-pool:failureDomains"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
@@ -57,8 +58,27 @@ def add_domain(config: Config) -> None:
     config[FD].append(dc4)
 
 
+def keys_everywhere(config: Config) -> None:
+    all_domains(config, {"sshAuthorizedKeys": [KEY]})
+
+
+def wave(*domains: int, **extra: str) -> dict[str, str]:
+    """A domain's turn in a day-2 wave: drain, its gate and its last step (uncordon, record), plus its changes."""
+    ops: dict[str, str] = {}
+    for i in domains:
+        ops |= {f"dc{i}-wave-drain": "create", f"dc{i}-wave-gate": "create", f"dc{i}-rollout": "update"}
+        ops |= {f"dc{i}-{step}": op for step, op in extra.items()}
+    return ops
+
+
+def namespace(config: Config, name: str) -> None:
+    config.setdefault("gpu-pool:gpuOperator", {})["namespace"] = name
+
+
 DC4 = [
     "dc4",
+    "dc4-node-cleanup",
+    "dc4-rollout",
     "dc4-pci-mapping",
     "dc4-cloud-init",
     "dc4-vm",
@@ -72,10 +92,28 @@ DC4 = [
 
 ROWS = [
     Row(
-        "an RKE2 version bump only reaches VMs created from now on",
+        "an RKE2 patch bump upgrades each existing worker in place, one domain at a time",
         lambda c: c["gpu-pool:rke2"].update({"version": "v1.33.6+rke2r1"}),
-        ops={},
+        before=keys_everywhere,
+        ops=wave(1, 2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
         info=["dc1-cloud-init: the cloud-init user data changed, but cloud-init is first-boot only"],
+    ),
+    Row(
+        "an RKE2 minor bump upgrades each existing worker in place, one domain at a time",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.34.1+rke2r1"}),
+        before=keys_everywhere,
+        ops=wave(1, 2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
+    ),
+    Row(
+        "a sharing profile edited in place replaces its ConfigMap and restarts the plugin on its nodes, in turn",
+        lambda c: c["gpu-pool:sharingProfiles"]["a1000-x4"].update({"replicas": 2}),
+        ops={
+            "gpu-platform-time-slicing-config": "replace",
+            "gpu-platform-alert-rules": "update",
+            **wave(1, 2, **{"device-plugin-restart": "create", "gpu-ready": "update"}),
+        },
+        replace_keys={"gpu-platform-time-slicing-config": ["data.a1000-x4"]},
+        info=["is gone for a moment", "dc1-gpu-ready waits until rke2-worker-dc1-gpu-a advertises 2 GPUs"],
     ),
     Row(
         "a join-token rotation rewrites no snippet and replaces no VM (A1)",
@@ -87,29 +125,33 @@ ROWS = [
     Row(
         "a sharing profile change on one domain relabels that node and waits for its new slot count",
         lambda c: c[FD][2].update({"sharing": "a1000-x4"}),
-        ops={"dc3-node-labels": "update", "dc3-gpu-ready": "update", "gpu-platform-alert-rules": "update"},
+        ops={
+            "dc3-node-labels": "update",
+            "gpu-platform-alert-rules": "update",
+            **wave(3, **{"device-plugin-restart": "create", "gpu-ready": "update"}),
+        },
         info=["dc3-gpu-ready waits until rke2-worker-dc3-gpu-a advertises 4 GPUs"],
     ),
     Row(
         "a driver bump within a branch upgrades the release and re-gates every smoke test (A2)",
-        lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.173.02"}),
-        before=lambda c: c["gpu-pool:gpuOperator"].update({"driverVersion": "580.126.20"}),
+        # On the deprecated 26.3 line, which lists two R580 drivers (26.7 lists one per branch).
+        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02"}),
+        before=lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.126.20"}),
         ops={
             "gpu-platform-gpu-operator": "update",
-            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
-            **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
+            **wave(1, 2, 3, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
         replace_keys={"dc1-cuda-smoke-test": ["metadata.name"]},
         info=["upgrades the driver one node at a time", "the CUDA smoke test re-runs on rke2-worker-dc2-gpu-a"],
     ),
     Row(
-        "a chart bump upgrades the release and re-runs every smoke test",
-        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.3"}),
+        "the upgrade from the deprecated 26.3 line to 26.7 upgrades the release and rolls the new driver in a wave",
+        lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.7.0", "driverVersion": "595.91.07"}),
+        before=lambda c: c["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02"}),
         ops={
             "gpu-platform-gpu-operator": "update",
             "gpu-platform-gpu-operator-ready": "replace",
-            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
-            **{f"dc{i}-cuda-smoke-test": "replace" for i in (1, 2, 3)},
+            **wave(1, 2, 3, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
     ),
     Row(
@@ -122,33 +164,72 @@ ROWS = [
             "dc2-kernel-install": "create",
             "dc2-kernel-driver-rebuild": "create",
             "dc2-kernel-uncordon": "create",
-            "dc2-gpu-ready": "update",
-            "dc2-cuda-smoke-test": "replace",
+            **wave(2, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
         info=["dc2-kernel-drain: part of the kernel upgrade"],
+    ),
+    Row(
+        "a kernel pin on every domain upgrades them one after another, never the whole pool at once",
+        lambda c: all_domains(c, {"kernel": "6.8.0-60-generic"}),
+        before=keys_everywhere,
+        ops=wave(
+            1,
+            2,
+            3,
+            **{
+                step: "create"
+                for step in (
+                    "kernel-login",
+                    "kernel-drain",
+                    "kernel-install",
+                    "kernel-driver-rebuild",
+                    "kernel-uncordon",
+                )
+            },
+            **{"gpu-ready": "update", "cuda-smoke-test": "replace"},
+        ),
     ),
     Row(
         "a card moved to another slot updates its mapping and power-cycles that VM, drained",
         lambda c: c[FD][0]["gpu"].update({"pciAddress": "0000:02:00"}),
         ops={
             "dc1-pci-mapping": "update",
-            "dc1-power-cycle": "update",
-            "dc1-gpu-ready": "update",
-            "dc1-cuda-smoke-test": "replace",
+            **wave(1, **{"power-cycle": "update", "gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
         info=["dc1-power-cycle runs: it drains rke2-worker-dc1-gpu-a"],
     ),
     Row(
         "more cores wait in Proxmox for the drained power cycle, never an undrained provider reboot (A9)",
         lambda c: c[FD][0].update({"cores": 12}),
-        ops={"dc1-vm": "update", "dc1-power-cycle": "update"},
+        ops={"dc1-vm": "update", **wave(1, **{"power-cycle": "update"})},
         info=["dc1-power-cycle runs"],
     ),
     Row(
-        "more cores on every domain would drain and reboot the whole pool at once, which is flagged",
+        "more cores on every domain power-cycle the domains one after another, never all at once",
         lambda c: all_domains(c, {"cores": 12}),
-        ops={**{f"dc{i}-vm": "update" for i in (1, 2, 3)}, **{f"dc{i}-power-cycle": "update" for i in (1, 2, 3)}},
-        dangers=["3 GPU domains (dc1, dc2, dc3) drain and reboot in parallel"],
+        ops={**{f"dc{i}-vm": "update" for i in (1, 2, 3)}, **wave(1, 2, 3, **{"power-cycle": "update"})},
+    ),
+    Row(
+        "a disk moved to another datastore is refused by the provider on a running VM, which is flagged",
+        lambda c: c["gpu-pool:proxmox"].update({"diskDatastore": "fast-nvme"}),
+        ops={f"dc{i}-vm": "update" for i in (1, 2, 3)},
+        dangers=["refuses to move disks between datastores while the VM runs", "cloud-init settings change"] * 3,
+    ),
+    Row(
+        "the operator moved to another namespace is flagged: the new release collides with the old one",
+        lambda c: namespace(c, "nvidia-gpu-operator"),
+        ops={
+            "gpu-platform-namespace": "replace",
+            "gpu-platform-gpu-operator": "replace",
+            "gpu-platform-gpu-operator-ready": "update",
+            "gpu-platform-dcgm-metrics": "replace",
+            "gpu-platform-time-slicing-config": "replace",
+            "gpu-platform-gpu-steering-policy": "update",
+            "gpu-platform-alert-rules": "update",
+            **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
+        },
+        replace_keys={"gpu-platform-gpu-operator": ["namespace"]},
+        dangers=["moves to another namespace: the provider installs the new release before it deletes the old one"],
     ),
     Row(
         "a new domain creates its whole chain and touches no other domain",
@@ -163,6 +244,7 @@ ROWS = [
             "gpu-platform-alert-rules": "update",
         },
         dangers=["dc3-vm is protected: the preview that `pulumi up` runs first fails on its delete"],
+        info=["dc3-node-cleanup deletes the Node object of the removed domain after its VM is gone"],
     ),
     Row(
         "a new VM id replaces the protected VM: the provider forces it in CustomizeDiff, not in its schema",
@@ -178,9 +260,7 @@ ROWS = [
             "dc1-pci-mapping": "update",
             "dc1-cloud-init": "replace",
             "dc1-vm": "replace",
-            "dc1-power-cycle": "update",
-            "dc1-gpu-ready": "update",
-            "dc1-cuda-smoke-test": "replace",
+            **wave(1, **{"power-cycle": "update", "gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
         replace_keys={"dc1-vm": ["nodeName"], "dc1-cloud-init": ["nodeName"]},
         dangers=["dc1-vm is protected and would be replaced (nodeName)", "the new VM needs VM id 4101"],
@@ -190,6 +270,8 @@ ROWS = [
         lambda c: c[FD][0].update({"hostname": "rke2-worker-dc1-gpu-b"}),
         ops={
             "dc1-vm": "replace",
+            "dc1-node-cleanup": "update",
+            "dc1-rollout": "update",
             "dc1-power-cycle": "update",
             "dc1-node-ready": "replace",
             "dc1-node-labels": "replace",
@@ -211,11 +293,11 @@ ROWS = [
         ops={"gpu-platform-quota-team-vision": "create"},
     ),
     Row(
-        "a new quota selector reaches the generate policy whose webhook sees the quota events (A6)",
+        "a new quota selector adds its own GeneratingPolicy, the others untouched (A6)",
         lambda c: c["gpu-pool:gpuQuotas"]["selectors"].append(
             {"name": "research", "matchLabels": {"example.org/team": "research"}, "maxGpus": 1}
         ),
-        ops={"gpu-platform-gpu-quota-policy": "update"},
+        ops={"gpu-platform-gpu-quota-policy-research": "create"},
     ),
 ]
 
@@ -303,19 +385,22 @@ def test_a_change_the_program_refuses_is_reported_before_anything_is_compared(mi
 def test_an_earlier_file_that_todays_rules_refuse_is_still_compared_and_its_refusals_listed(tmp_path, capsys) -> None:
     """The file a user moves away from (an RKE2 pin without containerd 2.0, a removed toolkit key, a plain-text
     token) describes what is deployed: `make diff` compares it and says what the current file must not repeat."""
-    before = prod()
-    before["gpu-pool:rke2"]["version"] = "v1.31.2+rke2r1"
+    before, after = prod(), prod()
+    keys_everywhere(before)
+    keys_everywhere(after)
+    before["gpu-pool:rke2"]["version"] = "v1.32.1+rke2r1"
     before["gpu-pool:gpuOperator"]["toolkit"] = {"setAsDefault": True}
     before["gpu-pool:rke2Token"] = "K10" + "0" * 64 + "::server:secret"
     before_file = write_stack(tmp_path / "before", before)
-    args = ["--stack", "prod", "--before", str(before_file), "--out", str(tmp_path)]
+    after_file = write_stack(tmp_path / "after", after)
+    args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
 
     assert main(args) == 0
     refusals = json.loads((tmp_path / "diff.json").read_text())["earlierRefusals"]
     assert [r.split(":", 2)[1] for r in refusals] == ["rke2.version", "gpuOperator.toolkit.setAsDefault", "rke2Token"]
     assert "K10" + "0" * 64 not in "".join(refusals)
     out = capsys.readouterr().out
-    assert "The earlier file breaks rules added since" in out and "v1.31.6+rke2r1" in out
+    assert "The earlier file breaks rules added since" in out and "v1.32.2+rke2r1" in out
 
 
 # --- the command: files in, table and diff.json out ----------------------------------------------------------
@@ -336,7 +421,8 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
     args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
     assert main(args) == 0
     document = json.loads((tmp_path / "diff.json").read_text())
-    assert set(document) == {"stack", "before", "changes", "dangers", "earlierRefusals"}
+    assert set(document) == {"stack", "before", "changes", "dangers", "earlierRefusals", "wave"}
+    assert document["wave"] is None  # a removed domain has nothing to roll
     assert document["earlierRefusals"] == []
     assert document["stack"] == "prod" and document["dangers"] == 1
     vm = next(c for c in document["changes"] if c["name"] == "dc3-vm")
@@ -351,3 +437,33 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
 def test_a_stack_file_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     assert main(["--stack", "prod", "--before", str(tmp_path / "Pulumi.old.yaml"), "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: no stack file Pulumi.old.yaml")
+
+
+# --- the operator upgrade with the chart on disk: CRDs first, then the release ---------------------------
+
+
+def test_the_26_3_to_26_7_upgrade_from_disk_updates_the_crds_before_the_release_and_says_what_restarts(
+    upstream: Path, tmp_path: Path
+) -> None:
+    old = package_chart(upstream / "gpu-operator" / "v26.3.2" / "chart", "v26.3.2", tmp_path)
+    new = package_chart(upstream / "gpu-operator" / "v26.7.0" / "chart", "v26.7.0", tmp_path)
+    before, after = prod(), prod()
+    before["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02", "chart": str(old)})
+    after["gpu-pool:gpuOperator"].update({"chartVersion": "v26.7.0", "driverVersion": "580.173.02", "chart": str(new)})
+    changes = changed(diff_configs("prod", before, after))
+    crds = {
+        n: c.op for n, c in changes.items() if c.type == "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+    }
+    assert crds == {
+        "gpu-platform-crd-clusterpolicies.nvidia.com": "update",
+        "gpu-platform-crd-nvidiadrivers.nvidia.com": "update",
+        "gpu-platform-crd-gpuclusters.nvidia.com": "create",
+        "gpu-platform-crd-computedomains.resource.nvidia.com": "create",
+        "gpu-platform-crd-computedomaincliques.resource.nvidia.com": "create",
+    }  # NFD's CRDs are the same in its charts 0.18.3 and 0.19.0: no change shown
+    release = changes["gpu-platform-gpu-operator"]
+    assert release.op == "update" and {"chart", "version"} <= set(release.keys)
+    assert any(
+        "chart v26.3.2 -> v26.7.0" in i and "restarts its pod in place without evicting" in i for i in release.info
+    )
+    assert not [d for c in changes.values() for d in c.dangers]

@@ -67,3 +67,32 @@ def test_the_preview_tells_how_to_give_secrets_without_the_command_line(tmp_path
         cwd=ROOT_DIR, capture_output=True, text=True, check=False, env=environ,
     )  # fmt: skip
     assert "GPU_POOL_SECRET_RKE2TOKEN" in result.stdout and 'ARGS="--secret' not in result.stdout
+
+
+def _diff(tmp_path: Path, **secrets: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GPU_POOL_SECRET")}
+    earlier = tmp_path / "Pulumi.prod.yaml"
+    earlier.write_text((ROOT_DIR / "examples" / "diff" / "Pulumi.prod.yaml").read_text(encoding="utf-8"))
+    argv = ["--stack", "prod", "--before", str(earlier), "--out", str(tmp_path / "o")]
+    return subprocess.run(
+        [sys.executable, "-m", "offline.diff", *argv],
+        cwd=ROOT_DIR, capture_output=True, text=True, check=False, env={**environ, **secrets},
+    )  # fmt: skip
+
+
+def test_make_diff_reads_the_secrets_from_the_environment_and_never_prints_or_writes_them(tmp_path: Path) -> None:
+    result = _diff(tmp_path, GPU_POOL_SECRET_PROXMOXAPITOKEN=TOKEN, GPU_POOL_SECRET_RKE2TOKEN=JOIN)
+
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / "o" / "diff.json").read_text(encoding="utf-8")
+    for secret in (TOKEN, JOIN, "sentinel-env-password"):
+        assert secret not in result.stdout + result.stderr and secret not in written
+
+
+def test_make_diff_refuses_a_malformed_secret_from_the_environment_as_the_preview_does_without_showing_it(
+    tmp_path: Path,
+) -> None:
+    result = _diff(tmp_path, GPU_POOL_SECRET_RKE2TOKEN="K10sentinel-bad-token")
+
+    assert result.returncode == 2
+    assert "gpu-pool:rke2Token" in result.stderr and "sentinel-bad-token" not in result.stdout + result.stderr

@@ -1,0 +1,25 @@
+"""The critical-path bench's day-2 case: an RKE2 bump on prod, planned as `make diff` plans it (the earlier file
+standing in for the cluster), so its waits across domains can be set beside the first install's."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from offline.diff import _deployed, deployed_from
+from offline.render import plan
+from offline.runner import PROJECT, read_stack_file, run_stack
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@bench"
+BUMP = "v1.33.6+rke2r1"
+
+
+def rke2_bump_plan() -> dict[str, Any]:
+    before = copy.deepcopy(read_stack_file("prod"))
+    for domain in before["gpu-pool:failureDomains"]:
+        domain["sshAuthorizedKeys"] = [KEY]
+    after = copy.deepcopy(before)
+    after["gpu-pool:rke2"]["version"] = BUMP
+    with _deployed(deployed_from(before)):
+        recording = run_stack("prod", config=after)
+    return plan(recording, PROJECT, "prod")
