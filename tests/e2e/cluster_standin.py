@@ -87,6 +87,9 @@ class ClusterStandIn:
         self.boots: dict[str, int] = {}
         self.errors: list[str] = []
 
+    def node_names(self) -> set[str]:
+        return {node["metadata"]["name"] for node in self.api.items("/api/v1/nodes")}
+
     def step(self) -> None:
         self._nodes()
         self._deployments()

@@ -65,6 +65,14 @@ class Engine:
         return next(line.split("=", 1)[1] for line in stamp if line.startswith("version="))
 
 
+def uv_cache_dir() -> str:
+    """Where uv keeps its cache for this process (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv)."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return os.environ["UV_CACHE_DIR"]
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "uv")
+
+
 class PulumiError(AssertionError):
     """A CLI command failed where the test expected it to succeed: its output is the message."""
 
@@ -112,6 +120,8 @@ class PulumiStack:
                 "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
                 # The language host's `uv sync` comes from uv's cache (filled by `make test`), never from PyPI.
                 "UV_OFFLINE": "1",
+                # uv's cache as this process sees it: a test that gives the CLI another HOME keeps it.
+                "UV_CACHE_DIR": uv_cache_dir(),
                 "UV_NO_DEFAULT_GROUPS": "1",
                 "UV_PYTHON_DOWNLOADS": "never",
                 "NO_COLOR": "1",

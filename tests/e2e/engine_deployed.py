@@ -10,7 +10,6 @@ provider gets the stand-in's ssh-agent, and HOME is the temp dir too (bpg writes
 from __future__ import annotations
 
 import copy
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,9 +18,8 @@ from typing import Any
 
 import yaml
 
-from config.gpu_operator import GpuOperatorConfig
 from config.loader import validate_stack
-from offline.runner import PROJECT, ROOT_DIR, read_stack_file
+from offline.runner import PROJECT, read_stack_file
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
 from tests.e2e.engine import Engine, PulumiStack, parse_json_output, step_ops
 from tests.e2e.engine_stacks import SECRETS, engine_config, new_stack
@@ -36,16 +34,9 @@ POLL_SECONDS = "1"
 API_TOKEN = SECRETS["proxmoxApiToken"]
 
 
-def supports_local_chart() -> bool:
-    """`gpuOperator.chart` (issue 18): until it exists, the release is pointed at the chart in a scratch copy."""
-    return "chart" in GpuOperatorConfig.model_fields
-
-
 def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
     """prod as committed, its cluster the e2e API server and its Proxmox side the stand-in."""
     config = engine_config(read_stack_file("prod"), kubeconfig, chart)
-    if not supports_local_chart():
-        config[f"{PROJECT}:gpuOperator"].pop("chart")
     # A gate that cannot pass must fail the test in minutes, not after the default hour.
     config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
     config[f"{PROJECT}:proxmox"] = {
@@ -60,19 +51,6 @@ def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str
         },
     }
     return config
-
-
-def point_release_at_chart(stack: PulumiStack, chart: Path) -> None:
-    """The scratch-copy workaround until issue 18: the release names the chart archive, in this copy only."""
-    components = stack.project_dir / "components"
-    components.unlink()
-    shutil.copytree(ROOT_DIR / "components", components, ignore=shutil.ignore_patterns("__pycache__"))
-    component = components / "gpu_platform" / "component.py"
-    text = component.read_text()
-    original = "            chart=CHART_NAME,\n            version=operator_cfg.chart_version,\n"
-    original += '            repository_opts={"repo": operator_cfg.chart_repository},\n'
-    assert original in text, "the release's chart arguments changed: update tests/e2e/engine_deployed.py"
-    component.write_text(text.replace(original, f"            chart={str(chart)!r},\n"))
 
 
 def rewrite_config(stack: PulumiStack, config: dict[str, Any]) -> None:
@@ -143,8 +121,6 @@ def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: P
             }
             (work / "home").mkdir()
             stack = new_stack(engine, work / "engine", STACK, base, path, env)
-            if not supports_local_chart():
-                point_release_at_chart(stack, chart)
             stack.up()
             yield Deployed(stack, pve, standin, base, dict(SECRETS))
         assert not standin.errors, standin.errors[:5]
