@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig, GpuConfig
 
@@ -181,7 +182,6 @@ def run_preflight(
 ) -> dict[str, str]:
     """Look every card up on its host (provider invokes, read-only). Raises PreflightError with every problem."""
     import pulumi
-    import pulumi_command as command
     import pulumi_proxmoxve as proxmoxve
 
     domains = list(domains)
@@ -203,7 +203,7 @@ def run_preflight(
         found = pci_problems(domain, devices)
         if host_check and not found:
             address = node_addresses.get(domain.proxmox_node, domain.proxmox_node)
-            ran = command.local.run(command=host_check_command(domain, ssh_user, address, ssh_port))
+            ran = run_quietly(host_check_command(domain, ssh_user, address, ssh_port))
             found = host_check_problems(domain, ran.stdout)
         problems += found
         report[domain.name] = pci_summary(domain, devices) + (", bound to vfio-pci" if host_check else "")

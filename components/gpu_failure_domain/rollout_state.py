@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.gpu_failure_domain.rollout import ROLLOUT_ANNOTATION, DeployedNode, WavePlan
+from components.shared.local_run import run_quietly
 from components.shared.preflight import PreflightError
 from config.stack import StackConfig
 from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
@@ -71,9 +72,8 @@ def read_cluster_state(stack: StackConfig, kubectl: str, *, offline: bool) -> Cl
         return offline_state(os.environ)
     if not stack.preflight.cluster_check:
         return ClusterState(source="skipped: gpu-pool:preflight.clusterCheck is false, no wave is planned")
-    import pulumi_command as command
 
-    nodes = command.local.run(command=f"{kubectl} get nodes -o json 2>&1; echo kubectl-exit=$?").stdout
+    nodes = run_quietly(f"{kubectl} get nodes -o json 2>&1; echo kubectl-exit=$?").stdout
     text, _, code = nodes.rpartition("kubectl-exit=")
     if code.strip() != "0":
         said = text.strip()[-300:] or "no output"
@@ -84,7 +84,7 @@ def read_cluster_state(stack: StackConfig, kubectl: str, *, offline: bool) -> Cl
                 "gpu-pool:preflight.clusterCheck to false (then changes roll to all domains at once)"
             ]
         )
-    version = command.local.run(command=f"{kubectl} version -o json 2>/dev/null || true").stdout
+    version = run_quietly(f"{kubectl} version -o json 2>/dev/null || true").stdout
     try:
         server = (json.loads(version).get("serverVersion") or {}).get("gitVersion")
     except ValueError:

@@ -24,6 +24,7 @@ from components.gpu_platform.cluster_objects import (
     query_command,
     rule_selector_problems,
 )
+from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.stack import StackConfig
 
@@ -173,7 +174,6 @@ def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
 
 def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> str:
     """Ask the cluster for the CRDs the stack needs (a read-only kubectl run at preview). Raises PreflightError."""
-    import pulumi_command as command
 
     crds = needed_crds(cfg)
     namespaces = needed_namespaces(cfg)
@@ -184,7 +184,7 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
     if not crds and not namespaces:
         return "passed: no CRD or namespace needed"
     if crds:
-        ran = command.local.run(command=crd_check_command(kubectl, crds))
+        ran = run_quietly(crd_check_command(kubectl, crds))
         if problems := crd_problems(crds, ran.stdout):
             raise PreflightError(problems)
     passed = [crd.name for crd in crds if crd.required]
@@ -203,9 +203,8 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
 
 
 def _kubectl_list(kubectl: str, query: str, what: str) -> list[Any]:
-    import pulumi_command as command
 
-    ran = command.local.run(command=query_command(kubectl, query))
+    ran = run_quietly(query_command(kubectl, query))
     try:
         return parse_answer(ran.stdout, ran.stderr, what)
     except ValueError as error:

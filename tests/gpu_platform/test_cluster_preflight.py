@@ -121,3 +121,13 @@ def test_a_chart_older_than_the_clusters_operator_crds_is_refused_as_a_downgrade
     assert "pin a chartVersion at least as new as the cluster's operator" in problem
     # The chart's own CRDs missing from the cluster are fine: the program creates them.
     assert crd_problems(needed, crd_listing()) == []
+
+
+def test_no_preflight_prints_what_it_reads_into_the_engines_output(prod_config, run_stack_program: Run):
+    # The real engine showed every `kubectl get ... -o json` the preflights read, hundreds of lines per preview:
+    # pulumi-command logs an invoke's output unless `logging` is none.
+    prod_config["gpu-pool:preflight"] = {"hostCheck": True}
+    recording = run_stack_program(prod_config)
+    runs = [call for call in recording.invocations if call.token == "command:local:run"]
+    assert len(runs) >= 4, [call.args.get("command") for call in runs]
+    assert {call.args.get("logging") for call in runs} == {"none"}
