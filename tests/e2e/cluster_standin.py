@@ -34,6 +34,7 @@ from components.gpu_failure_domain.cloud_init import rke2_agent_config
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import GpuNodeMarking
 from config.stack import StackConfig
+from tests.e2e.monitoring_crds import PROMETHEUS_CRD, SERVICE_MONITOR_CRD, rancher_monitoring_prometheus
 from tests.e2e.nodes import NOT_READY_TAINT, kubelet_labels, parse_taint
 from tests.e2e.proxmox_api import ProxmoxState
 
@@ -244,41 +245,19 @@ def _container(image: str) -> dict[str, Any]:
     return {"name": "nvidia-driver-ctr", "image": image}
 
 
-# The program's cluster preflight asks for this CRD (monitoring.serviceMonitor defaults to true); the upstream
-# reference data holds no copy of it, and only its existence is checked, so a schema-less one stands in for
-# the Prometheus Operator's.
-SERVICE_MONITOR = "servicemonitors.monitoring.coreos.com"
-SERVICE_MONITOR_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": SERVICE_MONITOR},
-    "spec": {
-        "group": "monitoring.coreos.com",
-        "scope": "Namespaced",
-        "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }
-        ],
-    },
-}
-
-
-def ensure_service_monitor_crd(api: Api) -> None:
+def ensure_crd(api: Api, crd: dict[str, Any]) -> None:
+    """Create a CRD (unless there) and wait until it is Established."""
     path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    api.call("POST", path, SERVICE_MONITOR_CRD)
+    name = crd["metadata"]["name"]
+    api.call("POST", path, crd)
     deadline = time.monotonic() + 60
     while True:
-        crd = api.call("GET", f"{path}/{SERVICE_MONITOR}") or {}
-        conditions = (crd.get("status") or {}).get("conditions") or []
+        found = api.call("GET", f"{path}/{name}") or {}
+        conditions = (found.get("status") or {}).get("conditions") or []
         if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError("the ServiceMonitor CRD was not Established within 60 s")
+            raise TimeoutError(f"the {name} CRD was not Established within 60 s")
         time.sleep(0.2)  # poll interval; bounded by the deadline above
 
 
@@ -292,11 +271,17 @@ def existing_namespaces(stack: StackConfig) -> list[str]:
 def cluster_standin(kubeconfig: Path, proxmox: ProxmoxState, stack: StackConfig) -> Iterator[ClusterStandIn]:
     """The stand-in's thread for the block's duration; an error in it fails the block's end, not silently."""
     standin = ClusterStandIn(Api(kubeconfig), proxmox, stack)
-    ensure_service_monitor_crd(standin.api)
+    # What a lab with rancher-monitoring has: the Prometheus Operator's CRDs and a Prometheus loading every rule.
+    ensure_crd(standin.api, SERVICE_MONITOR_CRD)
+    ensure_crd(standin.api, PROMETHEUS_CRD)
     for name in existing_namespaces(stack):
         standin.api.call(
             "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
+    rules = stack.monitoring.rules_namespace
+    standin.api.call(
+        "POST", f"/apis/monitoring.coreos.com/v1/namespaces/{rules}/prometheuses", rancher_monitoring_prometheus(rules)
+    )
     stopping = threading.Event()
 
     def loop() -> None:

@@ -25,30 +25,7 @@ from components.gpu_platform.cluster_objects import (
 )
 from config.loader import validate_stack
 from tests.e2e.kube import Kubectl
-
-PROMETHEUS_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "prometheuses.monitoring.coreos.com"},
-    "spec": {
-        "group": "monitoring.coreos.com",
-        "names": {
-            "kind": "Prometheus",
-            "listKind": "PrometheusList",
-            "plural": "prometheuses",
-            "singular": "prometheus",
-        },
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-            }
-        ],
-    },
-}
+from tests.e2e.monitoring_crds import PROMETHEUS_CRD
 
 
 def _prefix(kubectl: Kubectl) -> str:
