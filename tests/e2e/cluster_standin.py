@@ -43,6 +43,7 @@ DRIVER_DAEMONSET = "nvidia-driver-daemonset"
 SHARING_LABEL = "nvidia.com/device-plugin.config"
 GPU = "nvidia.com/gpu"
 PACE_SECONDS = 0.5
+RETRIES_429 = 10
 
 
 def _now() -> str:
@@ -62,14 +63,21 @@ class Api:
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            if error.code in (404, 409):
-                return None
-            raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
+        for _attempt in range(RETRIES_429):
+            request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+                    return json.load(response)
+            except urllib.error.HTTPError as error:
+                if error.code in (404, 409):
+                    return None
+                if error.code == 429:
+                    # The server asks for a retry ("storage is (re)initializing" while a CRD is being set up),
+                    # after the seconds it names: a controller waits as told, a bounded number of times.
+                    time.sleep(float(error.headers.get("Retry-After") or 1))
+                    continue
+                raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
+        raise AssertionError(f"{method} {path}: still 429 after {RETRIES_429} tries")
 
     def items(self, path: str) -> list[dict[str, Any]]:
         found = self.call("GET", path)
