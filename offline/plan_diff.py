@@ -376,9 +376,39 @@ def _parallel_disruption(changes: list[Change]) -> None:
         )
 
 
+def _replaced_outputs_propagate(changes: list[Change], after: Recording) -> None:
+    """A replaced resource's outputs (its id first) are unknown until the new one exists, so the engine's preview
+    sees every input that takes them as changed: where that input forces a replacement (a command's `triggers`),
+    the dependent is replaced too. The engine ran this: a VM replaced for a new vmId or node also replaced its
+    `node-ready` step, whose triggers hold the VM's id (pulumi's step generator diffs unknown inputs as changes;
+    tests/e2e/test_engine_diff.py). Repeated until nothing more follows."""
+    by_urn = {change.urn: change for change in changes}
+    registrations = {r.urn: r for r in after.registrations}
+    grew = True
+    while grew:
+        grew = False
+        replaced = {urn for urn, change in by_urn.items() if change.op == "replace"}
+        for urn, registration in registrations.items():
+            change = by_urn.get(urn)
+            if change is None or change.op in ("replace", "create", "delete"):
+                continue
+            rules = replace_rules(registration)
+            keys = sorted(
+                prop
+                for prop, sources in registration.property_dependencies.items()
+                if replaced.intersection(sources) and any(_covers(rule, prop) for rule in rules)
+            )
+            if keys:
+                change.op = "replace"
+                change.replace_keys = _compact([*change.replace_keys, *keys])
+                change.delete_before_replace = registration.delete_before_replace
+                grew = True
+
+
 def diff_recordings(before: Recording, after: Recording) -> list[Change]:
     old = {r.urn: r for r in before.registrations}
     new = {r.urn: r for r in after.registrations}
     changes = [compare(old.get(urn), new.get(urn)) for urn in sorted(old.keys() | new.keys())]
+    _replaced_outputs_propagate(changes, after)
     _parallel_disruption(changes)
     return changes

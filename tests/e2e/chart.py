@@ -29,12 +29,12 @@ def helm(tools: Tools, work: Path, *args: str) -> str:
     return done.stdout
 
 
-def package_chart(tools: Tools, upstream: Path, work: Path) -> Path:
+def package_chart(tools: Tools, upstream: Path, work: Path, version: str = CHART_VERSION) -> Path:
     """In git the chart says v1.0.0-devel / main-latest; NVIDIA's release stamps the tag into both, and the operator
     image tag defaults to appVersion (upstream README, gpu-operator/v26.7.0/chart)."""
-    stamp = ("--version", CHART_VERSION, "--app-version", CHART_VERSION)
-    helm(tools, work, "package", *stamp, str(upstream / CHART_DIR), "-d", str(work))
-    return work / f"gpu-operator-{CHART_VERSION}.tgz"
+    stamp = ("--version", version, "--app-version", version)
+    helm(tools, work, "package", *stamp, str(upstream / f"gpu-operator/{version}/chart"), "-d", str(work))
+    return work / f"gpu-operator-{version}.tgz"
 
 
 @dataclass(frozen=True)

@@ -249,8 +249,9 @@ ROWS = [
     Row(
         "a new VM id replaces the protected VM: the provider forces it in CustomizeDiff, not in its schema",
         lambda c: c[FD][0].update({"vmId": 4102}),
-        ops={"dc1-vm": "replace", "dc1-power-cycle": "update"},
-        replace_keys={"dc1-vm": ["vmId"]},
+        # The new VM's id is unknown until it exists, so node-ready's triggers change too (the engine showed it).
+        ops={"dc1-vm": "replace", "dc1-power-cycle": "update", "dc1-node-ready": "replace"},
+        replace_keys={"dc1-vm": ["vmId"], "dc1-node-ready": ["triggers"]},
         dangers=["dc1-vm is protected and would be replaced (vmId)"],
     ),
     Row(
@@ -260,9 +261,10 @@ ROWS = [
             "dc1-pci-mapping": "update",
             "dc1-cloud-init": "replace",
             "dc1-vm": "replace",
+            "dc1-node-ready": "replace",
             **wave(1, **{"power-cycle": "update", "gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
-        replace_keys={"dc1-vm": ["nodeName"], "dc1-cloud-init": ["nodeName"]},
+        replace_keys={"dc1-vm": ["nodeName"], "dc1-cloud-init": ["nodeName"], "dc1-node-ready": ["triggers"]},
         dangers=["dc1-vm is protected and would be replaced (nodeName)", "the new VM needs VM id 4101"],
     ),
     Row(
