@@ -238,6 +238,11 @@ class ClusterStandIn:
         name = f"{DRIVER_DAEMONSET}-{node}"
         path = f"/api/v1/namespaces/{namespace}/pods"
         pod = self.api.call("GET", f"{path}/{name}")
+        if pod is not None and pod["spec"]["containers"][0]["image"] != image:
+            # The operator's upgrade controller on a driver change: the old pod goes (the DaemonSet is OnDelete)
+            # and one on the new driver takes its place, on the next pass.
+            self.api.call("DELETE", f"{path}/{name}?gracePeriodSeconds=0")
+            return
         if pod is None:
             owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DRIVER_DAEMONSET, "controller": True}
             owner["uid"] = daemonset["metadata"]["uid"]
