@@ -70,15 +70,19 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.fixture(scope="session")
-def e2e_tools() -> Tools:
-    tools = Tools(Path(os.environ.get(TOOLS_ENV) or DEFAULT_BIN))
-    missing = tools.missing()
+def require_built(missing: list[str], bin_dir: Path, target: str) -> None:
+    """Tools not built: CI fails (it must run every tier), elsewhere the tier skips, naming the make target."""
     if missing:
-        message = f"{', '.join(missing)} not built in {tools.bin_dir}: run `make e2e-tools`"
+        message = f"{', '.join(missing)} not built in {bin_dir}: run `make {target}`"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def e2e_tools() -> Tools:
+    tools = Tools(Path(os.environ.get(TOOLS_ENV) or DEFAULT_BIN))
+    require_built(tools.missing(), tools.bin_dir, "e2e-tools")
     return tools
 
 
@@ -86,12 +90,7 @@ def e2e_tools() -> Tools:
 def engine() -> Engine:
     """The real Pulumi CLI, language host and providers (`make engine-tools`)."""
     built = Engine(Path(os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE_BIN))
-    missing = built.missing()
-    if missing:
-        message = f"{', '.join(missing)} not built in {built.bin_dir}: run `make engine-tools`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_built(built.missing(), built.bin_dir, "engine-tools")
     return built
 
 
