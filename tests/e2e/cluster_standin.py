@@ -96,6 +96,16 @@ class ClusterStandIn:
         self.boots: dict[str, int] = {}
         self.errors: list[str] = []
 
+    def remove_what_it_played(self) -> None:
+        """The Nodes and driver pods it registered, and the driver DaemonSet: the session's API server is shared,
+        and later tests (tests/e2e/test_wave.py) register the same Nodes and create the same DaemonSet."""
+        namespace = self.stack.gpu_operator.namespace
+        for domain in self.stack.failure_domains:
+            pod = f"/api/v1/namespaces/{namespace}/pods/{DRIVER_DAEMONSET}-{domain.hostname}?gracePeriodSeconds=0"
+            self.api.call("DELETE", pod)
+            self.api.call("DELETE", f"/api/v1/nodes/{domain.hostname}")
+        self.api.call("DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{DRIVER_DAEMONSET}")
+
     def node_names(self) -> set[str]:
         return {node["metadata"]["name"] for node in self.api.items("/api/v1/nodes")}
 
@@ -312,3 +322,4 @@ def cluster_standin(kubeconfig: Path, proxmox: ProxmoxState, stack: StackConfig)
     finally:
         stopping.set()
         thread.join(timeout=30)
+        standin.remove_what_it_played()
