@@ -26,6 +26,7 @@ from components.gpu_failure_domain.node_metadata import (
 )
 from components.gpu_failure_domain.node_steps import (
     INTERPRETER,
+    gpu_ready_environment,
     node_steps_script,
     power_cycle_environment,
     step_environment,
@@ -228,16 +229,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
                 create=script,
                 update=script,
                 interpreter=INTERPRETER,
-                environment=step_environment(
-                    "gpu-ready",
-                    domain.hostname,
-                    kubectl_args,
-                    stack.smoke_test.gpu_ready_timeout_minutes,
-                    GPU_SLOTS=str(stack.slots(domain)),
-                    DRIVER_VERSION=stack.gpu_operator.driver_version,
-                    OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
-                    SMOKE_JOB=job["metadata"]["name"],
-                ),
+                environment=gpu_ready_environment(domain, stack, kubectl_args, SMOKE_JOB=job["metadata"]["name"]),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[*gate, args.platform.operator]),
             )
             policy = [args.platform.steering_policy] if args.platform.steering_policy is not None else []

@@ -10,6 +10,7 @@ from typing import Any
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
+from config.stack import StackConfig
 
 SCRIPT = Path(__file__).parent / "node_steps_script.py"
 INTERPRETER = ["python3", "-c"]
@@ -32,6 +33,23 @@ def step_environment(step: str, node: str, kubectl: list[str], timeout_minutes: 
         "TIMEOUT_MINUTES": str(timeout_minutes),
         **extra,
     }
+
+
+def gpu_ready_environment(
+    domain: FailureDomainConfig, stack: StackConfig, kubectl: list[str], **extra: str
+) -> dict[str, str]:
+    """The gpu-ready gate's environment: the node advertises its slots on the pinned driver (the smoke test's gate
+    and the wave's gate both wait on it)."""
+    return step_environment(
+        "gpu-ready",
+        domain.hostname,
+        kubectl,
+        stack.smoke_test.gpu_ready_timeout_minutes,
+        GPU_SLOTS=str(stack.slots(domain)),
+        DRIVER_VERSION=stack.gpu_operator.driver_version,
+        OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
+        **extra,
+    )
 
 
 def mapped_device(domain: FailureDomainConfig) -> str:

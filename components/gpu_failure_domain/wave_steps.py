@@ -9,7 +9,11 @@ import pulumi
 import pulumi_command as command
 
 from components.gpu_failure_domain.kernel_upgrade import login_check_command
-from components.gpu_failure_domain.node_steps import INTERPRETER, node_steps_script, step_environment
+from components.gpu_failure_domain.node_steps import (
+    INTERPRETER,
+    gpu_ready_environment,
+    node_steps_script,
+)
 from components.gpu_failure_domain.rollout import (
     device_plugin_restart_command,
     rke2_upgrade_command,
@@ -88,16 +92,8 @@ def wave_gate(
         f"{name}-wave-gate",
         create=node_steps_script(),
         interpreter=INTERPRETER,
-        environment=step_environment(
-            "gpu-ready",
-            domain.hostname,
-            kubectl_args,
-            stack.smoke_test.gpu_ready_timeout_minutes,
-            GPU_SLOTS=str(stack.slots(domain)),
-            DRIVER_VERSION=stack.gpu_operator.driver_version,
-            OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
-            KUBELET_VERSION=stack.rke2.version,
-            WAVE_DOMAIN=domain.name,
+        environment=gpu_ready_environment(
+            domain, stack, kubectl_args, KUBELET_VERSION=stack.rke2.version, WAVE_DOMAIN=domain.name
         ),
         triggers=[json.dumps(rollout_state(domain, stack), sort_keys=True)],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[*after, args.platform.operator]),
