@@ -84,7 +84,8 @@ def require_built(missing: list[str], bin_dir: Path, target: str) -> None:
 
 @pytest.fixture(scope="session")
 def e2e_tools() -> Tools:
-    tools = Tools(Path(os.environ.get(TOOLS_ENV) or DEFAULT_BIN))
+    # Absolute: the tools run with a temp project as their working directory.
+    tools = Tools(Path(os.environ.get(TOOLS_ENV) or DEFAULT_BIN).resolve())
     require_built(tools.missing(), tools.bin_dir, "e2e-tools")
     return tools
 
@@ -92,7 +93,7 @@ def e2e_tools() -> Tools:
 @pytest.fixture(scope="session")
 def engine() -> Engine:
     """The real Pulumi CLI, language host and providers (`make engine-tools`)."""
-    built = Engine(Path(os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE_BIN))
+    built = Engine(Path(os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE_BIN).resolve())
     require_built(built.missing(), built.bin_dir, "engine-tools")
     return built
 
