@@ -183,6 +183,10 @@ def apiserver_argv(tools: Tools, work: Path, etcd_client: int, port: int) -> lis
         "--service-cluster-ip-range=10.0.0.0/24",
         # No kube-proxy or endpoints here: the default reconciler would keep rewriting the kubernetes Endpoints.
         "--endpoint-reconciler-type=none",
+        # No kube-controller-manager here, so no garbage collector: told so, the API server deletes at once what
+        # pulumi-kubernetes deletes in the foreground (its default), instead of holding it forever on the
+        # foregroundDeletion finalizer that only the collector removes (a replaced Job's delete timed out).
+        "--enable-garbage-collector=false",
     ]
 
 
