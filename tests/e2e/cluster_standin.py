@@ -2,12 +2,14 @@
 
 A background thread plays, through the real API server (status subresources, as they write it):
 - RKE2's agent and the kubelet: once a domain's VM runs in the Proxmox stand-in, its Node registers with the
-  labels and taint of its cloud-init (tests/e2e/nodes.py) and reports Ready, with a new bootID per VM start;
+  labels and taint of its cloud-init (tests/e2e/nodes.py) and reports Ready on RKE2's kubelet version, with a
+  new bootID per VM start;
 - the Deployment controller: every Deployment's status says its replicas are available (the chart's operator,
   which the `gpu-operator-ready` step waits for with `kubectl rollout status`);
 - the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
-  version, Ready; the device plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the
-  time-slicing ConfigMap say (replicas per card);
+  version, Ready, replaced by one on the new version when the ClusterPolicy's driver changes; the device
+  plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the time-slicing ConfigMap say
+  (replicas per card);
 - the ResourceQuota controller: each quota's status says its limits, nothing used;
 - the Job controller: every Job completes (the smoke test, the chart's hooks);
 - the ServiceAccount controller: the operator namespace's `default` account, for the driver pods' admission.
@@ -134,7 +136,9 @@ class ClusterStandIn:
                 self.api.call("POST", "/api/v1/nodes?fieldManager=kubelet", node | {"spec": {"taints": taints}})
             ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready"}
             ready |= {"lastHeartbeatTime": _now(), "lastTransitionTime": _now()}
+            # RKE2's kubelet reports RKE2's own version (v1.33.5+rke2r1): the wave's gate waits for exactly that.
             info = {"bootID": f"{domain.name}-boot-{vm.starts}", "kernelVersion": "6.8.0-51-generic"}
+            info["kubeletVersion"] = self.stack.rke2.version
             self.api.merge_status(f"/api/v1/nodes/{name}", {"conditions": [ready], "nodeInfo": info})
             # The node lifecycle controller lifts the API server's not-ready taint once the node is Ready.
             current = self.api.call("GET", f"/api/v1/nodes/{name}")
