@@ -63,8 +63,7 @@ build pulumi "$pulumi_src" "$PULUMI_MOD/cmd/pulumi" "$PULUMI_VERSION" "13 min on
 build pulumi-language-python "$pulumi_src" ./langhost "$LANGHOST_VERSION" "1 min after pulumi" \
   "-s -w -X $ver_pkg=$LANGHOST_VERSION" "" "$lock-$(tree_hash "$PB/pulumi-language-python")"
 # The language host runs Python through this shim, looked up beside its own binary.
-(cd "$pulumi_src" && go mod download github.com/pulumi/pulumi/sdk/v3)
-SDK_DIR="$(cd "$pulumi_src" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)"
+SDK_DIR="$(mod_dir "$pulumi_src" github.com/pulumi/pulumi/sdk/v3)"
 install -m 0755 "$SDK_DIR/python/cmd/pulumi-language-python-exec" "$BIN_DIR/pulumi-language-python-exec"
 
 # --- pulumi-resource-kubernetes ---------------------------------------------------------------------------------
@@ -74,9 +73,7 @@ K8S_VERSION="${K8S_VERSION#v}" # the provider reports 4.25.0, as its releases do
 k8s_stamp="$(lock_hash "$ENGINE_DIR/kubernetes")-$(tree_hash "$ENGINE_DIR/kubernetes")"
 if ! up_to_date pulumi-resource-kubernetes "$K8S_VERSION" "$k8s_stamp"; then
   k8s_src="$(stage kubernetes "$ENGINE_DIR/kubernetes")"
-  # `go list -m` names a module's directory only once it is in the module cache: download it first (cold cache).
-  (cd "$k8s_src" && go mod download "$K8S_MOD")
-  K8S_MOD_DIR="$(cd "$k8s_src" && go list -m -f '{{.Dir}}' "$K8S_MOD")"
+  K8S_MOD_DIR="$(mod_dir "$k8s_src" "$K8S_MOD")"
   echo "generating the kubernetes provider's embedded schema (upstream generates it and never commits it)"
   (cd "$k8s_src" && go run ./embedgen "$K8S_MOD_DIR/cmd/pulumi-resource-kubernetes" . "$K8S_VERSION")
   build pulumi-resource-kubernetes "$k8s_src" . "$K8S_VERSION" "20 min on 2 cores" \

@@ -18,6 +18,10 @@ export GOFLAGS="-mod=readonly -buildvcs=false"
 # mod_field DIR MODULE FIELD -> e.g. Version / Time of the pinned module.
 mod_field() { (cd "$1" && go list -m -f "{{.$3}}" "$2"); }
 
+# mod_dir DIR MODULE -> the pinned module's directory in the module cache. `go list -m` names it only once the
+# module is downloaded, so download it first (on a cold cache the directory was empty).
+mod_dir() { (cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2"); }
+
 # lock_hash DIR -> sha256 of the module's go.mod + go.sum (the lock).
 lock_hash() { cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -d' ' -f1; }
 
