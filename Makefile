@@ -119,6 +119,7 @@ engine-tools:
 
 e2e-tools: engine-tools
 	bash e2e/build-tools.sh $(E2E_BIN)
+	bash e2e/build-cluster.sh $(E2E_BIN)
 
 e2e: e2e-tools $(DEV)
 	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$(abspath $(ENGINE_BIN)) \
