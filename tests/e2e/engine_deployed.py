@@ -1,4 +1,6 @@
-"""One real `pulumi up` of prod, shared by the engine tests, with the Proxmox and cluster stand-ins around it.
+"""One real `pulumi up` of prod, shared by the engine tests, against the e2e control plane (tests/e2e/control_plane.py)
+with Kyverno running and the GPU Operator's controller started once the chart installs it
+(tests/e2e/cluster_programs.py), and the Proxmox and cluster stand-ins around it.
 
 The stack is the lead harness's PulumiStack (tests/e2e/engine.py): a temp project, a file backend, passphrase
 secrets. On top: the stack file points the Proxmox side at the loopback stand-in (its API, and its sshd through
@@ -20,11 +22,14 @@ import yaml
 
 from config.loader import validate_stack
 from offline.runner import PROJECT, read_stack_file
+from tests.e2e.cluster_programs import OperatorLauncher, gpu_operator_once_installed
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.control_plane import ControlPlane
 from tests.e2e.engine import Engine, PulumiStack, parse_json_output, step_ops
 from tests.e2e.engine_stacks import SECRETS, engine_config, new_stack
 from tests.e2e.proxmox_api import a1000_host
 from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
+from tests.e2e.servers import Tools
 
 STACK = "e2e-up"
 # The stack's three hosts, and the two a change-table row adds a domain on or moves one to.
@@ -91,6 +96,9 @@ class Deployed:
     stack: PulumiStack
     pve: ProxmoxStandIn
     cluster: ClusterStandIn
+    # The control plane it runs on, and the GPU Operator's process there.
+    plane: ControlPlane
+    operator: OperatorLauncher
     base: dict[str, Any]
     # The secret values the stack file holds now, so that only a changed one is set again.
     secrets: dict[str, str]
@@ -108,12 +116,19 @@ class Deployed:
 
 
 @contextmanager
-def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: Path) -> Iterator[Deployed]:
-    """The stand-ins, the stack and its first `up`; everything stops when the block ends."""
+def deploy(
+    engine: Engine, path: list[Path], plane: ControlPlane, tools: Tools, upstream: Path, chart: Path, work: Path
+) -> Iterator[Deployed]:
+    """The stand-ins, the operator's launcher, the stack and its first `up`; everything stops when the block ends."""
+    cluster = plane.kubeconfig
     with start_proxmox(work / "pve", {node: a1000_host() for node in PROXMOX_NODES}, API_TOKEN) as pve:
         base = stack_config(pve, cluster, chart)
         config = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
-        with cluster_standin(cluster, pve.state, config) as standin:
+        namespace = config.gpu_operator.namespace
+        with (
+            cluster_standin(cluster, pve.state, config) as standin,
+            gpu_operator_once_installed(tools, plane, namespace, upstream) as operator,
+        ):
             env = {
                 "HOME": str(work / "home"),
                 "SSH_AUTH_SOCK": pve.ssh_agent_socket,
@@ -122,5 +137,6 @@ def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: P
             (work / "home").mkdir()
             stack = new_stack(engine, work / "engine", STACK, base, path, env)
             stack.up()
-            yield Deployed(stack, pve, standin, base, dict(SECRETS))
+            yield Deployed(stack, pve, standin, plane, operator, base, dict(SECRETS))
         assert not standin.errors, standin.errors[:5]
+        assert not operator.errors, operator.errors[:5]
