@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.rollout import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION
+from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION
 from knowledge.gpu_operator import DRIVER_POD_SELECTOR
-from offline.diff import _deployed, deployed_from
+from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
 from tests.e2e.kube import Kubectl
 from tests.e2e.match_conditions import ensure_pod_namespace
@@ -36,7 +36,7 @@ def wave_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
         domain["sshAuthorizedKeys"] = [KEY]
     after = copy.deepcopy(before)
     after["gpu-pool:rke2"]["version"] = NEW
-    with _deployed(deployed_from(before)):
+    with observing(settled_nodes(before)):
         return run_preview("prod", after, tmp_path_factory.mktemp("wave"))
 
 
@@ -78,12 +78,15 @@ def pool(kubectl: Kubectl, wave_stack: Previewed, tmp_path: Path) -> Iterator[di
     }
     kubectl.create(daemonset, field_manager="gpu-operator")
     uid = kubectl.json("-n", namespace, "get", "daemonset", app)["metadata"]["uid"]
-    earlier = deployed_from(read_stack_file("prod"))
+    earlier = {
+        item["metadata"]["labels"]["topology.kubernetes.io/zone"]: item["metadata"]["annotations"][ROLLOUT_ANNOTATION]
+        for item in settled_nodes(read_stack_file("prod"))["items"]
+    }
     hosts = {d.name: d.hostname for d in cfg.failure_domains}
     try:
         with registered_nodes(kubectl, wave_stack):
             for domain in cfg.failure_domains:
-                state = json.dumps(earlier[domain.name]["rollout"], sort_keys=True, separators=(",", ":"))
+                state = earlier[domain.name]
                 kubectl("annotate", "node", domain.hostname, f"{ROLLOUT_ANNOTATION}={state}")
                 node_status(kubectl, domain.hostname, kubelet=OLD, gpus=cfg.slots(domain))
                 pod: dict[str, Any] = {

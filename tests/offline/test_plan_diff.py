@@ -78,6 +78,7 @@ def namespace(config: Config, name: str) -> None:
 DC4 = [
     "dc4",
     "dc4-node-cleanup",
+    "dc4-retire",
     "dc4-rollout",
     "dc4-pci-mapping",
     "dc4-cloud-init",
@@ -160,13 +161,11 @@ ROWS = [
         before=lambda c: c[FD][1].update({"sshAuthorizedKeys": [KEY]}),
         ops={
             "dc2-kernel-login": "create",
-            "dc2-kernel-drain": "create",
             "dc2-kernel-install": "create",
             "dc2-kernel-driver-rebuild": "create",
-            "dc2-kernel-uncordon": "create",
             **wave(2, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
-        info=["dc2-kernel-drain: part of the kernel upgrade"],
+        info=["dc2-kernel-install: part of the kernel upgrade"],
     ),
     Row(
         "a kernel pin on every domain upgrades them one after another, never the whole pool at once",
@@ -180,10 +179,8 @@ ROWS = [
                 step: "create"
                 for step in (
                     "kernel-login",
-                    "kernel-drain",
                     "kernel-install",
                     "kernel-driver-rebuild",
-                    "kernel-uncordon",
                 )
             },
             **{"gpu-ready": "update", "cuda-smoke-test": "replace"},
@@ -244,7 +241,10 @@ ROWS = [
             "gpu-platform-alert-rules": "update",
         },
         dangers=["dc3-vm is protected: the preview that `pulumi up` runs first fails on its delete"],
-        info=["dc3-node-cleanup deletes the Node object of the removed domain after its VM is gone"],
+        info=[
+            "dc3-node-cleanup deletes the Node object of the removed domain after its VM is gone",
+            "dc3-retire drains rke2-worker-dc3-gpu-a before its VM stops",
+        ],
     ),
     Row(
         "a new VM id replaces the protected VM: the provider forces it in CustomizeDiff, not in its schema",
@@ -273,6 +273,7 @@ ROWS = [
         ops={
             "dc1-vm": "replace",
             "dc1-node-cleanup": "update",
+            "dc1-retire": "update",
             "dc1-rollout": "update",
             "dc1-power-cycle": "update",
             "dc1-node-ready": "replace",
@@ -423,7 +424,7 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
     args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
     assert main(args) == 0
     document = json.loads((tmp_path / "diff.json").read_text())
-    assert set(document) == {"stack", "before", "changes", "dangers", "earlierRefusals", "wave"}
+    assert set(document) == {"stack", "before", "nodes", "changes", "dangers", "waveDangers", "earlierRefusals", "wave"}
     assert document["wave"] is None  # a removed domain has nothing to roll
     assert document["earlierRefusals"] == []
     assert document["stack"] == "prod" and document["dangers"] == 1
