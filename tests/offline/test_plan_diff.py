@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline.diff import DiffError, diff_configs, main
+from offline.diff import DiffError, diff_configs, main, settled_nodes
 from offline.plan_diff import Change, diff_recordings
 from offline.runner import read_stack_file
 from tests.chart_archive import package_chart
@@ -31,6 +31,33 @@ def prod() -> Config:
     return copy.deepcopy(read_stack_file("prod"))
 
 
+@dataclass(frozen=True)
+class NodeState:
+    """What a failed or interrupted wave leaves on one domain's Node, beside what the earlier file's `up` left."""
+
+    domain: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    kubelet: str | None = None
+
+    def apply(self, nodes: dict[str, Any]) -> dict[str, Any]:
+        """The same on a `kubectl get nodes -o json` answer (a copy)."""
+        nodes = copy.deepcopy(nodes)
+        for item in nodes["items"]:
+            if (item["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone") != self.domain:
+                continue
+            item["metadata"].setdefault("annotations", {}).update(self.annotations)
+            if self.unschedulable:
+                item["spec"]["unschedulable"] = True
+            if self.kubelet:
+                item["status"]["nodeInfo"]["kubeletVersion"] = self.kubelet
+        return nodes
+
+
+# dc1 as a wave's drain leaves it: cordoned, marked as the wave's, the turn's start recorded.
+MID_TURN = {"gpu-pool.dev/wave-cordoned": "dc1", "gpu-pool.dev/wave-turn": "2026-12-04T18:00:00Z"}
+
+
 @dataclass
 class Row:
     name: str
@@ -40,6 +67,8 @@ class Row:
     dangers: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     before: Callable[[Config], None] = lambda config: None
+    # The cluster's Nodes differ from what the earlier file's `up` leaves (`make diff NODES=`).
+    nodes: NodeState | None = None
 
 
 def secret(config: Config, key: str, ciphertext: str) -> None:
@@ -115,6 +144,22 @@ ROWS = [
         },
         replace_keys={"gpu-platform-time-slicing-config": ["data.a1000-x4"]},
         info=["is gone for a moment", "dc1-gpu-ready waits until rke2-worker-dc1-gpu-a advertises 2 GPUs"],
+    ),
+    Row(
+        "a wave stopped after dc1's drain resumes dc1 first, its agent already restarted: no second install",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.33.6+rke2r1"}),
+        before=keys_everywhere,
+        nodes=NodeState("dc1", MID_TURN, unschedulable=True, kubelet="v1.33.6+rke2r1"),
+        ops={
+            **wave(1, **{"device-plugin-restart": "create"}),
+            **wave(2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
+        },
+    ),
+    Row(
+        "a change reverted while dc1 is the wave's finishes dc1's turn: restart, gate, uncordon, record",
+        lambda c: None,
+        nodes=NodeState("dc1", MID_TURN, unschedulable=True),
+        ops=wave(1, **{"device-plugin-restart": "create"}),
     ),
     Row(
         "a join-token rotation rewrites no snippet and replaces no VM (A1)",
@@ -315,7 +360,8 @@ def test_a_day_2_change_does_what_the_engine_would_and_nothing_more(row: Row) ->
     row.before(before)
     row.before(after)
     row.change(after)
-    changes = diff_configs("prod", before, after)
+    nodes = row.nodes.apply(settled_nodes(before)) if row.nodes else None
+    changes = diff_configs("prod", before, after, nodes)
     assert {name: c.op for name, c in changed(changes).items()} == row.ops
     for name, keys in row.replace_keys.items():
         assert changed(changes)[name].replace_keys == keys
