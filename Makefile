@@ -60,11 +60,13 @@ preview: $(RUNTIME)
 	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
 
 # What a config change will do: make diff STACK=prod BEFORE=path/to/earlier/Pulumi.prod.yaml [AFTER=...]
+# [NODES=<a saved kubectl get nodes -o json>: plan against the cluster as it is, e.g. after a failed wave]
 BEFORE ?=
 AFTER ?=
+NODES ?=
 diff: $(RUNTIME)
 	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
-	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) --out $(OUT) $(ARGS)
+	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) $(if $(NODES),--nodes $(NODES)) --out $(OUT) $(ARGS)
 
 # The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.
 check: $(DEV)

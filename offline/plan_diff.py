@@ -298,12 +298,15 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
             # dependents first: only the preview `up` runs before applying keeps them.
             change.dangers.append(
                 f"{before.name} is protected: the preview that `pulumi up` runs first fails on its delete, so "
-                "nothing is applied; `pulumi up --skip-preview` would first delete what depends on it (the node's "
-                "labels and taint, its smoke test) and then stop. If you mean it, set the domain's protect: false "
-                "and run `pulumi up` first (or `pulumi state unprotect`)"
+                "nothing is applied; `pulumi up --skip-preview` would first drain the node and delete what depends "
+                "on it (its labels and taint, its smoke test) and then stop. If you mean it, set the domain's "
+                "protect: false and run `pulumi up` first (or `pulumi state unprotect`)"
             )
         if before.name.endswith("-node-cleanup"):
             change.info.append(f"{before.name} deletes the Node object of the removed domain after its VM is gone")
+        if before.name.endswith("-retire"):
+            node = str(before.inputs.get("delete", "")).split(" drain ", 1)[-1].split(" ", 1)[0]
+            change.info.append(f"{before.name} drains {node} before its VM stops (PodDisruptionBudgets respected)")
         _kind_notes(change, before, None)
         _operator_notes(change, before, None)
         return change

@@ -206,7 +206,8 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
             return (
                 False,
                 f"kubelet {running or 'unknown'}, {'Ready' if node_ready(node) else 'not Ready'}",
-                f"{name} is not Ready on kubelet {kubelet}: on the VM, journalctl -u rke2-agent",
+                f"{name} is not Ready on kubelet {kubelet}: on the VM, journalctl -u rke2-agent (the stack pins RKE2 "
+                f"{kubelet}: a node on another release is pending an RKE2 upgrade, which the plan shows)",
             )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
