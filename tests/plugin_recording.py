@@ -14,7 +14,8 @@ refuse: the proof that those checks can fail.
 
     python -m tests.plugin_recording profiles DIR       the documents (NAME.yaml) and the GPU run's order.txt
     python -m tests.plugin_recording record-config BIN  profile-config.json, from the profile-config binary
-    python -m tests.plugin_recording import-h200 DIR    tests/fixtures/deviceplugin/h200/ from gpu-run.sh's output
+    python -m tests.plugin_recording import-h200 RAW    tests/fixtures/deviceplugin/h200/ from gpu-run.sh's raw.tar.gz
+                                                        (--profiles DIR: the documents it ran on, as profiles.json)
 """
 
 from __future__ import annotations
@@ -170,6 +171,26 @@ def kubelet_report(name: str, mode: str = CDI, version_dir: Path = H200) -> dict
     return report
 
 
+def card(version_dir: Path = H200) -> dict[str, str]:
+    """The recorded machine's card, from its `nvidia-smi --query-gpu=...` CSV line in machine.txt."""
+    lines = (version_dir / "machine.txt").read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("name, driver_version"))
+    keys = [key.split(" ")[0] for key in lines[header].split(", ")]
+    return dict(zip(keys, lines[header + 1].split(", "), strict=True))
+
+
+def cdi_spec(version_dir: Path = H200) -> dict[str, Any]:
+    """The CDI spec the device plugin wrote (cdi-cri mode) for its resource."""
+    spec: dict[str, Any] = json.loads((version_dir / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json").read_text())
+    return spec
+
+
+def h200_documents() -> dict[str, str]:
+    """The profile documents the H200 run was given (gpu-run.sh's PROFILES_DIR, as `profiles` wrote it)."""
+    documents: dict[str, str] = json.loads((H200 / "profiles.json").read_text())
+    return documents
+
+
 def recorded_run_names(version_dir: Path = H200) -> list[str]:
     return sorted(p.stem for p in (version_dir / "gfd").glob("*.labels"))
 
@@ -244,6 +265,7 @@ def main() -> None:
     imported = sub.add_parser("import-h200")
     imported.add_argument("raw", type=Path, help="gpu-run.sh's raw.tar.gz")
     imported.add_argument("--target", type=Path, default=H200)
+    imported.add_argument("--profiles", type=Path, help="the PROFILES_DIR the run was given")
     args = parser.parse_args()
     if args.command == "profiles":
         write_profiles(args.directory)
@@ -253,6 +275,9 @@ def main() -> None:
         PROFILE_CONFIG_FIXTURE.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
     else:
         import_h200(args.raw, args.target)
+        if args.profiles:
+            documents = {p.stem: p.read_text() for p in sorted(args.profiles.glob("*.yaml"))}
+            (args.target / "profiles.json").write_text(json.dumps(documents, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
