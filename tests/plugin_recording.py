@@ -34,8 +34,11 @@ import annotated_types
 import yaml
 
 from components.gpu_platform.time_slicing import render_profile
+from config.loader import validate_stack
 from config.sharing import SharingProfile
+from config.stack import StackConfig
 from knowledge.gpu_operator import GPU_RESOURCE
+from offline.runner import ROOT_DIR, read_stack_file
 
 FIXTURES: Final = Path(__file__).resolve().parent / "fixtures" / "deviceplugin"
 PROFILE_CONFIG_FIXTURE: Final = FIXTURES / "profile-config.json"
@@ -68,6 +71,17 @@ def pinned_plugin() -> str:
 def shape(profile: SharingProfile) -> str:
     """The recorded name of the document the program renders for this profile (its name in a stack is free)."""
     return f"replicas-{profile.replicas}"
+
+
+def shipped_stacks() -> list[str]:
+    """The stacks the project ships (Pulumi.<name>.yaml beside the program)."""
+    return sorted(p.name.split(".")[1] for p in ROOT_DIR.glob("Pulumi.*.yaml"))
+
+
+def stack_config(stack: str) -> StackConfig:
+    """A shipped stack's validated config."""
+    raw = read_stack_file(stack)
+    return validate_stack({k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("gpu-pool:")})
 
 
 def program_documents() -> dict[str, str]:

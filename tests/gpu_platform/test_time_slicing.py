@@ -20,11 +20,8 @@ from components.gpu_platform.time_slicing import (
     build_time_slicing_config,
     build_time_slicing_configmap,
 )
-from config.loader import validate_stack
 from config.sharing import SharingProfile
-from config.stack import StackConfig
 from knowledge.gpu_operator import GPU_RESOURCE
-from offline.runner import ROOT_DIR, read_stack_file
 from tests.plugin_recording import (
     CDI,
     ENVVAR,
@@ -45,23 +42,19 @@ from tests.plugin_recording import (
     recorded_documents,
     recorded_run_names,
     shape,
+    shipped_stacks,
+    stack_config,
 )
 
 # The article's plan: dc1 and dc2 time-sliced x4, dc3 whole.
 ARTICLE_PROFILES = {"a1000-x4": SharingProfile(replicas=4), "whole": SharingProfile(replicas=1)}
 PROGRAM_SHAPES = list(program_documents())
-SHIPPED_STACKS = sorted(p.name.split(".")[1] for p in ROOT_DIR.glob("Pulumi.*.yaml"))
+SHIPPED_STACKS = shipped_stacks()
 H200_V020 = FIXTURES / "h200-v0.20.0"
 
 
 def replicas_of(name: str) -> int:
     return int(name.removeprefix("replicas-"))
-
-
-def stack_config(stack: str) -> StackConfig:
-    return validate_stack(
-        {k.split(":", 1)[1]: v for k, v in read_stack_file(stack).items() if k.startswith("gpu-pool:")}
-    )
 
 
 def parsed(profile: SharingProfile) -> dict[str, Any]:
