@@ -112,7 +112,31 @@ def wrong_documents() -> dict[str, str]:
 
 
 def recorded_documents() -> dict[str, str]:
+    """What the H200 ran: every program shape and the wrong ones."""
     return program_documents() | wrong_documents()
+
+
+_SHARED = "sharing:\n  {block}:\n    resources:\n    - name: {name}\n      replicas: {replicas}\n"
+# Documents the program never renders, for the plugin's loader only: the edges of the day-2 tool's own reading of a
+# profile (day2/sharing.py), which a cluster's ConfigMap edited by hand can hold.
+PROBES: Final = {
+    "probe-no-version": _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=4),
+    "probe-version-v2": "version: v2\n" + _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=4),
+    "probe-one-replica-entry": "version: v1\n" + _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=1),
+    "probe-no-resources": "version: v1\nsharing:\n  timeSlicing:\n    renameByDefault: false\n",
+    "probe-mps": "version: v1\n" + _SHARED.format(block="mps", name=GPU_RESOURCE, replicas=4),
+    "probe-other-resource": "version: v1\n"
+    + _SHARED.format(block="timeSlicing", name="nvidia.com/mig-1g.18gb", replicas=2),
+    "probe-explicit-rename": "version: v1\n"
+    + _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=3)
+    + "      rename: gpu.lab\n",
+    "probe-string-replicas": "version: v1\n" + _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas='"4"'),
+}
+
+
+def loader_documents() -> dict[str, str]:
+    """What the plugin's loader reads: everything the H200 ran, and the probes."""
+    return recorded_documents() | PROBES
 
 
 def run_order() -> list[tuple[str, str]]:
@@ -221,7 +245,7 @@ def write_profiles(directory: Path) -> None:
 
 def record_config(binary: Path) -> dict[str, Any]:
     """Run profile-config on every recorded document; what it prints, beside the documents it read."""
-    documents = recorded_documents()
+    documents = loader_documents()
     done = subprocess.run([str(binary)], input=json.dumps(documents), capture_output=True, text=True, check=True)
     readings = json.loads(done.stdout)
     profiles = {name: {"document": documents[name], "reading": readings[name]} for name in sorted(documents)}

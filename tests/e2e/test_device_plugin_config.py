@@ -14,10 +14,10 @@ import pytest
 from tests.e2e.servers import Tools
 from tests.plugin_recording import (
     WRONG_SHAPES,
+    loader_documents,
     program_documents,
     reading_differences,
     recorded_config,
-    recorded_documents,
 )
 
 
@@ -25,7 +25,7 @@ from tests.plugin_recording import (
 def readings(e2e_tools: Tools) -> dict[str, Any]:
     done = subprocess.run(
         [str(e2e_tools.profile_config)],
-        input=json.dumps(recorded_documents()),
+        input=json.dumps(loader_documents()),
         capture_output=True,
         text=True,
         check=True,

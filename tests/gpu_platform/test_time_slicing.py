@@ -34,6 +34,7 @@ from tests.plugin_recording import (
     gfd_labels,
     h200_documents,
     kubelet_report,
+    loader_documents,
     max_replicas,
     pinned_plugin,
     program_documents,
@@ -86,7 +87,7 @@ def test_a_whole_card_profile_has_no_sharing_block() -> None:
 def test_the_plugins_recorded_reading_is_of_exactly_the_documents_the_program_renders_today() -> None:
     recorded = {name: entry["document"] for name, entry in recorded_config()["profiles"].items()}
 
-    assert recorded == recorded_documents(), (
+    assert recorded == loader_documents(), (
         "a rendered profile changed since the plugin's loader read it: `make e2e-tools`, then "
         "`python -m tests.plugin_recording record-config .tools/e2e/bin/profile-config` (docs/verification.md)"
     )
