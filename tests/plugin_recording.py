@@ -10,7 +10,8 @@ source written here. Two recordings, kept under tests/fixtures/deviceplugin/ (CI
 
 The recorded documents are every profile the program can render (replicas 1 to the most SharingProfile allows:
 a profile is its replica count, nothing else) and a few deliberately wrong shapes, which the checks below must
-refuse: the proof that those checks can fail.
+refuse: the proof that those checks can fail. The loader also reads a few hand-edited edge cases (PROBES), which
+doctor's own reading of a profile (day2/sharing.py) must agree with.
 
     python -m tests.plugin_recording profiles DIR       the documents (NAME.yaml) and the GPU run's order.txt
     python -m tests.plugin_recording record-config BIN  profile-config.json, from the profile-config binary
