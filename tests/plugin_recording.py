@@ -95,8 +95,8 @@ def _wrong(change: str) -> str:
     time_slicing = document["sharing"]["timeSlicing"]
     if change == "rename-under-flags":
         # k8s-device-plugin#1433's shape: the two sharing flags where the command-line flags live.
-        document["flags"]["renameByDefault"] = time_slicing.pop("renameByDefault")
-        document["flags"]["failRequestsGreaterThanOne"] = time_slicing.pop("failRequestsGreaterThanOne")
+        document["flags"]["renameByDefault"] = time_slicing.pop("renameByDefault", False)
+        document["flags"]["failRequestsGreaterThanOne"] = time_slicing.pop("failRequestsGreaterThanOne", False)
     elif change == "sharing-under-flags":
         document["flags"]["timeSlicing"] = document.pop("sharing")["timeSlicing"]
     elif change == "renamed":
