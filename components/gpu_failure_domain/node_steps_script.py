@@ -424,6 +424,14 @@ def main() -> int:
     except StepFailed as error:
         print(f"gpu-pool: {error}", file=sys.stderr)
         wave = os.environ.get("WAVE_DOMAIN")
+        stopped = os.environ.get("WAVE_STOPPED_ANNOTATION")
+        if wave and stopped:
+            # The node stays cordoned: it says why, for `kubectl describe node` and the next plan.
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            note = f"gate {env('GPU_POOL_STEP')} failed at {when}: {error}"[:1000]
+            Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))).run(
+                "annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}"
+            )
         if wave:
             print(
                 f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "

@@ -9,6 +9,7 @@ The Node's annotations are the contract between a wave and the next preview:
 - WAVE_CORDON_ANNOTATION: the wave cordoned this node (only set when the drain found it schedulable), so only the
   wave's last step uncordons it; a node someone else cordoned stays cordoned.
 - WAVE_TURN_ANNOTATION: when a turn's drain started; present until that turn's last step: a turn in progress.
+- WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from knowledge.kubernetes import HOSTNAME_LABEL
 ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
+WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"
@@ -42,6 +44,7 @@ class ObservedNode:
     unschedulable: bool = False
     wave_cordoned: str | None = None
     wave_turn: str | None = None
+    wave_stopped: str | None = None
 
     @property
     def turn_in_progress(self) -> bool:
@@ -81,6 +84,7 @@ def observed_node(item: Mapping[str, Any]) -> ObservedNode:
         unschedulable=bool((item.get("spec") or {}).get("unschedulable")),
         wave_cordoned=annotations.get(WAVE_CORDON_ANNOTATION) or None,
         wave_turn=annotations.get(WAVE_TURN_ANNOTATION) or None,
+        wave_stopped=annotations.get(WAVE_STOPPED_ANNOTATION) or None,
     )
 
 
