@@ -272,6 +272,15 @@ def test_a_failed_rke2_wave_resumes_at_the_failed_domain_even_with_its_kubelet_o
     assert done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
 
 
+def test_a_driver_bump_drains_each_domain_only_after_the_operators_new_release_one_domain_at_a_time() -> None:
+    """FIELD-REVIEW-4 WRONG-3: the operator upgrades the node the wave cordons, so the wave must cordon after the
+    release is in (its upgrade slots: tests/gpu_platform/test_operator_values.py)."""
+    _, wave, plan = scenario("driver", "serving")
+    assert wave.batches == [["dc1"], ["dc2"], ["dc3"]]
+    assert plan.step("wave-drain").platform == ("operator",)
+    assert plan.step("wave-gate").platform == ("operator",)
+
+
 def test_a_reverted_change_on_a_node_the_wave_cordoned_gates_and_uncordons_it() -> None:
     """FIELD-REVIEW-4 WRONG-2: the sharing edit is reverted while dc1 is the wave's; dc1 is not left cordoned."""
     before = prod()
