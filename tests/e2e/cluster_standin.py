@@ -10,9 +10,10 @@ writing through the API server as each would, is what no upstream program can do
   VM's CPUs and memory, RKE2's kubelet version, a new bootID per VM start. KWOK then keeps it Ready;
 - Node Feature Discovery's labels for what its worker would read from the VM's PCI bus and /etc/os-release (the
   card's vendor 10de, Ubuntu 24.04, the kernel): NFD's worker pod runs under KWOK, but there is no card to read;
-- the device plugin's report of a GPU node's `nvidia.com/gpu` capacity (the slots its sharing-profile label and the
-  time-slicing ConfigMap say, replicas per card), once the operator's device-plugin pod on it is Ready: its pod runs
-  under KWOK, but there is no card to enumerate.
+- the device plugin's report of a GPU node's `nvidia.com/gpu` capacity, once the operator's device-plugin pod on it
+  is Ready: its pod runs under KWOK, but there is no card to enumerate. The number is what the real plugin
+  advertised on an H200 under the document the node's sharing-profile label names, per card, times its cards
+  (tests/e2e/plugin_capacity.py).
 What it writes is this status and these labels, never the objects the stack or a controller writes.
 """
 
@@ -42,6 +43,7 @@ from knowledge.gpu_operator import (
 )
 from tests.e2e.monitoring_crds import PROMETHEUS_CRD, SERVICE_MONITOR_CRD, rancher_monitoring_prometheus
 from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
+from tests.e2e.plugin_capacity import advertised
 from tests.e2e.proxmox_api import ProxmoxState
 
 SHARING_LABEL = DEVICE_PLUGIN_CONFIG_LABEL
@@ -147,20 +149,17 @@ class ClusterStandIn:
             if node is None:
                 continue
             profile = (node["metadata"].get("labels") or {}).get(SHARING_LABEL)
-            slots = str(profiles.get(profile or "", 1)) if domain.hostname in running else "0"
+            slots = str(advertised(profiles, profile, len(domain.cards)) if domain.hostname in running else 0)
             if (node.get("status") or {}).get("allocatable", {}).get(GPU, "0") != slots:
                 self.api.merge_status(
                     f"/api/v1/nodes/{domain.hostname}", {"capacity": {GPU: slots}, "allocatable": {GPU: slots}}
                 )
 
-    def _profiles(self, namespace: str) -> dict[str, int]:
-        """Replicas per card of each time-slicing profile, as the device plugin reads them from the ConfigMap."""
+    def _profiles(self, namespace: str) -> dict[str, str]:
+        """The time-slicing ConfigMap's documents, by profile name (the device plugin's capacity under each comes
+        from its recorded run: tests/e2e/plugin_capacity.py)."""
         config = self.api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{TIME_SLICING_CONFIGMAP}")
-        replicas: dict[str, int] = {}
-        for name, text in ((config or {}).get("data") or {}).items():
-            resources = (yaml.safe_load(text).get("sharing") or {}).get("timeSlicing", {}).get("resources") or []
-            replicas[name] = sum(int(r.get("replicas", 1)) for r in resources if r.get("name") == GPU) or 1
-        return replicas
+        return dict((config or {}).get("data") or {})
 
 
 def _ready(pod: dict[str, Any]) -> bool:

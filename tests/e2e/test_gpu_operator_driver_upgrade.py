@@ -1,14 +1,15 @@
 """A driver bump under the GPU Operator's own upgrade controller, with the upgrade policy a day-2 wave needs.
 
 FIELD-REVIEW-4 WRONG-3: with the chart's default policy (`maxUnavailable: 25%`) the operator picks a node of its own
-and upgrades it while the wave drains another. The wave's values (issue 25) are `autoUpgrade: true` and zero
-`maxUnavailable`: `GetUpgradesAvailable` then gives no slot, and only a node that is already cordoned proceeds
-(vendored k8s-operator-libs pkg/upgrade/upgrade_inplace.go, "progess with manually cordoned nodes").
+and upgrades it while the wave drains another. The program's values for waves (operator_values.py
+DRIVER_UPGRADE_POLICY) are `autoUpgrade: true` and zero `maxUnavailable`: `GetUpgradesAvailable` then gives no slot,
+and only a node that is already cordoned proceeds (vendored k8s-operator-libs pkg/upgrade/upgrade_inplace.go,
+"progess with manually cordoned nodes").
 
 Run here by the operator's controller itself (v26.7.0, built from source) on a control plane of this module's own,
 over three GPU Nodes as prod's domains register (KWOK runs the operand pods, kube-controller-manager's DaemonSet
 controller replaces the driver pod the operator deletes): the chart rendered with the release values the program
-passes and the wave's policy, then the ClusterPolicy's driver bumped twice while the test cordons nodes as a wave
+passes, then the ClusterPolicy's driver bumped twice while the test cordons nodes as a wave
 does. A watcher samples every node throughout; the tests read what it saw.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.gpu_platform.operator_values import DRIVER_UPGRADE_POLICY
 from knowledge.gpu_operator import DRIVER_POD_SELECTOR, DRIVER_UPGRADE_STATE_LABEL
 from tests.e2e.chart import CHART_VERSION, RELEASE_RESOURCE, helm, package_chart
 from tests.e2e.cluster_programs import apply_objects, running_gpu_operator
@@ -35,10 +37,6 @@ from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
 
-# What issue 25 gives the chart for a wave: the operator upgrades no node of its own choosing, only the one the wave
-# cordons. Zero as "0%": the chart renders `maxUnavailable | default "25%"`, and Sprig's `default` takes an integer 0
-# for empty (see test_an_integer_zero_max_unavailable_is_rendered_as_the_charts_25_percent).
-WAVE_UPGRADE_POLICY = {"autoUpgrade": True, "maxUnavailable": "0%"}
 # The operator's own mark on a node that was unschedulable when its upgrade began: such a node is left cordoned at
 # the end (k8s-operator-libs pkg/upgrade/consts.go UpgradeInitialStateAnnotationKeyFmt, driver name "gpu").
 INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
@@ -54,12 +52,10 @@ SAMPLE_SECONDS = 0.5
 UPGRADE_SECONDS = 300
 
 
-def release_values(stack: Previewed, policy: dict[str, Any]) -> dict[str, Any]:
-    """The values the stack's Release carries, with `policy` as the driver's upgrade policy where the program does not
-    set one yet (issue 25 wires the wave to it)."""
+def release_values(stack: Previewed) -> dict[str, Any]:
+    """The values the stack's Release carries, the driver's upgrade policy for a wave among them
+    (components/gpu_platform/operator_values.py DRIVER_UPGRADE_POLICY)."""
     values: dict[str, Any] = copy.deepcopy(stack.resource(RELEASE_RESOURCE)["inputs"]["values"])
-    driver = values.setdefault("driver", {})
-    driver["upgradePolicy"] = {**policy, **(driver.get("upgradePolicy") or {})}
     return values
 
 
@@ -191,9 +187,7 @@ def scenario(
             docs = load_documents(manifest.read_text())
             if all(d["kind"] == "ConfigMap" and d["metadata"].get("namespace") == namespace for d in docs):
                 kubectl.server_side_apply(manifest, dry_run=False)
-        objects = render(
-            e2e_tools, archive, work / "render", namespace, release_values(prod_stack, WAVE_UPGRADE_POLICY)
-        )
+        objects = render(e2e_tools, archive, work / "render", namespace, release_values(prod_stack))
         apply_objects(kubectl, objects, field_manager="helm")
         for domain in cfg.failure_domains:
             labels, taints = rke2_registration(domain, cfg.rke2, prod_stack.marking)
@@ -268,11 +262,12 @@ def run_scenario(plane: ControlPlane, watch: Watch, seen: dict[str, dict[str, Sa
     assert node_ready(kubectl, hosts["dc3"])
 
 
-def test_the_chart_and_the_crd_keep_the_wave_upgrade_policy(scenario: Scenario) -> None:
-    assert scenario.policy_rendered["autoUpgrade"] is True
-    assert scenario.policy_rendered["maxUnavailable"] == "0%"
-    assert scenario.policy_stored["autoUpgrade"] is True
-    assert scenario.policy_stored["maxUnavailable"] == "0%", "the CRD (int-or-string) keeps it as the chart wrote it"
+def test_the_chart_and_the_crd_keep_the_upgrade_policy_the_program_passes_for_waves(
+    scenario: Scenario, prod_stack: Previewed
+) -> None:
+    assert release_values(prod_stack)["driver"]["upgradePolicy"] == dict(DRIVER_UPGRADE_POLICY)
+    assert (scenario.policy_rendered["autoUpgrade"], scenario.policy_rendered["maxUnavailable"]) == (True, 0)
+    assert (scenario.policy_stored["autoUpgrade"], scenario.policy_stored["maxUnavailable"]) == (True, 0)
 
 
 def test_an_integer_zero_max_unavailable_is_rendered_as_the_charts_25_percent(
@@ -280,7 +275,7 @@ def test_an_integer_zero_max_unavailable_is_rendered_as_the_charts_25_percent(
 ) -> None:
     # templates/clusterpolicy.yaml: `maxUnavailable : {{ .Values.driver.upgradePolicy.maxUnavailable | default "25%" }}`
     archive = package_chart(e2e_tools, upstream, tmp_path)
-    values = release_values(prod_stack, {"autoUpgrade": True, "maxUnavailable": 0})
+    values = release_values(prod_stack)
     values["driver"]["upgradePolicy"]["maxUnavailable"] = 0
     objects = render(e2e_tools, archive, tmp_path / "render", "gpu-operator", values)
     assert cluster_policy(objects)["spec"]["driver"]["upgradePolicy"]["maxUnavailable"] == "25%"

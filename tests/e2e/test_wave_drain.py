@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.rollout import WAVE_CORDON_ANNOTATION
-from offline.diff import _deployed, deployed_from
+from components.gpu_failure_domain.observed import WAVE_CORDON_ANNOTATION
+from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
 from tests.e2e.control_plane import ControlPlane, node_ready, register_node
 from tests.e2e.kube import Kubectl
@@ -46,7 +46,7 @@ def drain_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
         domain["sshAuthorizedKeys"] = [KEY]
     after = copy.deepcopy(before)
     after["gpu-pool:rke2"]["version"] = NEW_RKE2
-    with _deployed(deployed_from(before)):
+    with observing(settled_nodes(before)):
         return run_preview("prod", after, tmp_path_factory.mktemp("drain"))
 
 
