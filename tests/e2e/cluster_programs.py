@@ -60,7 +60,8 @@ NOT_APPLIED = {"Deployment", "Job", "CronJob", "Pod"}
 KYVERNO_POLICY_WEBHOOK = "kyverno-policy-validating-webhook-cfg"
 TOKEN_DURATION = "24h"
 OPERATOR_ASSETS_MOUNT = "/opt/gpu-operator"
-GPU_OPERATOR_SOURCE = "gpu-operator-src/v26.7.0"
+OPERATOR_VERSION = "v26.7.0"
+GPU_OPERATOR_SOURCE = f"gpu-operator-src/{OPERATOR_VERSION}"
 LAUNCH_POLL_SECONDS = 0.5
 # The operator's upgrade controller reconciles on its own node labels, its driver DaemonSets' generation and every
 # 2 minutes (controllers/upgrade_controller.go plannedRequeueInterval): a driver pod it deleted and KWOK restarted,
@@ -280,12 +281,25 @@ def in_operator_mount_namespace(argv: list[str], assets: Path) -> list[str]:
 
 def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstream: Path, processes: Processes) -> int:
     """Start the operator's controller as its chart's Deployment `gpu-operator` in `namespace` declares it; returns
-    the loopback port of its health probes."""
+    the loopback port of its health probes.
+
+    It runs as the Deployment's ServiceAccount when the chart is the release built here. A change-table row on the
+    26.3 line installs that chart, whose operator image this tier cannot build (only v26.7.0's source is at hand):
+    the v26.7.0 controller then reconciles the 26.3 ClusterPolicy with the admin's credentials, because 26.3's
+    ClusterRole does not hold what 26.7's operands are granted (resource.k8s.io resourceclaims), which it may only
+    grant holding it."""
     kubectl = plane.kubectl
     deployment = kubectl.json("-n", namespace, "get", "deployment", "gpu-operator")
     operator = container_of(deployment, "gpu-operator", "gpu-operator-e2e")
     (probe_port,) = free_ports(1)
-    config = service_account_kubeconfig(kubectl, plane, namespace, operator.service_account)
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    log = operator_log(plane)
+    if image.rsplit(":", 1)[-1] == OPERATOR_VERSION:
+        config = service_account_kubeconfig(kubectl, plane, namespace, operator.service_account)
+    else:
+        config = plane.kubeconfig
+        with log.open("a") as out:
+            out.write(f"e2e: the chart runs {image}; the controller built here, {OPERATOR_VERSION}, runs as admin\n")
     argv = [
         str(tools.gpu_operator),
         *operator.args,
@@ -297,7 +311,7 @@ def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstre
     processes.spawn(
         "gpu-operator",
         in_operator_mount_namespace(argv, operator_assets(upstream)),
-        operator_log(plane),
+        log,
         {**operator.env, "KUBECONFIG": str(config)},
     )
     return probe_port
@@ -355,30 +369,40 @@ def running_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upst
 @dataclass
 class OperatorLauncher:
     """What the kubelet would do for the operator's pod: once the chart's pod is Running (scheduled by kube-scheduler,
-    run by KWOK), its container starts, here the operator's process. `errors` holds what went wrong in the thread."""
+    run by KWOK), its container starts, here the operator's process; when a chart upgrade rolls the Deployment to a
+    new pod, the process is started again from the new Deployment. `errors` holds what went wrong in the thread."""
 
     errors: list[str]
     processes: Processes
+    # The operator pods a process was started for, in order.
+    pods: list[str]
 
 
 @contextlib.contextmanager
 def gpu_operator_once_installed(
     tools: Tools, plane: ControlPlane, namespace: str, upstream: Path
 ) -> Iterator[OperatorLauncher]:
-    """Start the operator's process when `pulumi up` has installed the chart and its pod runs, until the block ends."""
-    launcher = OperatorLauncher([], Processes([]))
+    """Run the operator's process for the chart's operator pod, from when `pulumi up` installs it, until the block
+    ends."""
+    launcher = OperatorLauncher([], Processes([]), [])
     stopping = threading.Event()
 
     def watch() -> None:
+        # One thread starts every process and lives until the block ends: a process dies with the thread that
+        # started it (PR_SET_PDEATHSIG follows the thread).
         while not stopping.is_set():
             try:
                 pods = plane.kubectl.json("-n", namespace, "get", "pods", "-l", "app=gpu-operator")["items"]
-                if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+                running = sorted(
+                    (p["metadata"]["creationTimestamp"], p["metadata"]["name"])
+                    for p in pods
+                    if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+                )
+                if running and (not launcher.pods or running[-1][1] != launcher.pods[-1]):
+                    launcher.processes.stop()
+                    launcher.processes = Processes([])
                     start_gpu_operator(tools, plane, namespace, upstream, launcher.processes)
-                    # The process dies with the thread that started it (PR_SET_PDEATHSIG follows the thread):
-                    # this one lives until the block ends.
-                    stopping.wait()
-                    return
+                    launcher.pods.append(running[-1][1])
             except Exception as error:  # reported at the block's end: a thread cannot fail the test itself
                 launcher.errors.append(repr(error))
                 return

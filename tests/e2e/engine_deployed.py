@@ -102,6 +102,8 @@ class Deployed:
     base: dict[str, Any]
     # The secret values the stack file holds now, so that only a changed one is set again.
     secrets: dict[str, str]
+    # The smoke tests' pods and events as the first `up` left them: a later wave's drain evicts a finished pod.
+    first_smoke: dict[str, Any]
 
     def config_with(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         config = copy.deepcopy(self.base)
@@ -137,6 +139,8 @@ def deploy(
             (work / "home").mkdir()
             stack = new_stack(engine, work / "engine", STACK, base, path, env)
             stack.up()
-            yield Deployed(stack, pve, standin, plane, operator, base, dict(SECRETS))
+            smoke = ["-n", config.smoke_test.namespace, "get"]
+            first_smoke = {"pods": plane.kubectl.json(*smoke, "pods"), "events": plane.kubectl.json(*smoke, "events")}
+            yield Deployed(stack, pve, standin, plane, operator, base, dict(SECRETS), first_smoke)
         assert not standin.errors, standin.errors[:5]
         assert not operator.errors, operator.errors[:5]
