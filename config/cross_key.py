@@ -3,6 +3,7 @@ single-key mistake still hears about its cross-key ones in the same run."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
 from config.kyverno import KyvernoConfig
+from config.monitoring import MonitoringConfig
 from config.proxmox import ProxmoxConfig
+from config.rke2 import Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
@@ -31,7 +34,11 @@ PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, Sharing
 
 @dataclass
 class StackParts:
-    """The parts of a stack config the rules read; None (or a missing domain) where that part did not parse."""
+    """The parts of a stack config the rules read; None (or a missing domain) where that part did not parse.
+
+    A domain with a single-key mistake still takes part: the keys that failed are listed in `unknown` (by the
+    domain's label) and stand in with placeholders that no rule reads, so a duplicate hostname is still reported
+    beside a malformed PCI address of the same domain."""
 
     domains: list[tuple[str, FailureDomainConfig]] = field(default_factory=list)
     profiles: Mapping[str, SharingProfile] | None = None
@@ -42,6 +49,14 @@ class StackParts:
     smoke_namespace: str | None = None
     smoke_image: str | None = None
     rollout: RolloutConfig | None = None
+    rke2: Rke2Config | None = None
+    monitoring: MonitoringConfig | None = None
+    smoke: SmokeTestConfig | None = None
+    unknown: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def known(self, label: str, attr: str) -> bool:
+        """Whether a domain's `attr` parsed (a placeholder stands in where it did not)."""
+        return attr not in self.unknown.get(label, frozenset())
 
 
 def parts_of(cfg: StackConfig) -> StackParts:
@@ -56,6 +71,9 @@ def parts_of(cfg: StackConfig) -> StackParts:
         smoke_namespace=cfg.smoke_test.namespace,
         smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
         rollout=cfg.rollout,
+        rke2=cfg.rke2,
+        monitoring=cfg.monitoring,
+        smoke=cfg.smoke_test,
     )
 
 
@@ -66,15 +84,70 @@ def _parsed(parse: Any, value: Any) -> Any:
         return None
 
 
+_FIELD_BY_ALIAS = {(f.alias or name): name for name, f in FailureDomainConfig.model_fields.items()}
+# Values a required key of a domain takes while its own failed to parse: valid, and never read by a rule.
+_CARD_PLACEHOLDER = {
+    "pciAddress": "0000:00:00",
+    "vendorDeviceId": "10de:2204",
+    "model": "unknown",
+    "iommuGroup": 0,
+    "subsystemId": "10de:0000",
+}
+
+
+def _placeholder(alias: str, index: int) -> Any:
+    return {
+        "name": f"unparsed-{index}",
+        "proxmoxNode": f"unparsed-{index}",
+        "hostname": f"unparsed-{index}",
+        "vmId": 100 + index,
+        "sharing": f"unparsed-{index}",
+        "gpu": _CARD_PLACEHOLDER,
+    }.get(alias)
+
+
+def partial_domain(item: Any, index: int) -> tuple[FailureDomainConfig, frozenset[str]] | None:
+    """The domain with the keys that failed replaced by placeholders, and which those are (their attribute names);
+    None when the failure is not a key's own (a rule across the domain's keys, or not a map at all)."""
+    if not isinstance(item, Mapping):
+        return None
+    data = dict(item)
+    unknown: set[str] = set()
+    for _ in range(len(_FIELD_BY_ALIAS)):
+        try:
+            return FailureDomainConfig.model_validate(data), frozenset(unknown)
+        except ValidationError as error:
+            failed = {str(e["loc"][0]) for e in error.errors() if e["loc"] and isinstance(e["loc"][0], str)}
+            if not failed or not failed <= set(_FIELD_BY_ALIAS) or any(not e["loc"] for e in error.errors()):
+                return None
+            for alias in failed:
+                if alias in ("gpu", "gpus"):
+                    data.pop("gpus", None)
+                    data["gpu"] = _CARD_PLACEHOLDER
+                    unknown.add("cards")
+                    continue
+                replacement = _placeholder(alias, index)
+                if replacement is None:
+                    data.pop(alias, None)
+                else:
+                    data[alias] = replacement
+                unknown.add(_FIELD_BY_ALIAS[alias])
+    return None
+
+
 def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
     """What parses of a stack config that as a whole did not."""
     domains_raw = raw.get("failureDomains")
     domains: list[tuple[str, FailureDomainConfig]] = []
+    unknown: dict[str, frozenset[str]] = {}
     if isinstance(domains_raw, list):
         for index, item in enumerate(domains_raw):
-            domain = _parsed(FailureDomainConfig.model_validate, item)
-            if domain is not None:
-                domains.append((domain_label(domains_raw, index), domain))
+            found = partial_domain(item, index)
+            if found is not None:
+                label = domain_label(domains_raw, index)
+                domains.append((label, found[0]))
+                if found[1]:
+                    unknown[label] = found[1]
     operator = _parsed(GpuOperatorConfig.model_validate, raw.get("gpuOperator", {}))
     smoke = _parsed(SmokeTestConfig.model_validate, raw.get("smokeTest", {}))
     return StackParts(
@@ -87,15 +160,20 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         smoke_namespace=smoke.namespace if smoke else None,
         smoke_image=smoke.image if smoke and smoke.enabled else None,
         rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
+        rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
+        monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
+        smoke=smoke,
+        unknown=unknown,
     )
 
 
 def _duplicates(parts: StackParts, attr: str, what: str, why: str) -> list[str]:
-    counts = Counter(getattr(domain, attr) for _, domain in parts.domains)
+    known = [(label, domain) for label, domain in parts.domains if parts.known(label, attr)]
+    counts = Counter(getattr(domain, attr) for _, domain in known)
     problems: list[str] = []
     seen: dict[Any, str] = {}
     alias = FailureDomainConfig.model_fields[attr].alias or attr
-    for label, domain in parts.domains:
+    for label, domain in known:
         value = getattr(domain, attr)
         if counts[value] > 1 and value in seen:
             problems.append(
@@ -144,16 +222,17 @@ def cross_key_problems(parts: StackParts) -> list[str]:
             ": a failure domain is a physical host, and two GPU domains on one host both die with it",
         ),
     ]
+    problems += _address_problems(parts)
     for label, domain in parts.domains:
         where = f"gpu-pool:failureDomains[{label}]"
-        if parts.profiles is not None and domain.sharing not in parts.profiles:
+        if parts.profiles is not None and parts.known(label, "sharing") and domain.sharing not in parts.profiles:
             defined = ", ".join(sorted(parts.profiles))
             problems.append(
                 f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
                 f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
                 "takes that card from 1 schedulable GPU to 0"
             )
-        if domain.kernel is not None and not domain.ssh_authorized_keys:
+        if domain.kernel is not None and not domain.ssh_authorized_keys and parts.known(label, "ssh_authorized_keys"):
             no_key = (
                 f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
                 "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
@@ -163,6 +242,7 @@ def cross_key_problems(parts: StackParts) -> list[str]:
                 problems.append(no_key)
         if (
             parts.proxmox is not None
+            and parts.known(label, "proxmox_node")
             and parts.proxmox.ssh.port != DEFAULT_SSH_PORT
             and domain.proxmox_node not in parts.proxmox.ssh.node_addresses
         ):
@@ -173,7 +253,10 @@ def cross_key_problems(parts: StackParts) -> list[str]:
                 f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
                 f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
             )
-        problems += _card_problems(where, domain, parts.profiles)
+        if not parts.known(label, "cards"):
+            continue
+        if parts.known(label, "sharing"):
+            problems += _card_problems(where, domain, parts.profiles)
         problems += card_driver_problems(where, domain, parts.operator)
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
         if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
@@ -204,9 +287,54 @@ def cross_key_problems(parts: StackParts) -> list[str]:
     return problems + _rollout_problems(parts)
 
 
+def _address_problems(parts: StackParts) -> list[str]:
+    """Static addresses across domains: two VMs with one address both lose their traffic (ARP decides per packet),
+    and a VM on another domain's gateway takes the subnet's route away; the Proxmox nodes' own addresses too."""
+    problems: list[str] = []
+    owners: dict[ipaddress.IPv4Address, str] = {}
+    gateways: dict[ipaddress.IPv4Address, str] = {}
+    statics = [
+        (label, domain)
+        for label, domain in parts.domains
+        if parts.known(label, "network") and domain.network.ipv4 != "dhcp"
+    ]
+    for label, domain in statics:
+        if domain.network.gateway is not None:
+            gateways.setdefault(ipaddress.IPv4Address(domain.network.gateway), label)
+    nodes: dict[ipaddress.IPv4Address, str] = {}
+    if parts.proxmox is not None:
+        for node, address in parts.proxmox.ssh.node_addresses.items():
+            try:
+                nodes[ipaddress.IPv4Address(address)] = node
+            except ValueError:
+                continue  # a host name: nothing to compare
+    for label, domain in statics:
+        ip = ipaddress.IPv4Interface(domain.network.ipv4).ip
+        key = f"gpu-pool:failureDomains[{label}].network.ipv4"
+        if ip in owners:
+            problems.append(
+                f"{key}: {ip} is already failureDomains[{owners[ip]}]'s address; two VMs with one address "
+                "both lose traffic: give each VM its own"
+            )
+        elif ip in gateways and gateways[ip] != label:
+            problems.append(
+                f"{key}: {ip} is failureDomains[{gateways[ip]}]'s gateway: the VM would take the router's "
+                "address and cut that subnet off: give the VM a free address"
+            )
+        elif ip in nodes:
+            problems.append(
+                f"{key}: {ip} is the Proxmox node {nodes[ip]}'s address "
+                "(gpu-pool:proxmox.ssh.nodeAddresses): give the VM a free address"
+            )
+        owners.setdefault(ip, label)
+    return problems
+
+
 def _rollout_problems(parts: StackParts) -> list[str]:
     if parts.rollout is None:
         return []
+    if any(not parts.known(label, "name") for label, _ in parts.domains):
+        return []  # a domain whose name did not parse: which names exist cannot be told
     names = [domain.name for _, domain in parts.domains]
     problems: list[str] = []
     for name, count in Counter(parts.rollout.order or []).items():

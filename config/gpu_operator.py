@@ -48,6 +48,21 @@ def _dcgm_exporter_resources_default() -> ResourceRequirements:
     return ResourceRequirements(limits=ComputeQuantities(memory="1Gi"))
 
 
+def _over_default(value: Any, default: ResourceRequirements) -> Any:
+    """A resources block as given, over the default one: `limits: {memory: 8Gi}` keeps the default CPU limit,
+    where replacing the block would drop it silently; `cpu: null` removes a default on purpose."""
+    if not isinstance(value, Mapping):
+        return value
+    base = default.model_dump(by_alias=True)
+    merged: dict[str, Any] = dict(value)
+    for section, quantities in base.items():
+        given = value.get(section)
+        if section in value and not isinstance(given, Mapping):
+            continue  # a mistake (a scalar, null): the model says what is wrong with it
+        merged[section] = {**{k: v for k, v in quantities.items() if v is not None}, **(given or {})}
+    return merged
+
+
 # Settings earlier gpu-pool versions had under gpuOperator.toolkit, and why they are gone: a stack file that
 # still sets one is told what happened instead of "unknown key".
 REMOVED_TOOLKIT_KEYS: Final[Mapping[str, str]] = {
@@ -174,6 +189,16 @@ class GpuOperatorConfig(ConfigModel):
         default_factory=dict,
         description="further chart values, deep-merged last; may not undo a value gpu-pool sets to prevent a trap",
     )
+
+    @field_validator("driver_resources", mode="before")
+    @classmethod
+    def _driver_resources_over_default(cls, value: Any) -> Any:
+        return _over_default(value, _driver_resources_default())
+
+    @field_validator("dcgm_exporter_resources", mode="before")
+    @classmethod
+    def _dcgm_resources_over_default(cls, value: Any) -> Any:
+        return _over_default(value, _dcgm_exporter_resources_default())
 
     @field_validator("chart_version")
     @classmethod

@@ -11,7 +11,15 @@ from pydantic import Field, field_validator
 from config.base import ConfigModel
 from config.validators import https_url
 
+# A Proxmox volume id, `<datastore>:<content type>/<file>` (pve-storage src/PVE/Storage/Plugin.pm parse_volname).
 FILE_ID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:(import|iso|vztmpl)/[^/\s]+$")
+# What the VM's disk can be imported from: qemu-server's `import-from` takes only an `images` or `import` volume
+# ("has wrong type '$vtype' - needs to be 'images' or 'import'", src/PVE/API2/Qemu.pm @ e6352be6), and an `import`
+# volume is one of .ova, .ovf, .qcow2, .raw or .vmdk, case as written (pve-storage src/PVE/Storage.pm
+# IMPORT_EXT_RE_1 and Plugin.pm parse_volname @ 0c56bad8); a disk image, not an .ova or .ovf appliance.
+# pve-common PVE/JSONSchema.pm parse_storage_id: "storage ID '...' contains illegal characters".
+STORAGE_ID = re.compile(r"^[a-zA-Z][-a-zA-Z0-9_.]*[a-zA-Z0-9]$")
+IMPORT_DISK = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:import/[-A-Za-z0-9.+=_]+\.(qcow2|raw|vmdk)$")
 
 
 class ProxmoxSshConfig(ConfigModel):
@@ -43,11 +51,19 @@ class ProxmoxConfig(ConfigModel):
         default="apiToken",
         description="apiToken (secret gpu-pool:proxmoxApiToken) or rootPassword (root@pam, only for raw PCI ids)",
     )
-    snippets_datastore: str = Field(default="local", description="datastore with the `snippets` content type")
-    disk_datastore: str = Field(default="local-lvm", description="datastore for VM disks and the cloud-init drive")
+    snippets_datastore: str = Field(
+        default="local",
+        description="datastore with the `snippets` content type",
+        json_schema_extra={"pattern": STORAGE_ID.pattern},
+    )
+    disk_datastore: str = Field(
+        default="local-lvm",
+        description="datastore for VM disks and the cloud-init drive (content type `images`)",
+        json_schema_extra={"pattern": STORAGE_ID.pattern},
+    )
     cloud_image: str = Field(
         description="file id of the cloud image the VM disk is imported from, e.g. local:import/noble.qcow2",
-        json_schema_extra={"pattern": FILE_ID.pattern},
+        json_schema_extra={"pattern": IMPORT_DISK.pattern},
     )
     ssh: ProxmoxSshConfig = Field(
         default_factory=ProxmoxSshConfig, description="how the provider reaches the nodes over SSH (snippet upload)"
@@ -66,11 +82,37 @@ class ProxmoxConfig(ConfigModel):
             )
         return url + "/"
 
+    @field_validator("snippets_datastore", "disk_datastore")
+    @classmethod
+    def _datastore(cls, value: str) -> str:
+        if ":" in value or "/" in value:
+            raise ValueError(
+                f"names a volume or path, not a datastore: give the datastore's id alone, e.g. {value.split(':')[0]}"
+            )
+        if not STORAGE_ID.match(value):
+            raise ValueError("is not a Proxmox datastore id: letters, digits, '-', '_' and '.', e.g. local-lvm")
+        return value
+
     @field_validator("cloud_image")
     @classmethod
     def _cloud_image(cls, value: str) -> str:
         if not FILE_ID.match(value):
             raise ValueError(
                 "is not a Proxmox file id; expected <datastore>:import/<file>, e.g. local:import/noble.qcow2"
+            )
+        datastore, _, volume = value.partition(":")
+        kind, _, name = volume.partition("/")
+        if kind != "import":
+            raise ValueError(
+                f"is a volume of content type {kind!r}, and Proxmox imports a VM disk only from an 'import' (or "
+                "'images') volume; "
+                f"enable the import content type on {datastore} and put the image there: {datastore}:import/{name}"
+            )
+        if not IMPORT_DISK.match(value):
+            stem = name.rsplit(".", 1)[0] if "." in name else name
+            raise ValueError(
+                f"{name!r} is not a disk image Proxmox imports: the file must end in .qcow2, .raw or .vmdk (Ubuntu's "
+                f"cloud image .img is a qcow2: rename it to {stem}.qcow2 in the import folder, and write "
+                f"{datastore}:import/{stem}.qcow2)"
             )
         return value

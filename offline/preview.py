@@ -46,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         # The command line wins for a key given both ways; the environment and the secrets file are never echoed.
         secrets = {**current(ROOT_DIR), **dict(args.secret)}
     except SecretSourceError as error:
-        print(f"error: {error}", file=sys.stderr)
+        for line in str(error).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     try:
-        config = read_stack_file(args.stack, args.stack_dir or ROOT_DIR)
-        recording = run_stack(args.stack, config=config, secrets=secrets)
+        stack_dir = args.stack_dir or ROOT_DIR
+        config = read_stack_file(args.stack, stack_dir)
+        recording = run_stack(
+            args.stack, config=config, secrets=secrets, stack_file=stack_dir / f"Pulumi.{args.stack}.yaml"
+        )
     except StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

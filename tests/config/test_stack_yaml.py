@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from config.stack_yaml import DuplicateKeyError, load_stack_yaml
 from offline.runner import ROOT_DIR, StackFileError, read_stack_file
-from offline.stack_yaml import DuplicateKeyError, load_stack_yaml
 
 # (what a user writes, what PyYAML 1.1 makes of it, what yaml.v3 decodes into an interface{})
 TRAPS: list[tuple[str, Any, Any]] = [
