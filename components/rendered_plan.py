@@ -232,25 +232,23 @@ def _nfd_master_tolerates_the_control_plane(plan: RenderedPlan) -> list[str]:
 
 
 def _kubelet_self_labels(plan: RenderedPlan) -> list[str]:
-    problems: list[str] = []
     if plan.marking is None:
-        return problems
-    for node in plan.nodes:
-        if node.agent_config is None:
-            continue
-        for entry in node.agent_config.get("node-label", []):
-            label = str(entry).partition("=")[0]
-            if kubelet_may_self_label(label):
-                continue
-            problems.append(
-                f"{NAMESPACE}:kyverno.gpuNodeLabelKey: {label!r} is in a kubernetes.io namespace a kubelet may not set "
-                f"on its own node, and RKE2 passes it as --node-labels (failureDomains[{node.label}]'s "
-                "config.yaml): the kubelet refuses to start ('unknown kubernetes.io or k8s.io labels specified "
-                "with --node-labels'): use a key outside kubernetes.io, e.g. nodepool, or one under "
-                "node.kubernetes.io/"
-            )
-            break
-    return list(dict.fromkeys(problems))
+        return []
+    refused = sorted(
+        {
+            label
+            for node in plan.nodes
+            for entry in (node.agent_config or {}).get("node-label", [])
+            if not kubelet_may_self_label(label := str(entry).partition("=")[0])
+        }
+    )
+    return [
+        f"{NAMESPACE}:kyverno.gpuNodeLabelKey: {label!r} is in a kubernetes.io namespace a kubelet may not set on its "
+        "own node, and RKE2 passes every node-label of its config.yaml to the kubelet as --node-labels: the kubelet "
+        "refuses to start ('unknown kubernetes.io or k8s.io labels specified with --node-labels'): use a key outside "
+        "kubernetes.io, e.g. nodepool, or one under node.kubernetes.io/"
+        for label in refused
+    ]
 
 
 def _node_label_values(plan: RenderedPlan) -> list[str]:

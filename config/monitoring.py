@@ -124,6 +124,11 @@ class MonitoringConfig(ConfigModel):
     def _alerts_need_metrics(self) -> MonitoringConfig:
         # A dead alert is worse than none (DESIGN §3): without the ServiceMonitor nothing scrapes
         # dcgm-exporter, so every DCGM alert would stay silent while looking armed.
+        if self.service_monitor_labels and not self.service_monitor:
+            raise ValueError(
+                "serviceMonitorLabels has no effect with serviceMonitor false (there is no ServiceMonitor to label): "
+                "remove it, or set serviceMonitor to true"
+            )
         if self.alerts_enabled and not self.service_monitor:
             raise ValueError(
                 "alertsEnabled needs serviceMonitor: without it nothing scrapes the DCGM exporter and the "

@@ -102,17 +102,19 @@ class ProxmoxConfig(ConfigModel):
             )
         datastore, _, volume = value.partition(":")
         kind, _, name = volume.partition("/")
+        stem, dot, extension = name.rpartition(".")
+        disk = name if dot and extension in ("qcow2", "raw", "vmdk") else f"{stem or name}.qcow2"
+        renamed = "" if disk == name else f" renamed {disk} (Ubuntu's cloud image .img is a qcow2)"
         if kind != "import":
             raise ValueError(
                 f"is a volume of content type {kind!r}, and Proxmox imports a VM disk only from an 'import' (or "
-                "'images') volume; "
-                f"enable the import content type on {datastore} and put the image there: {datastore}:import/{name}"
+                f"'images') volume: enable the import content type on {datastore}, put the image in its import "
+                f"folder{renamed} and write {datastore}:import/{disk}"
             )
         if not IMPORT_DISK.match(value):
-            stem = name.rsplit(".", 1)[0] if "." in name else name
             raise ValueError(
-                f"{name!r} is not a disk image Proxmox imports: the file must end in .qcow2, .raw or .vmdk (Ubuntu's "
-                f"cloud image .img is a qcow2: rename it to {stem}.qcow2 in the import folder, and write "
-                f"{datastore}:import/{stem}.qcow2)"
+                f"{name!r} is not a disk image Proxmox imports: the file must end in .qcow2, .raw or .vmdk: put it in "
+                f"the import folder{renamed or ' under a name of letters, digits and -._+='} and write "
+                f"{datastore}:import/{disk}"
             )
         return value

@@ -23,6 +23,7 @@ from components.gpu_platform.cluster_objects import (
     parse_answer,
     query_command,
     rule_selector_problems,
+    service_monitor_selector_problems,
 )
 from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
@@ -185,20 +186,25 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
         return "passed: no CRD or namespace needed"
     if crds:
         ran = run_quietly(crd_check_command(kubectl, crds))
-        if problems := crd_problems(crds, ran.stdout):
-            raise PreflightError(problems)
+        if missing := crd_problems(crds, ran.stdout):
+            raise PreflightError(missing)
     passed = [crd.name for crd in crds if crd.required]
+    problems: list[str] = []
+    existing: dict[str, Any] = {}
     if namespaces:
         passed.append("namespaces " + ", ".join(sorted({n.name for n in namespaces})))
         existing = namespace_labels(_kubectl_list(kubectl, namespaces_query(namespaces), "namespaces"))
-        problems = namespace_problems(namespaces, existing)
+        problems += namespace_problems(namespaces, existing)
+    if cfg.monitoring.alerts_enabled or cfg.monitoring.service_monitor:
+        prometheuses = _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects")
         if cfg.monitoring.alerts_enabled:
-            problems += rule_selector_problems(
-                cfg, _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects"), existing
-            )
+            problems += rule_selector_problems(cfg, prometheuses, existing)
             passed.append("a Prometheus loads the GPU alerts")
-        if problems:
-            raise PreflightError(problems)
+        if cfg.monitoring.service_monitor:
+            problems += service_monitor_selector_problems(cfg, prometheuses, existing)
+            passed.append("a Prometheus scrapes the DCGM exporter")
+    if problems:
+        raise PreflightError(problems)
     return "passed: " + ", ".join(passed)
 
 
