@@ -80,7 +80,27 @@ def main(argv: list[str] | None = None) -> int:
     unused = f"{PROJECT}:proxmoxApiToken" if auth == "rootPassword" else f"{PROJECT}:proxmoxRootPassword"
     placeholders = [key for key in placeholder_keys(config, secrets) if key != unused]
     print(summary(args.stack, out, document, placeholders), end="")
+    print(steering_note(config), end="")
     return 0
+
+
+def steering_note(config: dict[str, Any]) -> str:
+    """With Kyverno off, the lines every GPU pod's spec needs, with this stack's taint and label."""
+    from pydantic import ValidationError
+
+    from components.shared.node_marking import GpuNodeMarking
+    from config.kyverno import KyvernoConfig
+
+    try:
+        kyverno = KyvernoConfig.model_validate(config.get(f"{PROJECT}:kyverno") or {})
+    except ValidationError:
+        return ""
+    if kyverno.enabled:
+        return ""
+    lines = GpuNodeMarking.from_kyverno(kyverno).pod_spec_lines()
+    return "Kyverno is off (gpu-pool:kyverno.enabled): every GPU pod's spec carries these itself:\n" + "".join(
+        f"  {line}\n" for line in lines.splitlines()
+    )
 
 
 def summary(stack: str, out: Path, document: dict[str, Any], placeholders: list[str]) -> str:
