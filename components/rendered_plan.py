@@ -234,14 +234,17 @@ def _nfd_master_tolerates_the_control_plane(plan: RenderedPlan) -> list[str]:
 def _kubelet_self_labels(plan: RenderedPlan) -> list[str]:
     if plan.marking is None:
         return []
-    refused = sorted(
-        {
-            label
-            for node in plan.nodes
-            for entry in (node.agent_config or {}).get("node-label", [])
-            if not kubelet_may_self_label(label := str(entry).partition("=")[0])
-        }
-    )
+    # The config.yaml's node-label list where RKE2's keys parsed, else the labels it would be written from.
+    entries = [
+        str(entry).partition("=")[0]
+        for node in plan.nodes
+        for entry in (
+            node.agent_config.get("node-label", [])
+            if node.agent_config is not None
+            else registration_labels(node.domain, plan.marking)
+        )
+    ]
+    refused = sorted({label for label in entries if not kubelet_may_self_label(label)})
     return [
         f"{NAMESPACE}:kyverno.gpuNodeLabelKey: {label!r} is in a kubernetes.io namespace a kubelet may not set on its "
         "own node, and RKE2 passes every node-label of its config.yaml to the kubelet as --node-labels: the kubelet "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,82 +209,123 @@ def _card_problems(where: str, domain: FailureDomainConfig, profiles: Mapping[st
     return problems
 
 
-def cross_key_problems(parts: StackParts) -> list[str]:
-    """Each message names the key path of the offending entry (a domain by its name)."""
-    problems = [
-        *_duplicates(parts, "name", "domain names", ""),
-        *_duplicates(parts, "hostname", "hostnames", " (they are Kubernetes node names)"),
-        *_duplicates(parts, "vm_id", "VM ids", " (Proxmox VM ids are cluster-wide)"),
-        *_duplicates(
-            parts,
-            "proxmox_node",
-            "Proxmox nodes",
-            ": a failure domain is a physical host, and two GPU domains on one host both die with it",
-        ),
-    ]
-    problems += _address_problems(parts)
+def _domains(parts: StackParts, *needs: str) -> Iterator[tuple[str, str, FailureDomainConfig]]:
+    """Each domain whose `needs` parsed, with its label and its key prefix for messages."""
     for label, domain in parts.domains:
-        where = f"gpu-pool:failureDomains[{label}]"
-        if parts.profiles is not None and parts.known(label, "sharing") and domain.sharing not in parts.profiles:
-            defined = ", ".join(sorted(parts.profiles))
-            problems.append(
-                f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
-                f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
-                "takes that card from 1 schedulable GPU to 0"
-            )
-        if domain.kernel is not None and not domain.ssh_authorized_keys and parts.known(label, "ssh_authorized_keys"):
-            no_key = (
-                f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
-                "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
-                "in the secret gpu-pool:sshPrivateKey"
-            )
-            if not waived(no_key):
-                problems.append(no_key)
-        if (
-            parts.proxmox is not None
-            and parts.known(label, "proxmox_node")
-            and parts.proxmox.ssh.port != DEFAULT_SSH_PORT
-            and domain.proxmox_node not in parts.proxmox.ssh.node_addresses
-        ):
-            # bpg takes a port only in an ssh.node {name, address, port} entry; nodes it finds on its own (the
-            # API's address for the node) get port 22 (proxmoxtf/provider/provider.go apiResolver, v0.111.1).
-            problems.append(
-                f"{where}.proxmoxNode: gpu-pool:proxmox.ssh.port is {parts.proxmox.ssh.port}, but node "
-                f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
-                f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
-            )
-        if not parts.known(label, "cards"):
+        if all(parts.known(label, attr) for attr in needs):
+            yield label, f"gpu-pool:failureDomains[{label}]", domain
+
+
+def _sharing_defined(parts: StackParts) -> list[str]:
+    if parts.profiles is None:
+        return []
+    defined = ", ".join(sorted(parts.profiles))
+    return [
+        f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
+        f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
+        "takes that card from 1 schedulable GPU to 0"
+        for _, where, domain in _domains(parts, "sharing")
+        if domain.sharing not in parts.profiles
+    ]
+
+
+def _kernel_needs_a_key(parts: StackParts) -> list[str]:
+    problems = []
+    for _, where, domain in _domains(parts, "ssh_authorized_keys"):
+        if domain.kernel is None or domain.ssh_authorized_keys:
             continue
-        if parts.known(label, "sharing"):
-            problems += _card_problems(where, domain, parts.profiles)
-        problems += card_driver_problems(where, domain, parts.operator)
+        no_key = (
+            f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
+            "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
+            "in the secret gpu-pool:sshPrivateKey"
+        )
+        if not waived(no_key):
+            problems.append(no_key)
+    return problems
+
+
+def _ssh_port_needs_an_address(parts: StackParts) -> list[str]:
+    proxmox = parts.proxmox
+    if proxmox is None or proxmox.ssh.port == DEFAULT_SSH_PORT:
+        return []
+    # bpg takes a port only in an ssh.node {name, address, port} entry; nodes it finds on its own (the API's
+    # address for the node) get port 22 (proxmoxtf/provider/provider.go apiResolver, v0.111.1).
+    return [
+        f"{where}.proxmoxNode: gpu-pool:proxmox.ssh.port is {proxmox.ssh.port}, but node "
+        f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
+        f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
+        for _, where, domain in _domains(parts, "proxmox_node")
+        if domain.proxmox_node not in proxmox.ssh.node_addresses
+    ]
+
+
+def _cards_of_a_domain(parts: StackParts) -> list[str]:
+    return [
+        problem
+        for _, where, domain in _domains(parts, "cards", "sharing")
+        for problem in _card_problems(where, domain, parts.profiles)
+    ]
+
+
+def _cards_the_driver_drives(parts: StackParts) -> list[str]:
+    return [
+        problem
+        for _, where, domain in _domains(parts, "cards")
+        for problem in card_driver_problems(where, domain, parts.operator)
+    ]
+
+
+def _raw_passthrough_needs_root(parts: StackParts) -> list[str]:
+    if parts.proxmox is None or parts.proxmox.auth == "rootPassword":
+        return []
+    problems = []
+    for _, where, domain in _domains(parts, "cards"):
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
-        if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
+        if raw_keys:
             problems.append(
                 f"{where}.{raw_keys[0]}.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam "
                 "to do (an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
                 "rootPassword"
             )
-    for name in parts.profiles or {}:
-        if not name or not LABEL_VALUE.match(name):
-            problems.append(
-                f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
-                "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
-                "ending with a letter or digit"
-            )
-    if parts.kyverno is not None and parts.kyverno.gpu_resource != GPU_RESOURCE:
-        problems.append(
-            f"gpu-pool:kyverno.gpuResource: {parts.kyverno.gpu_resource!r} is not what the device plugin advertises "
-            f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
-            "would never see a GPU pod"
-        )
-    problems += smoke_image_problems(parts.smoke_image, parts.operator)
-    if parts.smoke_namespace is not None and parts.smoke_namespace == parts.operator_namespace:
-        problems.append(
-            f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
-            "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
-        )
-    return problems + _rollout_problems(parts)
+    return problems
+
+
+def _profile_names_are_label_values(parts: StackParts) -> list[str]:
+    return [
+        f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
+        "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
+        "ending with a letter or digit"
+        for name in parts.profiles or {}
+        if not name or not LABEL_VALUE.match(name)
+    ]
+
+
+def _gpu_resource_advertised(parts: StackParts) -> list[str]:
+    if parts.kyverno is None or parts.kyverno.gpu_resource == GPU_RESOURCE:
+        return []
+    return [
+        f"gpu-pool:kyverno.gpuResource: {parts.kyverno.gpu_resource!r} is not what the device plugin advertises "
+        f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
+        "would never see a GPU pod"
+    ]
+
+
+def _smoke_test_restricted(parts: StackParts) -> list[str]:
+    if parts.smoke_namespace is None or parts.smoke_namespace != parts.operator_namespace:
+        return []
+    return [
+        f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
+        "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
+    ]
+
+
+CrossKeyRule = Callable[[StackParts], list[str]]
+
+
+def cross_key_problems(parts: StackParts) -> list[str]:
+    """Every rule across keys (CROSS_KEY_RULES), in order; each message names the key path of the offending entry
+    (a domain by its name)."""
+    return [problem for _, rule in CROSS_KEY_RULES for problem in rule(parts)]
 
 
 def _address_problems(parts: StackParts) -> list[str]:
@@ -330,7 +371,7 @@ def _address_problems(parts: StackParts) -> list[str]:
     return problems
 
 
-def _rollout_problems(parts: StackParts) -> list[str]:
+def _rollout_order(parts: StackParts) -> list[str]:
     if parts.rollout is None:
         return []
     if any(not parts.known(label, "name") for label, _ in parts.domains):
@@ -348,12 +389,46 @@ def _rollout_problems(parts: StackParts) -> list[str]:
                 f"gpu-pool:rollout.order: {name!r} is not a failure domain (the domains are {', '.join(names)}): "
                 "name domains by their name, or drop it"
             )
-    if parts.domains and parts.rollout.max_unavailable > len(parts.domains):
-        problems.append(
-            f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
-            f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
-        )
     return problems
+
+
+def _rollout_max_unavailable(parts: StackParts) -> list[str]:
+    if parts.rollout is None or not parts.domains or parts.rollout.max_unavailable <= len(parts.domains):
+        return []
+    return [
+        f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
+        f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
+    ]
+
+
+# Every rule across keys, by the id docs/validation.md lists it under (a test keeps the two in step).
+CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
+    ("unique-domain-names", lambda p: _duplicates(p, "name", "domain names", "")),
+    ("unique-hostnames", lambda p: _duplicates(p, "hostname", "hostnames", " (they are Kubernetes node names)")),
+    ("unique-vm-ids", lambda p: _duplicates(p, "vm_id", "VM ids", " (Proxmox VM ids are cluster-wide)")),
+    (
+        "unique-proxmox-nodes",
+        lambda p: _duplicates(
+            p,
+            "proxmox_node",
+            "Proxmox nodes",
+            ": a failure domain is a physical host, and two GPU domains on one host both die with it",
+        ),
+    ),
+    ("unique-vm-addresses", _address_problems),
+    ("defined-sharing-profile", _sharing_defined),
+    ("kernel-needs-an-ssh-key", _kernel_needs_a_key),
+    ("ssh-port-needs-node-addresses", _ssh_port_needs_an_address),
+    ("each-card-once-one-model-if-shared", _cards_of_a_domain),
+    ("cards-the-driver-drives", _cards_the_driver_drives),
+    ("raw-passthrough-needs-root", _raw_passthrough_needs_root),
+    ("profile-names-are-label-values", _profile_names_are_label_values),
+    ("gpu-resource-advertised", _gpu_resource_advertised),
+    ("smoke-image-runs-on-the-driver", lambda p: smoke_image_problems(p.smoke_image, p.operator)),
+    ("smoke-test-restricted", _smoke_test_restricted),
+    ("rollout-order", _rollout_order),
+    ("rollout-max-unavailable", _rollout_max_unavailable),
+)
 
 
 def config_warnings(cfg: StackConfig) -> list[str]:
