@@ -54,7 +54,7 @@ def test_two_domains_with_one_address_are_refused_naming_the_second(run_stack_pr
         "a gateway with dhcp",
         "a DNS name as nameserver",
         "a bridge with a space",
-    ],  # fmt: skip
+    ],
 )
 def test_an_address_no_vm_can_have_is_refused(
     run_stack_program: Run, prod_config, monitor, network: dict[str, Any], says: str
