@@ -31,7 +31,7 @@ from config.failure_domain import FailureDomainConfig
 from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
 from knowledge.driver_matrix import driver_problem
-from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
+from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, MANAGED_LABEL_PREFIXES
 from knowledge.gpu_operator_chart import (
     CONTROL_PLANE_TOLERATION,
     DAEMONSETS_DEFAULT_TOLERATIONS,
@@ -271,6 +271,62 @@ def _node_label_values(plan: RenderedPlan) -> list[str]:
                     f"{node.key}: the node label {label}={value!r} is not a valid label value (at most "
                     f"{LABEL_VALUE_MAX_LENGTH} letters, digits, '-', '_' or '.', alphanumeric at both ends)"
                 )
+    return problems
+
+
+def _gpu_node_label_lands(plan: RenderedPlan) -> list[str]:
+    """The label GPU pods are steered by must end up on every GPU node with its value, and be the stack's alone."""
+    marking = plan.marking
+    if marking is None:
+        return []
+    key = f"{NAMESPACE}:kyverno.gpuNodeLabelKey"
+    owner = next((p for p in MANAGED_LABEL_PREFIXES if marking.label_key.startswith(p)), None)
+    if owner is not None:
+        return [
+            f"{key}: {marking.label_key!r} is a label the GPU Operator, GPU Feature Discovery or NFD write themselves "
+            f"({owner!r} is theirs): they would overwrite {marking.label_value!r} and the steering selector miss the "
+            "node; use a key of your own, e.g. nodepool"
+        ]
+    for node in plan.nodes:
+        if node.labels.get(marking.label_key) != marking.label_value:
+            return [
+                f"{key}: {marking.label_key!r} is also a label the stack or the kubelet sets on the node (there "
+                f"{node.labels.get(marking.label_key)!r} for failureDomains[{node.label}]), so GPU pods steered to "
+                f"{marking.label_key}={marking.label_value} would never find a node: use a key of your own, e.g. "
+                "nodepool"
+            ]
+    return []
+
+
+# The kubelet's default hard eviction threshold (memory.available<100Mi, Kubernetes "Node-pressure Eviction"): RKE2
+# reserves nothing else by default, so a node's allocatable memory is its RAM less this.
+EVICTION_HARD_MIB = 100
+
+
+def _operands_fit_the_vm(plan: RenderedPlan) -> list[str]:
+    """What the driver and DCGM exporter containers request must fit each GPU worker's memory, or they stay
+    Pending there and the node never advertises a GPU."""
+    requests = {
+        "gpuOperator.driverResources.requests.memory": _get(plan.values, "driver.resources.requests.memory"),
+        "gpuOperator.dcgmExporterResources.requests.memory": _get(
+            plan.values, "dcgmExporter.resources.requests.memory"
+        ),
+    }
+    asked = {key: parse_quantity(v) for key, v in requests.items() if isinstance(v, str)}
+    if not asked:
+        return []
+    total_mib = sum(asked.values()) / (1 << 20)
+    problems = []
+    for node in plan.nodes:
+        room = node.domain.memory_mib - EVICTION_HARD_MIB
+        if total_mib > room:
+            keys = " and ".join(f"{NAMESPACE}:{k}" for k in asked)
+            problems.append(
+                f"{keys}: the driver and DCGM exporter request {total_mib:.0f} MiB together, more than "
+                f"failureDomains[{node.label}]'s VM has for pods ({room} MiB of memoryMiB {node.domain.memory_mib}): "
+                "they would stay Pending and the node never advertise a GPU: request less, or give the VM more "
+                "memoryMiB"
+            )
     return problems
 
 
@@ -596,6 +652,24 @@ RULES: tuple[Rule, ...] = (
         "every label RKE2 passes to the kubelet is one a kubelet may set on its own node",
         ("kyverno.gpuNodeLabelKey",),
         _kubelet_self_labels,
+    ),
+    Rule(
+        "gpu-node-label-lands",
+        "steering",
+        "the label GPU pods are steered by lands on every GPU node with its value, and nothing else writes it",
+        ("kyverno.gpuNodeLabelKey",),
+        _gpu_node_label_lands,
+    ),
+    Rule(
+        "operands-fit-the-vm",
+        "1",
+        "what the driver and DCGM exporter request fits every GPU worker's memory",
+        (
+            "gpuOperator.driverResources.requests.memory",
+            "gpuOperator.dcgmExporterResources.requests.memory",
+            "failureDomains[].memoryMiB",
+        ),
+        _operands_fit_the_vm,
     ),
     Rule(
         "node-label-values",

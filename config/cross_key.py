@@ -310,6 +310,21 @@ def _gpu_resource_advertised(parts: StackParts) -> list[str]:
     ]
 
 
+def _smoke_test_steered(parts: StackParts) -> list[str]:
+    """With Kyverno on, the smoke Job carries no GPU toleration of its own: the policy must add it (the test proves
+    the mutation too), so the smoke namespace must not be one the policy leaves alone."""
+    kyverno, smoke = parts.kyverno, parts.smoke
+    if kyverno is None or smoke is None or not kyverno.enabled or not smoke.enabled:
+        return []
+    if smoke.namespace not in kyverno.excluded_namespaces:
+        return []
+    return [
+        f"gpu-pool:kyverno.excludedNamespaces: {smoke.namespace!r} is the smoke test's namespace, and its Job relies "
+        "on the policy for its GPU toleration and node rule: excluded, it would stay Pending on every node and fail "
+        f"`up`: remove {smoke.namespace} from the list"
+    ]
+
+
 def _smoke_test_restricted(parts: StackParts) -> list[str]:
     if parts.smoke_namespace is None or parts.smoke_namespace != parts.operator_namespace:
         return []
@@ -426,6 +441,7 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("gpu-resource-advertised", _gpu_resource_advertised),
     ("smoke-image-runs-on-the-driver", lambda p: smoke_image_problems(p.smoke_image, p.operator)),
     ("smoke-test-restricted", _smoke_test_restricted),
+    ("smoke-test-steered-by-kyverno", _smoke_test_steered),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
 )

@@ -27,6 +27,7 @@ from knowledge.vm_firmware import OVMF_CLASSIC_MMIO64_MIB, aperture_mib, mmio64_
 NVIDIA_VENDOR_ID = "10de"
 SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
 KERNEL_RELEASE = re.compile(r"^\d+\.\d+\.\d+-\d+-[a-z0-9]+$")
+USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 # An RKE2 agent, the driver container compiling nvidia.ko (limit 4Gi) and a CUDA workload need
 # this much; below it the article's exit-137 trap returns through the back door.
@@ -291,6 +292,18 @@ class FailureDomainConfig(ConfigModel):
             problem = ssh_public_key_problem(key)
             if problem:
                 raise ValueError(f"entry {index} {problem}")
+        return value
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str) -> str:
+        # shadow's useradd (chkname.c is_valid_user_name, as Ubuntu 24.04 builds it) takes [a-z_][a-z0-9_-]*, at most
+        # 32 characters; cloud-init creates the user with it, and a refused name is a VM without its login.
+        if not USERNAME.match(value):
+            raise ValueError(
+                "is not a Linux user name useradd accepts: lowercase letters, digits, '_' and '-', starting with a "
+                "letter or '_', at most 32 characters, e.g. ubuntu"
+            )
         return value
 
     @field_validator("kernel")

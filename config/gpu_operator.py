@@ -21,6 +21,7 @@ from config.chart_source import ChartSourceError, LocalChart, read_local_chart
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
 from config.earlier_file import waived
 from config.quantities import ComputeQuantities, ResourceRequirements
+from config.validators import own_namespace
 from knowledge.driver_matrix import driver_problem, is_branch
 from knowledge.gpu_operator_chart import CHART_NAME, DEAD_KEYS, KNOWN_CHART_SECTIONS, SECTIONS_SINCE
 from knowledge.gpu_operator_values import unknown_keys, values_tree
@@ -248,7 +249,7 @@ class GpuOperatorConfig(ConfigModel):
     def _namespace_is_dns_label(cls, value: str) -> str:
         if not _DNS_LABEL.match(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
-        return value
+        return own_namespace(value, "gpu-operator")
 
     @field_validator("driver_version")
     @classmethod

@@ -148,3 +148,20 @@ def ssh_public_key_problem(line: str) -> str | None:
             "paste the .pub file's line whole"
         )
     return None
+
+
+# Namespaces every cluster has. gpu-pool creates the namespaces it runs in (the operator's, the smoke test's) and a
+# destroy deletes them: one of these would fail `up` ("already exists"), or worse, be deleted with the stack.
+CLUSTER_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def own_namespace(value: str, example: str) -> str:
+    """A namespace the stack creates and owns: a DNS label, and not one the cluster already has."""
+    dns_label(value)
+    if value in CLUSTER_NAMESPACES:
+        raise ValueError(
+            f"{value!r} is a namespace every cluster has, and gpu-pool creates this namespace and deletes it with "
+            f"the stack: `up` would fail ('already exists'), a destroy would take {value} with it; name one of its "
+            f"own, e.g. {example}"
+        )
+    return value

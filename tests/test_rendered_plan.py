@@ -36,6 +36,11 @@ def _kyverno(c: Config, **keys: Any) -> None:
     c.setdefault("gpu-pool:kyverno", {}).update(keys)
 
 
+def _small_vm_big_driver(c: Config) -> None:
+    c[FD][1]["memoryMiB"] = 8192
+    _operator(c)["driverResources"] = {"requests": {"memory": "8Gi"}, "limits": {"memory": "8Gi"}}
+
+
 # (rule, key) -> (how a user breaks the rule through that key, what the refusal says; None: the key reaches the
 # rule but the program keeps it true, which `HOLDS` checks on the rendered values instead).
 BREAKS: dict[tuple[str, str], tuple[Callable[[Config], None], str | None]] = {
@@ -130,6 +135,26 @@ BREAKS: dict[tuple[str, str], tuple[Callable[[Config], None], str | None]] = {
         lambda c: _kyverno(c, gpuNodeLabelKey="node-role.kubernetes.io/gpu"),
         "gpu-pool:kyverno.gpuNodeLabelKey: 'node-role.kubernetes.io/gpu' is in a kubernetes.io namespace a kubelet "
         "may not set on its own node",
+    ),
+    ("gpu-node-label-lands", "kyverno.gpuNodeLabelKey"): (
+        lambda c: _kyverno(c, gpuNodeLabelKey="topology.kubernetes.io/zone"),
+        "gpu-pool:kyverno.gpuNodeLabelKey: 'topology.kubernetes.io/zone' is also a label the stack or the kubelet "
+        "sets on the node (there 'dc1' for failureDomains[dc1])",
+    ),
+    ("operands-fit-the-vm", "gpuOperator.driverResources.requests.memory"): (
+        lambda c: _operator(c).update(driverResources={"requests": {"memory": "40Gi"}, "limits": {"memory": "40Gi"}}),
+        "gpu-pool:gpuOperator.driverResources.requests.memory: the driver and DCGM exporter request 40960 MiB "
+        "together, more than failureDomains[dc1]'s VM has for pods (32668 MiB of memoryMiB 32768)",
+    ),
+    ("operands-fit-the-vm", "gpuOperator.dcgmExporterResources.requests.memory"): (
+        lambda c: _operator(c).update(
+            dcgmExporterResources={"requests": {"memory": "33Gi"}, "limits": {"memory": "33Gi"}}
+        ),
+        "gpu-pool:gpuOperator.dcgmExporterResources.requests.memory: the driver and DCGM exporter request 33792 MiB",
+    ),
+    ("operands-fit-the-vm", "failureDomains[].memoryMiB"): (
+        lambda c: _small_vm_big_driver(c),
+        "more than failureDomains[dc2]'s VM has for pods (8092 MiB of memoryMiB 8192)",
     ),
     ("node-label-values", "failureDomains[].hostname"): (
         lambda c: c[FD][0].update(hostname="rke2-worker-dc1-gpu-a-" + "x" * 50),
@@ -271,6 +296,10 @@ DOCTORED: dict[str, Callable[[RenderedPlan], RenderedPlan]] = {
     "gpu-taint-at-registration": lambda p: _nodes(p, lambda n: _agent(n, **{"node-taint": []})),
     "node-registered-with-its-labels": lambda p: _nodes(p, lambda n: _agent(n, **{"node-label": []})),
     "kubelet-self-labels": lambda p: _nodes(p, lambda n: _agent(n, **{"node-label": ["node-role.kubernetes.io/gpu="]})),
+    "gpu-node-label-lands": lambda p: _nodes(
+        p, lambda n: dataclasses.replace(n, labels={**n.labels, "nodepool": "cpu"})
+    ),
+    "operands-fit-the-vm": lambda p: _values(p, "driver.resources.requests.memory", "64Gi"),
     "node-label-values": lambda p: _nodes(
         p, lambda n: dataclasses.replace(n, labels={**n.labels, "kubernetes.io/hostname": "x" * 64})
     ),

@@ -266,3 +266,37 @@ def test_a_config_secret_wrapped_in_quotes_is_refused_without_its_value(run_stac
 
     assert "gpu-pool:rke2Token: the RKE2 join token is wrapped in single quotes" in message
     assert token not in message
+
+
+# --- found by the new-user trial ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("gpu-pool:gpuOperator", "kube-system"), ("gpu-pool:smokeTest", "default"), ("gpu-pool:smokeTest", "kube-public")],
+)
+def test_a_namespace_every_cluster_has_is_not_one_the_stack_may_create(
+    run_stack_program: Run, prod_config, monitor, key: str, value: str
+):
+    prod_config.setdefault(key, {})["namespace"] = value
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert f"{key}.namespace: {value!r} is a namespace every cluster has" in message
+
+
+def test_the_smoke_namespace_excluded_from_kyverno_is_refused(run_stack_program: Run, prod_config, monitor):
+    prod_config["gpu-pool:kyverno"] = {"excludedNamespaces": ["kube-system", "gpu-smoke-test"]}
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert "gpu-pool:kyverno.excludedNamespaces: 'gpu-smoke-test' is the smoke test's namespace" in message
+
+
+@pytest.mark.parametrize("username", ["Ops", "1ops", "ops user", "x" * 33])
+def test_a_user_name_useradd_refuses_is_refused(run_stack_program: Run, prod_config, monitor, username: str):
+    prod_config[FD][0]["username"] = username
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert f"{FD}[dc1].username: is not a Linux user name useradd accepts" in message
