@@ -16,6 +16,7 @@ from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
+from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.proxmox import ProxmoxConfig
@@ -26,7 +27,7 @@ from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.driver_matrix import chart_deprecation
-from knowledge.gpu_operator import GPU_RESOURCE
+from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE
 
 DEFAULT_SSH_PORT = 22
 PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, SharingProfile])
@@ -52,6 +53,7 @@ class StackParts:
     rke2: Rke2Config | None = None
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
+    quotas: GpuQuotasConfig | None = None
     unknown: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def known(self, label: str, attr: str) -> bool:
@@ -74,6 +76,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         rke2=cfg.rke2,
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
+        quotas=cfg.gpu_quotas,
     )
 
 
@@ -163,6 +166,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
+        quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
         unknown=unknown,
     )
 
@@ -325,6 +329,45 @@ def _smoke_test_steered(parts: StackParts) -> list[str]:
     ]
 
 
+def _no_quota_where_gpu_pool_asks_for_gpus(parts: StackParts) -> list[str]:
+    """The operator's validator starts a pod asking one nvidia.com/gpu in the operator's namespace on every node
+    (gpu-operator v26.7.0 cmd/nvidia-validator/main.go, plugin validation), and every domain's smoke Job asks one in
+    the smoke namespace at the same time: a GPU quota there keeps them Pending, and the operator never ready."""
+    if parts.quotas is None:
+        return []
+    ours: dict[str, str] = {}
+    if parts.operator_namespace is not None:
+        ours[parts.operator_namespace] = "the operator's validator starts a pod asking a GPU there on every node"
+    if parts.smoke is not None and parts.smoke.enabled:
+        ours[parts.smoke.namespace] = "every domain's smoke Job asks a GPU there, all at once"
+    return [
+        f"gpu-pool:gpuQuotas.namespaces.{namespace}: {why}, and a GPU quota would keep them Pending: leave "
+        f"{namespace} without one"
+        for namespace, why in ours.items()
+        if namespace in parts.quotas.namespaces
+    ]
+
+
+def _exporter_job_is_the_service_monitors(parts: StackParts) -> list[str]:
+    """With the operator's ServiceMonitor, the exporter's `job` is its Service's app label (jobLabel: app), so an
+    alert on another job never sees the exporter: DcgmExporterDown fires while it runs."""
+    monitoring, operator = parts.monitoring, parts.operator
+    if monitoring is None or operator is None or not monitoring.service_monitor:
+        return []
+    if monitoring.dcgm_exporter_job == DCGM_EXPORTER_APP:
+        return []
+    exporter = operator.extra_values.get("dcgmExporter")
+    monitor = exporter.get("serviceMonitor") if isinstance(exporter, Mapping) else None
+    if isinstance(monitor, Mapping) and monitor.get("relabelings"):
+        return []  # relabelings may rename the job: the user's own
+    return [
+        f"gpu-pool:monitoring.dcgmExporterJob: {monitoring.dcgm_exporter_job!r} is not the job the operator's "
+        f"ServiceMonitor gives the exporter ({DCGM_EXPORTER_APP}, from its jobLabel: app), so the GPU alerts and "
+        "the dashboard would see no exporter: leave it out, or rename the job with relabelings in "
+        "gpuOperator.extraValues.dcgmExporter.serviceMonitor"
+    ]
+
+
 def _smoke_test_restricted(parts: StackParts) -> list[str]:
     if parts.smoke_namespace is None or parts.smoke_namespace != parts.operator_namespace:
         return []
@@ -442,6 +485,8 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("smoke-image-runs-on-the-driver", lambda p: smoke_image_problems(p.smoke_image, p.operator)),
     ("smoke-test-restricted", _smoke_test_restricted),
     ("smoke-test-steered-by-kyverno", _smoke_test_steered),
+    ("no-gpu-quota-where-gpu-pool-asks-for-gpus", _no_quota_where_gpu_pool_asks_for_gpus),
+    ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
 )

@@ -77,8 +77,8 @@ class GpuConfig(ConfigModel):
             # The card's audio (or USB) function comes with the card through the mapping; named as the card, the
             # preview would pass and the host preflight or the driver would not find a GPU at that id.
             raise ValueError(
-                f"is {FUNCTION_NAMES[facts.function]} of a {facts.chip} card, not the GPU: give the id of the "
-                "card's function .0, the display or 3D controller (`gpu-pool discover` prints it)"
+                f"is {FUNCTION_NAMES[facts.function]} ({facts.chip}), not the GPU: give the id of the card's function "
+                ".0, the display or 3D controller (`gpu-pool discover` prints it)"
             )
         return value
 

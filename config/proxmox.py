@@ -17,6 +17,11 @@ FILE_ID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:(import|iso|vztmpl)/[^/\s]+$"
 # ("has wrong type '$vtype' - needs to be 'images' or 'import'", src/PVE/API2/Qemu.pm @ e6352be6), and an `import`
 # volume is one of .ova, .ovf, .qcow2, .raw or .vmdk, case as written (pve-storage src/PVE/Storage.pm
 # IMPORT_EXT_RE_1 and Plugin.pm parse_volname @ 0c56bad8); a disk image, not an .ova or .ovf appliance.
+SSH_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+# A host name (RFC 1123 labels) or an IPv4/IPv6 address, nothing else.
+HOST = re.compile(
+    r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*|[0-9a-fA-F:]+)$"
+)
 # pve-common PVE/JSONSchema.pm parse_storage_id: "storage ID '...' contains illegal characters".
 STORAGE_ID = re.compile(r"^[a-zA-Z][-a-zA-Z0-9_.]*[a-zA-Z0-9]$")
 IMPORT_DISK = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:import/[-A-Za-z0-9.+=_]+\.(qcow2|raw|vmdk)$")
@@ -30,6 +35,29 @@ class ProxmoxSshConfig(ConfigModel):
     node_addresses: dict[str, str] = Field(
         default_factory=dict, description="Proxmox node name -> address, where the node name does not resolve"
     )
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str) -> str:
+        if not SSH_USER.match(value):
+            raise ValueError(
+                "is not a user name to log in to the Proxmox nodes with: lowercase letters, digits, '_' and '-', "
+                "e.g. root"
+            )
+        return value
+
+    @field_validator("node_addresses")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for node, address in value.items():
+            # The provider opens an SSH connection to exactly this (with proxmox.ssh.port): a host name or an IP.
+            if not HOST.match(address):
+                raise ValueError(
+                    f"{node}: {address!r} is not a host name or IP address to SSH to (no scheme, port or path: the "
+                    "port is proxmox.ssh.port), e.g. 10.0.0.5"
+                )
+        return value
+
     port: int = Field(
         default=22,
         ge=1,

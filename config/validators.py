@@ -42,6 +42,14 @@ def pci_address(value: str) -> str:
         raise ValueError(f"is lspci's short form; Proxmox wants the PCI domain too: '0000:{value.lower()}'")
     if not PCI_ADDRESS.match(value):
         raise ValueError("is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F in hex, e.g. 0000:01:00")
+    slot, dot, function = value.lower().partition(".")
+    if dot and function != "0":
+        # A card's GPU is its function 0; .1 is its HDMI audio (or USB) function, which a mapping of that path alone
+        # would pass into the VM without the GPU.
+        raise ValueError(
+            f"names function .{function} of the card, and its GPU is function .0: write {slot} (the whole card, its "
+            "audio function with it) or " + f"{slot}.0"
+        )
     return value.lower()
 
 

@@ -99,7 +99,7 @@ FUNCTION_NAMES: Final[Mapping[str, str]] = {
     "audio": "the card's HDMI/DP audio controller (PCI class 0403)",
     "usb": "the card's USB host controller (PCI class 0c03)",
     "ucsi": "the card's USB Type-C UCSI controller",
-    "nvswitch": "an NVSwitch, not a GPU",
+    "nvswitch": "an NVSwitch",
     "bridge": "a PCI bridge on the card",
     "unknown": "a device id this table does not know",
 }

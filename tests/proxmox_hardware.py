@@ -81,6 +81,8 @@ SERVED: dict[str, tuple[str, str]] = {
     "mutatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
     "generatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
     "validatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    # Node Feature Discovery's own CRD (its chart's crds/nfd-api-crds.yaml), on a cluster that runs an NFD.
+    "nodefeatures.nfd.k8s-sigs.io": ("v1alpha1", "v1alpha1"),
 }
 
 

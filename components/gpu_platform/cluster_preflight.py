@@ -25,6 +25,7 @@ from components.gpu_platform.cluster_objects import (
     rule_selector_problems,
     service_monitor_selector_problems,
 )
+from components.gpu_platform.release_values import nfd_enabled
 from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.stack import StackConfig
@@ -102,6 +103,18 @@ def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
         ),
     ]
     needed += _kyverno_crds(cfg, kyverno_users)
+    if not nfd_enabled(cfg.gpu_operator):
+        # The chart's NFD is off: another NFD must label the nodes (feature.node.kubernetes.io/pci-10de.present),
+        # which every operand is scheduled by. NFD's own CRDs (the subchart's crds/nfd-api-crds.yaml) show one is
+        # installed.
+        needed.append(
+            NeededCrd(
+                "nodefeatures.nfd.k8s-sigs.io",
+                "gpu-pool:gpuOperator.extraValues.nfd.enabled is false (the chart's Node Feature Discovery off), and "
+                "without an NFD nothing labels the GPU nodes, so no operand is ever scheduled there",
+                "install Node Feature Discovery, or remove nfd.enabled: false",
+            )
+        )
     chart = cfg.gpu_operator.local_chart()
     if chart is not None:
         for crd in chart.crds():

@@ -218,8 +218,7 @@ def test_the_cards_hdmi_audio_function_is_refused_as_the_gpu(run_stack_program: 
     message = refused(run_stack_program, prod_config, monitor)
 
     assert (
-        f"{FD}[dc2].gpu.vendorDeviceId: is the card's HDMI/DP audio controller (PCI class 0403) of a GA107 card, "
-        "not the GPU"
+        f"{FD}[dc2].gpu.vendorDeviceId: is the card's HDMI/DP audio controller (PCI class 0403) (GA107), not the GPU"
     ) in message
 
 
@@ -300,3 +299,55 @@ def test_a_user_name_useradd_refuses_is_refused(run_stack_program: Run, prod_con
     message = refused(run_stack_program, prod_config, monitor)
 
     assert f"{FD}[dc1].username: is not a Linux user name useradd accepts" in message
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda c: c[FD][0]["gpu"].update(pciAddress="0000:01:00.1"), f"{FD}[dc1].gpu.pciAddress: names function .1"),
+        (
+            lambda c: c["gpu-pool:rke2"].update(serverUrl="https://rke2.lab.internal:9345/v1"),
+            "gpu-pool:rke2.serverUrl: must be the server alone, https://rke2.lab.internal:9345",
+        ),
+        (
+            lambda c: c["gpu-pool:proxmox"]["ssh"].update(username=""),
+            "gpu-pool:proxmox.ssh.username: is not a user name",
+        ),
+        (
+            lambda c: c["gpu-pool:proxmox"]["ssh"].update(nodeAddresses={"pve-dc1": "https://10.0.0.5:8006"}),
+            "gpu-pool:proxmox.ssh.nodeAddresses: pve-dc1: 'https://10.0.0.5:8006' is not a host name or IP address",
+        ),
+        (
+            lambda c: c.update({"gpu-pool:monitoring": {"dcgmExporterJob": "dcgm-exporter"}}),
+            "gpu-pool:monitoring.dcgmExporterJob: 'dcgm-exporter' is not the job the operator's ServiceMonitor gives",
+        ),
+        (
+            lambda c: c["gpu-pool:gpuQuotas"]["namespaces"].update({"gpu-operator": 0}),
+            "gpu-pool:gpuQuotas.namespaces.gpu-operator: the operator's validator starts a pod asking a GPU there",
+        ),
+        (
+            lambda c: c["gpu-pool:gpuQuotas"]["namespaces"].update({"gpu-smoke-test": 3}),
+            "gpu-pool:gpuQuotas.namespaces.gpu-smoke-test: every domain's smoke Job asks a GPU there",
+        ),
+        (
+            lambda c: c[FD][1]["gpu"].update(vendorDeviceId="10de:22a3"),
+            f"{FD}[dc2].gpu.vendorDeviceId: is an NVSwitch (GH100), not the GPU",
+        ),
+    ],
+    ids=[
+        "the card's audio function as its address",
+        "an RKE2 server URL with a path",
+        "an empty Proxmox SSH user",
+        "a URL as a node's SSH address",
+        "an exporter job the ServiceMonitor never gives",
+        "a GPU quota on the operator's namespace",
+        "a GPU quota on the smoke test's namespace",
+        "an NVSwitch as the card",
+    ],
+)
+def test_the_second_trial_rounds_mistakes_are_refused_naming_the_key(
+    run_stack_program: Run, prod_config, monitor, change: Any, says: str
+):
+    change(prod_config)
+
+    assert says in refused(run_stack_program, prod_config, monitor)
