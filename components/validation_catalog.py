@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from components.gpu_failure_domain.host_preflight import datastore_problems, host_check_problems, pci_problems
-from components.gpu_failure_domain.rollout_state import rke2_problems
+from components.gpu_failure_domain.turns import rke2_problems
 from components.gpu_platform.cluster_objects import (
     namespace_problems,
     rule_selector_problems,
@@ -17,11 +17,12 @@ from components.gpu_platform.cluster_objects import (
 from components.gpu_platform.cluster_preflight import crd_problems
 from components.rendered_plan import RULES
 from config.cross_key import CROSS_KEY_RULES
-from config.loader import number_problems, validate_stack
+from config.loader import number_problems
 from config.run_environment import ENVIRONMENT_RULES
 from config.secret_checks import SHAPES, secret_problems, wrapping_problem
 from config.stack import StackConfig
 from config.stack_yaml import DuplicateKeyError
+from config.validate import validate_stack
 
 RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
     # How the stack file is written, before any key is read.

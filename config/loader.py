@@ -10,18 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pydantic import ValidationError
 
 from config.base import nearest
-from config.cross_key import cross_key_problems, parts_from_raw, parts_of
 from config.earlier_file import waived
-from config.errors import NAMESPACE, ConfigError, format_validation_error, key_path
-from config.rendered_checks import rendered_problems
+from config.errors import NAMESPACE, ConfigError, key_path
 from config.secret_checks import secret_problems
 from config.stack import StackConfig
 from config.stack_yaml import surprising_numbers
+from config.validate import SECRET_KEYS, stack_keys, validate_stack
 
-SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
 # otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
 STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
@@ -42,44 +39,6 @@ class Secrets:
 class LoadedConfig:
     stack: StackConfig
     secrets: Secrets
-
-
-def stack_keys() -> list[str]:
-    return [field.alias or name for name, field in StackConfig.model_fields.items()]
-
-
-def _dedupe(messages: list[str]) -> list[str]:
-    return list(dict.fromkeys(messages))
-
-
-def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate a `{key: value}` mapping of the stack's non-secret keys. Raises ConfigError with every problem:
-    single-key mistakes and the cross-key rules on whatever parses, in one run."""
-    valid = stack_keys() + list(SECRET_KEYS)
-    unknown = [
-        f"{NAMESPACE}:{key}: unknown config key"
-        + (f"; did you mean '{NAMESPACE}:{hint}'?" if (hint := nearest(key, valid)) else "")
-        for key in raw
-        if key not in valid
-    ]
-    known = {k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS}
-    try:
-        stack = StackConfig.model_validate(known)
-    except ValidationError as error:
-        messages = format_validation_error(error, raw=known, model=StackConfig)
-        parts = parts_from_raw(known)
-        raise ConfigError(_dedupe(unknown + messages + cross_key_problems(parts) + _rendered(parts))) from None
-    parts = parts_of(stack)
-    problems = unknown + cross_key_problems(parts) + _rendered(parts)
-    if problems:
-        raise ConfigError(_dedupe(problems))
-    return stack
-
-
-def _rendered(parts: Any) -> list[str]:
-    """The rendered plan's rules (registered by the components); on an earlier stack file (make diff) they are
-    waived like the other rules that guard the next `up`."""
-    return [problem for problem in rendered_problems(parts) if not waived(problem)]
 
 
 def _stack_file() -> Path | None:

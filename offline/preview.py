@@ -88,7 +88,6 @@ def steering_note(config: dict[str, Any]) -> str:
     """With Kyverno off, the lines every GPU pod's spec needs, with this stack's taint and label."""
     from pydantic import ValidationError
 
-    from components.shared.node_marking import GpuNodeMarking
     from config.kyverno import KyvernoConfig
 
     try:
@@ -97,7 +96,7 @@ def steering_note(config: dict[str, Any]) -> str:
         return ""
     if kyverno.enabled:
         return ""
-    lines = GpuNodeMarking.from_kyverno(kyverno).pod_spec_lines()
+    lines = kyverno.pod_spec_lines()
     return "Kyverno is off (gpu-pool:kyverno.enabled): every GPU pod's spec carries these itself:\n" + "".join(
         f"  {line}\n" for line in lines.splitlines()
     )

@@ -41,13 +41,5 @@ class GpuNodeMarking:
     def toleration(self) -> dict[str, str]:
         return {"key": self.taint_key, "operator": "Equal", "value": self.taint_value, "effect": self.taint_effect}
 
-    def pod_spec_lines(self) -> str:
-        """What a GPU pod's spec carries itself when no Kyverno policy adds it (README, "Without Kyverno")."""
-        t = self.toleration
-        return (
-            f'tolerations: [{{key: {t["key"]}, operator: Equal, value: "{t["value"]}", effect: {t["effect"]}}}]\n'
-            f"nodeSelector: {{{self.label_key}: {self.label_value}}}\n"
-        )
-
 
 ARTICLE_MARKING = GpuNodeMarking()

@@ -81,7 +81,10 @@ def test_the_h200_capture_under_an_a1000_node_is_refused_as_another_machines_rep
     assert result.code == 1 and result.json()["firstBroken"] == "node:pci"
     assert floors["node:pci"]["ok"] is False
     assert "the report found NVIDIA H200, but GPU Feature Discovery labelled" in floors["node:pci"]["detail"]
-    assert "nvidia.com/gpu.product=NVIDIA-RTX-A1000: the report is from another machine" in floors["node:pci"]["detail"]
+    assert (
+        "nvidia.com/gpu.product=NVIDIA-RTX-A1000-SHARED: the report is from another machine"
+        in floors["node:pci"]["detail"]
+    )
     assert floors["node:driver"]["ok"] is None and floors["node:health"]["ok"] is None
 
 

@@ -108,7 +108,7 @@ def test_each_vms_cloud_init_is_written_for_review_with_secrets_replaced_by_mark
     import yaml
 
     from components.gpu_failure_domain.cloud_init import build_user_data
-    from config.loader import validate_stack
+    from config.validate import validate_stack
     from offline.runner import read_stack_file
 
     assert preview(tmp_path, "--secret", f"rke2Token={SENTINEL_TOKEN}") == 0
@@ -168,11 +168,11 @@ def test_with_kyverno_off_the_preview_prints_the_pod_lines_with_the_stacks_own_t
 def test_the_readmes_without_kyverno_snippet_is_the_default_marking_the_program_prints() -> None:
     import re
 
-    from components.shared.node_marking import ARTICLE_MARKING
+    from config.kyverno import KyvernoConfig
     from offline.runner import ROOT_DIR
 
     readme = (ROOT_DIR / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Without Kyverno or Prometheus", 1)[1]
     snippet = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
 
-    assert snippet is not None and snippet.group(1) == ARTICLE_MARKING.pod_spec_lines()
+    assert snippet is not None and snippet.group(1) == KyvernoConfig().pod_spec_lines()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offline.ciphertexts import ciphertext_problems
+from config.ciphertexts import ciphertext_problems
 
 SALT = "v1:8lHWmOdrjz8=:v1:mr23Y4tXjHfhujyQ:AanJ6B0BTOZGERQe6+Lg0dlngmA2mQ=="
 # The shape `pulumi config set --secret` writes with a passphrase (nonce and AES-GCM ciphertext, base64).
