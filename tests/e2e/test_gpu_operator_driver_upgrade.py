@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ import pytest
 import yaml
 
 from components.gpu_platform.operator_values import DRIVER_UPGRADE_POLICY
-from knowledge.gpu_operator import DRIVER_POD_SELECTOR, DRIVER_UPGRADE_STATE_LABEL
 from tests.e2e.chart import CHART_VERSION, RELEASE_RESOURCE, helm, package_chart
 from tests.e2e.cluster_programs import apply_objects, running_gpu_operator
 from tests.e2e.conftest import install_crds, reported_control_plane
@@ -36,11 +34,8 @@ from tests.e2e.kube import Kubectl, load_documents
 from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
+from tests.e2e.upgrade_watch import DONE, INITIAL_STATE_ANNOTATION, REQUIRED, Sample, Watch, out_of_service
 
-# The operator's own mark on a node that was unschedulable when its upgrade began: such a node is left cordoned at
-# the end (k8s-operator-libs pkg/upgrade/consts.go UpgradeInitialStateAnnotationKeyFmt, driver name "gpu").
-INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
-DONE, REQUIRED = "upgrade-done", "upgrade-required"
 UPGRADE_CRDS = (
     f"gpu-operator/{CHART_VERSION}/chart/crds/nvidia.com_clusterpolicies.yaml",
     f"gpu-operator/{CHART_VERSION}/chart/crds/nvidia.com_nvidiadrivers.yaml",
@@ -48,8 +43,6 @@ UPGRADE_CRDS = (
     f"gpu-operator/{CHART_VERSION}/chart/charts/node-feature-discovery/crds/nfd-api-crds.yaml",
 )
 BUMPS = ("595.91.08", "595.91.09")
-SAMPLE_SECONDS = 0.5
-UPGRADE_SECONDS = 300
 
 
 def release_values(stack: Previewed) -> dict[str, Any]:
@@ -78,68 +71,6 @@ def render(tools: Tools, archive: Path, work: Path, namespace: str, values: dict
 def cluster_policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
     (found,) = [o for o in objects if o["kind"] == "ClusterPolicy"]
     return found
-
-
-@dataclass
-class Sample:
-    at: float
-    state: str
-    unschedulable: bool
-    driver: str  # the driver version of the node's Ready driver pod, "" if none is Ready
-    initial_state: bool
-
-
-@dataclass
-class Watch:
-    """Every node's upgrade state, cordon and Ready driver version, sampled throughout the scenario."""
-
-    kubectl: Kubectl
-    namespace: str
-    hosts: dict[str, str]
-    samples: dict[str, list[Sample]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def sample(self) -> dict[str, Sample]:
-        nodes = {n["metadata"]["name"]: n for n in self.kubectl.json("get", "nodes")["items"]}
-        pods = self.kubectl.json("-n", self.namespace, "get", "pods", "-l", DRIVER_POD_SELECTOR)["items"]
-        now = time.monotonic()
-        found: dict[str, Sample] = {}
-        for domain, host in self.hosts.items():
-            node = nodes[host]
-            ready = [
-                p["spec"]["containers"][0]["image"].rsplit(":", 1)[1].split("-")[0]
-                for p in pods
-                if p["spec"].get("nodeName") == host
-                and not p["metadata"].get("deletionTimestamp")
-                and any(
-                    c["type"] == "Ready" and c["status"] == "True"
-                    for c in (p.get("status") or {}).get("conditions") or []
-                )
-            ]
-            annotations = node["metadata"].get("annotations") or {}
-            found[domain] = Sample(
-                now,
-                (node["metadata"].get("labels") or {}).get(DRIVER_UPGRADE_STATE_LABEL, ""),
-                bool(node["spec"].get("unschedulable")),
-                ready[0] if len(ready) == 1 else "",
-                INITIAL_STATE_ANNOTATION in annotations,
-            )
-        for domain, one in found.items():
-            self.samples.setdefault(domain, []).append(one)
-        return found
-
-    def until(self, what: str, check: Callable[[dict[str, Sample]], bool], seconds: float = UPGRADE_SECONDS) -> None:
-        deadline = time.monotonic() + seconds
-        while not check(self.sample()):
-            if time.monotonic() > deadline:
-                last = {d: s[-1] for d, s in self.samples.items()}
-                raise AssertionError(f"not within {seconds:.0f} s: {what}; last seen {last}")
-            time.sleep(SAMPLE_SECONDS)  # poll interval; bounded by the deadline above
-
-
-def out_of_service(sample: Sample) -> bool:
-    """A node taken out by the upgrade: cordoned by it, or its driver pod gone or not Ready."""
-    return sample.state not in ("", DONE, REQUIRED) or not sample.driver
 
 
 @dataclass(frozen=True)
