@@ -30,10 +30,11 @@ from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 NAMESPACE = "e2e-training"
 NEW_RKE2 = "v1.33.6+rke2r1"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 REFUSED = "Cannot evict pod as it would violate the pod's disruption budget"
 SECONDS = 120
 
