@@ -14,7 +14,13 @@ writing through the API server as each would, is what no upstream program can do
   is Ready: its pod runs under KWOK, but there is no card to enumerate. The number is what the real plugin
   advertised on an H200 under the document the node's sharing-profile label names, per card, times its cards
   (tests/e2e/plugin_capacity.py).
-What it writes is this status and these labels, never the objects the stack or a controller writes.
+What it writes is this status and these labels, never the objects the stack or a controller writes. Before its
+thread starts it creates, once, what a lab has before the stack and no program here installs: Rancher Monitoring's
+Prometheus Operator CRDs and a Prometheus that loads every rule (no Prometheus Operator runs in this tier), and the
+namespaces the stack writes into without creating them (the dashboard's and the rules', the quota namespaces).
+Nothing else of the former stand-in is left: kube-controller-manager completes Jobs, rolls out Deployments and
+DaemonSets, fills quota status and makes ServiceAccounts; KWOK runs the pods and keeps Nodes Ready; the GPU
+Operator's controller creates the operand DaemonSets and moves the driver upgrade state.
 """
 
 from __future__ import annotations
