@@ -120,28 +120,37 @@ class QuotaLost(AssertionError):
     strict=True,
     reason=(
         "switching kyverno.policyApi in one `up`: pulumi creates the new policy, whose generateExisting adopts the "
-        "quota of the same name, then deletes the old one, whose clean-up deletes that quota; nothing puts it back "
-        "(Kyverno ignores deletions by its own background controller). Reported to the lead (issue 28)"
+        "quota of the same name (or, racing the old policy's watcher, leaves it to the old policy), then deletes the "
+        "old one, whose clean-up deletes that quota; nothing puts it back (Kyverno ignores deletions by its own "
+        "background controller). Reported to the lead (issue 28)"
     ),
 )
 def test_switching_the_policy_api_in_one_up_keeps_the_quota_of_a_labelled_namespace(
     kyverno_cluster: ControlPlane, labelled: str, prod_stack: Previewed, clusterpolicy_stack: Previewed
 ) -> None:
-    """CEL to ClusterPolicy in pulumi's order: the new policy created (and, as in the `up` that found this, having
-    adopted the quota), then the one no longer in the program deleted."""
+    """CEL to ClusterPolicy in pulumi's order: the new policy created, then the one no longer in the program
+    deleted."""
     kubectl = kyverno_cluster.kubectl
     install(kubectl, prod_stack)
     try:
         eventually("the CEL policy's quota", lambda: generated_by(kubectl, labelled) == GENERATED_BY["cel"])
         install(kubectl, clusterpolicy_stack)
-        eventually("adopted", lambda: generated_by(kubectl, labelled) == GENERATED_BY["clusterpolicy"])
+        # In the `up` that found this, the new policy's generateExisting had adopted the quota before the old policy
+        # went. It does not always: its background run can race the old policy's watcher updating the same quota
+        # (seen 2026-12-04: the new policy's UpdateRequest processed, nothing generated or adopted). Either way
+        # pulumi deletes the old policy next; what the test asks is whether the namespace still has a quota then.
+        try:
+            eventually("adopted", lambda: generated_by(kubectl, labelled) == GENERATED_BY["clusterpolicy"], 30)
+            adopted = "adopted by the new policy"
+        except AssertionError:
+            adopted = "never adopted by the new policy"
         for path in quota_manifests(prod_stack):
             if "generatingpolicy-" in path.name:
                 kubectl("delete", "--wait=true", "-f", str(path))
         try:
             eventually("a quota after the switch", lambda: generated_by(kubectl, labelled), 60)
         except AssertionError as lost:
-            raise QuotaLost(str(lost)) from None
+            raise QuotaLost(f"{lost} (the quota was {adopted} before the old policy went)") from None
     finally:
         remove(kubectl, prod_stack)
         remove(kubectl, clusterpolicy_stack)
