@@ -26,6 +26,8 @@ class NodeCheck:
     floors: tuple[NodeCheckFloor, ...]
     first_broken: str | None
     fix: Fix | None
+    # The fix is a power cycle of the VM (node-check's fix.powerCycle); False where the report does not say.
+    power_cycle: bool = False
 
 
 def parse_node_check(document: Any, source: str) -> NodeCheck:
@@ -52,7 +54,8 @@ def parse_node_check(document: Any, source: str) -> NodeCheck:
         parsed_fix = Fix(tuple(str(t) for t in fix.get("traps") or ()), str(fix.get("command", "")))
     elif first is not None:
         parsed_fix = Fix((), f"gpu-pool node-check on {node}")
-    return NodeCheck(node, tuple(floors), first, parsed_fix)
+    cycles = isinstance(fix, dict) and fix.get("powerCycle") is True
+    return NodeCheck(node, tuple(floors), first, parsed_fix, cycles)
 
 
 def read_node_checks(paths: Sequence[str]) -> dict[str, NodeCheck]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
@@ -15,6 +16,9 @@ from config.gpu_operator import GpuOperatorConfig
 from config.monitoring import AlertThresholds
 from config.smoke_test import SmokeTestConfig
 from day2.errors import Day2Error
+
+if TYPE_CHECKING:
+    from config.stack import StackConfig
 
 PROJECT_PREFIX = "gpu-pool:"
 # What components/gpu_failure_domain/smoke_test.py labels each smoke Job with (a test keeps the two equal).
@@ -60,6 +64,11 @@ class PoolFacts:
 
 def load_stack(stack: str, root: Path) -> PoolFacts:
     """Read and validate Pulumi.<stack>.yaml in root. Raises Day2Error with one line naming the problem."""
+    return facts_of(read_stack(stack, root), stack)
+
+
+def read_stack(stack: str, root: Path) -> StackConfig:
+    """Pulumi.<stack>.yaml in root, validated (its secrets are not read). Raises Day2Error naming the problem."""
     # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
     from config.errors import ConfigError
     from config.stack_file import StackFileError, read_stack_file
@@ -75,9 +84,13 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
         if key.startswith(PROJECT_PREFIX) and not (isinstance(value, dict) and set(value) == {"secure"})
     }
     try:
-        cfg = validate_stack(values)
+        return validate_stack(values)
     except ConfigError as error:
         raise Day2Error(f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}") from None
+
+
+def facts_of(cfg: StackConfig, stack: str) -> PoolFacts:
+    """What doctor and claims check a cluster against, from a validated stack."""
     return PoolFacts(
         marking=GpuNodeMarking.from_kyverno(cfg.kyverno),
         operator_namespace=cfg.gpu_operator.namespace,

@@ -1,0 +1,77 @@
+"""The day-2 code that runs where the project is not installed, as one zip Python runs (a zipapp).
+
+node-check runs on a GPU worker with python3 and the standard library alone; `gpu-pool repair` sends it there
+over SSH as this zip (base64 in the command line: no copy step, nothing left behind). The in-cluster health
+check (day2/health_check.py) runs doctor's cluster floors in a stock python image from a ConfigMap holding its
+zip. The zips are byte-for-byte the same for the same sources (fixed times, sorted names), so the ConfigMap
+changes only when the code does.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# What node-check imports, and nothing else: it runs on the node with the standard library alone.
+NODE_CHECK_FILES = (
+    "day2/__init__.py",
+    "day2/node_check.py",
+    "day2/node_facts.py",
+    "day2/node_floors.py",
+    "day2/node_nvml.py",
+    "knowledge/__init__.py",
+    "knowledge/nvml.py",
+    "knowledge/pci.py",
+    "knowledge/xid.py",
+)
+NODE_CHECK_MAIN = "import sys\n\nfrom day2.node_check import main\n\nsys.exit(main())\n"
+# A zip entry's time: the earliest a zip can hold, so the bytes depend on the contents alone.
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+# One argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN): the remote shell gets the whole
+# command as one, so the encoded zip must leave room for the rest.
+MAX_COMMAND_BYTES = 100_000
+
+
+def zipapp(files: Sequence[tuple[str, bytes]], main: str) -> bytes:
+    """A zip of (path, content) with `__main__.py` = main, which `python3 app.pyz` runs."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, content in sorted([*files, ("__main__.py", main.encode())]):
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+def project_files(paths: Sequence[str], root: Path = ROOT) -> list[tuple[str, bytes]]:
+    return [(path, (root / path).read_bytes()) for path in paths]
+
+
+def node_check_zip() -> bytes:
+    return zipapp(project_files(NODE_CHECK_FILES), NODE_CHECK_MAIN)
+
+
+def node_check_command(flags: Sequence[str], *, strict: bool) -> str:
+    """A shell command for the node (run over SSH) that runs node-check from the zip with `flags`.
+
+    As root where sudo needs no password (the kernel log is root's where kernel.dmesg_restrict is 1, Ubuntu's
+    default), else as the login user (then the health floor reads no Xid and says so). `strict`: node-check's
+    table and its exit code (1 on a broken floor), as a repair's check after the power cycle runs it; otherwise
+    its JSON report is the answer and only an error (exit 2) fails."""
+    encoded = base64.b64encode(node_check_zip()).decode()
+    run = f'python3 "$f" {" ".join(shlex.quote(flag) for flag in flags)}' + ("" if strict else " -o json")
+    ending = "" if strict else '; rc=$?; [ "$rc" -le 1 ] || exit "$rc"'
+    command = (
+        "f=$(mktemp /tmp/gpu-pool-node-check.XXXXXX) || exit 2; trap 'rm -f \"$f\"' EXIT; "
+        f'printf %s {encoded} | base64 -d > "$f" || exit 2; '
+        f"if sudo -n true 2>/dev/null; then sudo -n {run}; else {run}; fi{ending}"
+    )
+    if len(command) > MAX_COMMAND_BYTES:
+        raise ValueError(f"node-check's zip makes a {len(command)}-byte command, over {MAX_COMMAND_BYTES}")
+    return command
