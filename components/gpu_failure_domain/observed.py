@@ -9,9 +9,9 @@ The Node's annotations are the contract between a wave and the next preview:
 - WAVE_CORDON_ANNOTATION: the wave cordoned this node (only set when the drain found it schedulable), so only the
   wave's last step uncordons it; a node someone else cordoned stays cordoned.
 - WAVE_TURN_ANNOTATION: when a turn's drain started; present until that turn's last step: a turn in progress.
-- REPAIRS_ANNOTATION: the power cycles `gpu-pool repair` made of the node's VM (when, why, which VM), newest
-  last, the last day's at least: what the repair's daily budget counts.
-- REPAIR_STOPPED_ANNOTATION: where a failed repair stopped and how to resume; a turn's last step removes it.
+- REPAIRS_ANNOTATION: what `gpu-pool repair` did on the node, oldest first, the last week of it: each power cycle
+  of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
+  each one that stopped (at which step, why, the command to resume).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
-REPAIR_STOPPED_ANNOTATION = "gpu-pool.dev/repair-stopped"
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"
@@ -49,7 +48,7 @@ class ObservedNode:
     wave_turn: str | None = None
     # The kubelet's Ready condition (a Node that never reported one is not Ready).
     ready: bool = True
-    # REPAIRS_ANNOTATION's entries, oldest first ({"at", "reason", "vm"}).
+    # REPAIRS_ANNOTATION's entries, oldest first ({"at", "event": power-cycle | repaired | stopped, "reason", ...}).
     repairs: tuple[Mapping[str, str], ...] = ()
 
     @property
