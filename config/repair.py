@@ -14,9 +14,35 @@ from config.validators import dns_label
 # The Docker official image: python3 and the standard library, which is all the health check runs on (the
 # stack hands it its code in a ConfigMap), so no image has to be built.
 HEALTH_CHECK_IMAGE = "python:3.12-slim"
-# Five cron fields, each `*`, a number, a range, a list or a step (the CronJob controller's standard syntax).
+# Minute and hour in cron syntax (`*`, a number, a range, a list, a step), then every day of every month: the
+# check runs every day, so how stale its last run may be follows from the two fields (GpuPoolHealthCheckNotRunning).
 _CRON_FIELD = r"(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*"
-CRON = re.compile(rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$")
+CRON = re.compile(rf"^(?P<minute>{_CRON_FIELD}) (?P<hour>{_CRON_FIELD}) \* \* \*$")
+
+
+def _expand(field: str, low: int, high: int) -> set[int]:
+    values: set[int] = set()
+    for part in field.split(","):
+        span, _, step = part.partition("/")
+        if span == "*":
+            first, last = low, high
+        else:
+            first_text, _, last_text = span.partition("-")
+            first = int(first_text)
+            last = int(last_text) if last_text else (high if step else first)
+        if not low <= first <= last <= high or (step and int(step) < 1):
+            raise ValueError(f"{part!r} is not a value or step within {low}-{high}")
+        values |= set(range(first, last + 1, int(step) if step else 1))
+    return values
+
+
+def longest_gap_minutes(schedule: str) -> int:
+    """The longest wait between two runs of a daily schedule (across midnight too)."""
+    match = CRON.match(schedule)
+    if match is None:
+        raise ValueError(f"{schedule!r} is not a daily cron schedule")
+    times = sorted(h * 60 + m for h in _expand(match["hour"], 0, 23) for m in _expand(match["minute"], 0, 59))
+    return max(later - earlier for earlier, later in zip(times, [*times[1:], times[0] + 24 * 60], strict=True))
 
 
 class HealthCheckConfig(ConfigModel):
@@ -25,7 +51,10 @@ class HealthCheckConfig(ConfigModel):
     lives in the cluster: the alert's runbook names the `gpu-pool repair` command a human runs."""
 
     enabled: bool = Field(default=False, description="deploy the health-check CronJob and its alert rule")
-    schedule: str = Field(default="*/10 * * * *", description="how often it runs, in cron syntax (5 fields)")
+    schedule: str = Field(
+        default="*/10 * * * *",
+        description="when it runs, in cron syntax: minute and hour, every day (the last three fields are `* * *`)",
+    )
     image: str = Field(
         default=HEALTH_CHECK_IMAGE,
         description="an image with python3 (3.11 or newer) on PATH, pinned by tag or digest; nothing else is needed",
@@ -40,7 +69,13 @@ class HealthCheckConfig(ConfigModel):
     @classmethod
     def _schedule(cls, value: str) -> str:
         if not CRON.match(value):
-            raise ValueError("is not a cron schedule of 5 fields, e.g. '*/10 * * * *' (every 10 minutes)")
+            raise ValueError(
+                "is not a daily cron schedule: minute and hour, then `* * *`, e.g. '*/10 * * * *' (every 10 minutes)"
+            )
+        try:
+            longest_gap_minutes(value)
+        except ValueError as error:
+            raise ValueError(f"is not a cron schedule: {error}") from None
         return value
 
     @field_validator("image")

@@ -30,6 +30,37 @@ NODE_CHECK_FILES = (
     "knowledge/xid.py",
 )
 NODE_CHECK_MAIN = "import sys\n\nfrom day2.node_check import main\n\nsys.exit(main())\n"
+# What doctor's floors and the in-cluster health check import (a test runs the zip with every site package
+# hidden), and PyYAML's pure-Python package for the sharing profiles (its C extension is left out: PyYAML falls
+# back to Python when it is missing). The zip carries PyYAML's licence.
+HEALTH_CHECK_FILES = (
+    "components/__init__.py",
+    "components/shared/__init__.py",
+    "components/shared/health_condition.py",
+    "components/shared/node_marking.py",
+    "day2/__init__.py",
+    "day2/doctor.py",
+    "day2/errors.py",
+    "day2/floors_operands.py",
+    "day2/floors_pool.py",
+    "day2/floors_types.py",
+    "day2/health_check.py",
+    "day2/node_facts.py",
+    "day2/node_floors.py",
+    "day2/node_report.py",
+    "day2/objects.py",
+    "day2/operands.py",
+    "day2/pool.py",
+    "day2/sharing.py",
+    "day2/traps.py",
+    "knowledge/__init__.py",
+    "knowledge/gpu_operator.py",
+    "knowledge/kubernetes.py",
+    "knowledge/nvml.py",
+    "knowledge/pci.py",
+    "knowledge/xid.py",
+)
+HEALTH_CHECK_MAIN = "import sys\n\nfrom day2.health_check import main\n\nsys.exit(main())\n"
 # A zip entry's time: the earliest a zip can hold, so the bytes depend on the contents alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 # One argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN): the remote shell gets the whole
@@ -55,6 +86,25 @@ def project_files(paths: Sequence[str], root: Path = ROOT) -> list[tuple[str, by
 
 def node_check_zip() -> bytes:
     return zipapp(project_files(NODE_CHECK_FILES), NODE_CHECK_MAIN)
+
+
+def pyyaml_files() -> list[tuple[str, bytes]]:
+    """The installed PyYAML's Python modules and its licence (the project locks its version: uv.lock)."""
+    import importlib.metadata
+
+    import yaml
+
+    package = Path(yaml.__file__).parent
+    files = [(f"yaml/{path.name}", path.read_bytes()) for path in sorted(package.glob("*.py"))]
+    licence = next((f for f in importlib.metadata.files("PyYAML") or [] if f.name == "LICENSE"), None)
+    if licence is not None:
+        files.append(("yaml/LICENSE", Path(str(licence.locate())).read_bytes()))
+    return files
+
+
+def health_check_zip() -> bytes:
+    """The in-cluster health check (day2/health_check.py) and what it imports, for the stack's ConfigMap."""
+    return zipapp([*project_files(HEALTH_CHECK_FILES), *pyyaml_files()], HEALTH_CHECK_MAIN)
 
 
 def node_check_command(flags: Sequence[str], *, strict: bool) -> str:

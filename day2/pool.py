@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
-from config.gpu_operator import GpuOperatorConfig
-from config.monitoring import AlertThresholds
-from config.smoke_test import SmokeTestConfig
 from day2.errors import Day2Error
 
 if TYPE_CHECKING:
@@ -37,21 +33,53 @@ class Domain:
     slots: int
 
 
+# The defaults come from the stack config's models, imported only when a default is needed: the in-cluster
+# health check (day2/health_check.py) gives every value and runs on the standard library, without pydantic.
+def _operator_namespace() -> str:
+    from config.gpu_operator import GpuOperatorConfig
+
+    return GpuOperatorConfig().namespace
+
+
+def _smoke_namespace() -> str:
+    from config.smoke_test import SmokeTestConfig
+
+    return SmokeTestConfig().namespace
+
+
+def _time_slicing_configmap() -> str:
+    from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
+
+    return TIME_SLICING_CONFIGMAP
+
+
+def _idle_hours() -> int:
+    from config.monitoring import AlertThresholds
+
+    return AlertThresholds().idle_gpu_hours
+
+
+def _idle_percent() -> int:
+    from config.monitoring import AlertThresholds
+
+    return AlertThresholds().idle_utilisation_percent
+
+
 @dataclass(frozen=True)
 class PoolFacts:
     marking: GpuNodeMarking = ARTICLE_MARKING
-    operator_namespace: str = field(default_factory=lambda: GpuOperatorConfig().namespace)
-    smoke_namespace: str = field(default_factory=lambda: SmokeTestConfig().namespace)
+    operator_namespace: str = field(default_factory=_operator_namespace)
+    smoke_namespace: str = field(default_factory=_smoke_namespace)
     # False when the stack turns the smoke test off: then no smoke Job is expected on any node.
     smoke_test_enabled: bool = True
-    time_slicing_configmap: str = TIME_SLICING_CONFIGMAP
+    time_slicing_configmap: str = field(default_factory=_time_slicing_configmap)
     domains: tuple[Domain, ...] = ()
     profile_slots: dict[str, int] = field(default_factory=dict)
     driver_version: str | None = None
     kubeconfig: str | None = None
     context: str | None = None
-    idle_hours: int = field(default_factory=lambda: AlertThresholds().idle_gpu_hours)
-    idle_percent: int = field(default_factory=lambda: AlertThresholds().idle_utilisation_percent)
+    idle_hours: int = field(default_factory=_idle_hours)
+    idle_percent: int = field(default_factory=_idle_percent)
     stack: str | None = None
 
     def domain_of(self, node: str) -> Domain | None:
