@@ -339,3 +339,15 @@ def test_a_vm_that_is_not_the_stacks_is_refused(guests: list[dict[str, Any]], sa
     problem = vm_problem(stack().failure_domains[1], guests)
 
     assert problem is not None and problem.startswith(said)
+
+
+def test_the_docs_list_exactly_the_xids_a_repair_power_cycles_for() -> None:
+    import re
+
+    from knowledge.xid import XIDS
+
+    doc = (ROOT / "docs" / "day2.md").read_text(encoding="utf-8")
+    (row,) = [line for line in doc.splitlines() if line.startswith("| `node:health`: an Xid whose catalogue action")]
+    listed = {int(code) for code in re.search(r"\(([\d, ]+)\)", row).group(1).split(", ")}  # type: ignore[union-attr]
+
+    assert listed == {code for code, xid in XIDS.items() if xid.power_cycle_fixes}
