@@ -190,7 +190,8 @@ def lab(
                 yield Lab(stack, stack_dir, pve, standin, kubectl)
             assert not standin.errors, standin.errors[:5]
         finally:
-            kubectl("delete", "clusterpolicy", "cluster-policy", "--ignore-not-found")
+            # The full name: Kyverno has a ClusterPolicy kind too, and the short name may mean either.
+            kubectl("delete", "clusterpolicies.nvidia.com", "cluster-policy", "--ignore-not-found")
             kubectl("-n", stack.smoke_test.namespace, "delete", "jobs", "--all", "--ignore-not-found")
             kubectl("-n", namespace, "delete", "configmap", TIME_SLICING_CONFIGMAP, "--ignore-not-found")
             kubectl("-n", "default", "delete", "events", "--field-selector", "source=gpu-pool-repair")
@@ -225,7 +226,8 @@ def test_a_node_whose_card_fell_off_the_bus_is_repaired_end_to_end(lab: Lab) -> 
     ]
     assert records[0]["vm"] == "VM 4201 on pve-dc2"
     events = lab.kubectl.json("-n", "default", "get", "events", "--field-selector", f"involvedObject.name={DC2}")
-    assert [e["reason"] for e in events["items"] if e["source"]["component"] == "gpu-pool-repair"] == [
+    # Listed by their generated names, not in time: compared as a set.
+    assert sorted(e["reason"] for e in events["items"] if e["source"]["component"] == "gpu-pool-repair") == [
         "GpuPoolPowerCycle",
         "GpuPoolRepaired",
     ]
@@ -373,3 +375,29 @@ def test_a_card_missing_from_the_bus_found_over_ssh_is_power_cycled_and_if_still
     # Nothing after the failed check ran: no smoke Job, no gate, no uncordon.
     jobs = lab.kubectl.json("-n", lab.stack.smoke_test.namespace, "get", "jobs")["items"]
     assert not [j for j in jobs if "-repair-" in j["metadata"]["name"]]
+
+
+def test_a_repair_that_stops_at_its_gate_leaves_the_node_cordoned_and_running_it_again_finishes_it(lab: Lab) -> None:
+    # The operator's driver upgrade on the node failed: the gate after the power cycle fails at once.
+    lab.kubectl("label", "node", DC2, "nvidia.com/gpu-driver-upgrade-state=upgrade-failed")
+
+    first = lab.repair(DC2, "--node-check", str(XID_REPORT), "--yes")
+
+    assert first.code == 1
+    assert "gpu-pool repair: stopped at gpu-ready (exit 1)" in first.out
+    assert "the GPU Operator's driver upgrade failed" in first.out
+    node = lab.node()
+    assert node["spec"]["unschedulable"] is True and node["metadata"]["annotations"][WAVE_TURN_ANNOTATION]
+    assert [r["event"] for r in lab.records()] == ["power-cycle", "stopped"]
+
+    # The cause fixed, the same command again: its turn is the domain's own, so no guard rail stands in the way.
+    lab.kubectl("label", "node", DC2, "nvidia.com/gpu-driver-upgrade-state-")
+    again = lab.repair(DC2, "--node-check", str(XID_REPORT), "--yes")
+
+    assert again.code == 0, again.out + again.err
+    assert "daily budget: 1 of 2 power cycles in the last 24 hours" in again.out
+    assert lab.vm_calls(4201) == ["POST status/shutdown", "POST status/start"] * 2
+    node = lab.node()
+    assert not node["spec"].get("unschedulable")
+    assert WAVE_TURN_ANNOTATION not in node["metadata"]["annotations"]
+    assert [r["event"] for r in lab.records()] == ["power-cycle", "stopped", "power-cycle", "repaired"]
