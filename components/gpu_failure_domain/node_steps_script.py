@@ -390,8 +390,11 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
     vm = f"/nodes/{env('PROXMOX_NODE')}/qemu/{vmid}"
     forced = os.environ.get("POWER_CYCLE_REASON", "")
     if forced:
-        # `gpu-pool repair`: the card faulted; a cold start resets it whatever the VM's config says.
-        print(f"VM {vmid}: {forced}; full power cycle (stop, then start)")
+        # `gpu-pool repair`: the card faulted; a cold start resets it whatever the VM's config says. It also
+        # applies what Proxmox has pending for the VM (a stack change not rolled yet): said, so it is no surprise.
+        keys = pending_keys(api.call("GET", f"{vm}/pending"))
+        also = f"; it also applies what Proxmox has pending: {', '.join(keys)}" if keys else ""
+        print(f"VM {vmid}: {forced}; full power cycle (stop, then start){also}")
     else:
         keys = pending_keys(api.call("GET", f"{vm}/pending"))
         before = previous_device(os.environ.get("PULUMI_COMMAND_STDOUT", ""))

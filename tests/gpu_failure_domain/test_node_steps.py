@@ -288,6 +288,8 @@ def test_a_repairs_power_cycle_runs_whatever_is_pending_and_is_recorded_on_the_n
         result = harness.run("power-cycle", **power_cycle_env(api.endpoint), POWER_CYCLE_REASON="node:health: Xid 79")
     assert result.returncode == 0, result.stderr
     journal = journal_without_reads(harness)
+    # What is pending is read only to be said: nothing pending, and the cycle runs anyway.
+    assert journal.pop(0) == f"proxmox GET {VM}/pending"
     assert journal[0] == f"kubectl --context lab drain {NODE} --ignore-daemonsets --delete-emptydir-data --timeout=15m"
     assert journal[1].startswith(f"kubectl --context lab patch node {NODE} --type=merge -p ")
     (record,) = json.loads(patched_annotations(journal[1])["gpu-pool.dev/repairs"])
@@ -301,9 +303,20 @@ def test_a_repairs_power_cycle_runs_whatever_is_pending_and_is_recorded_on_the_n
     assert (event["reason"], event["type"], event["involvedObject"]) == (
         "GpuPoolPowerCycle", "Warning", {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": ""},
     )  # fmt: skip
-    # No look at what is pending: the card faulted, so the cycle runs anyway; the node stays cordoned after it.
+    # The node stays cordoned after it: the repair's last step uncordons it, after its checks.
     assert journal[4:] == [f"proxmox POST {VM}/status/shutdown", f"proxmox POST {VM}/status/start"]
-    assert "node:health: Xid 79; full power cycle (stop, then start)" in result.stdout
+    assert "node:health: Xid 79; full power cycle (stop, then start)\n" in result.stdout
+
+
+def test_a_repairs_power_cycle_says_what_proxmox_had_pending_that_it_applies_too(harness: Harness) -> None:
+    cordoned = node(unschedulable=True, boot="boot-1")
+    harness.scenario({"node": [cordoned, cordoned, node(unschedulable=True, boot="boot-2")]})
+    with harness.proxmox([{"key": "cores", "value": 8, "pending": 12}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint), POWER_CYCLE_REASON="node:pci: gone")
+    assert result.returncode == 0, result.stderr
+    assert "node:pci: gone; full power cycle (stop, then start); it also applies what Proxmox has pending: cores" in (
+        result.stdout
+    )
 
 
 def test_a_repairs_record_keeps_a_week_of_earlier_entries_and_drops_older_ones(harness: Harness) -> None:

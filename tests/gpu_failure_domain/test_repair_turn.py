@@ -126,3 +126,20 @@ def test_a_repair_uncordons_only_a_node_the_wave_or_the_repair_cordoned(state: s
     assert plan.step("rollout").does.endswith(
         ", uncordon" if uncordons else "; the node stays cordoned (cordoned by someone else)"
     )
+
+
+def test_without_the_smoke_test_the_repair_gates_on_the_pins_alone() -> None:
+    stack = prod(lambda raw: raw.update(smokeTest={"enabled": False}))
+    domain = stack.failure_domains[1]
+    node = settled(stack)["dc2"]
+    assert node is not None
+
+    plan = plan_domain(domain, stack, repair_turn(domain, node, REASON, AT))
+
+    assert [step.name for step in plan.turn_steps()] == [
+        "wave-drain",
+        "power-cycle",
+        "node-ready",
+        "wave-gate",
+        "rollout",
+    ]
