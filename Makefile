@@ -114,13 +114,18 @@ E2E_BIN := $(TOOLS)/e2e/bin
 # The real Pulumi engine (issue 16): the CLI, the Python language host and the three providers, pinned in
 # e2e/engine/ and ../shared/upstream/pulumi-build/. About 45 minutes of both cores when cold.
 ENGINE_BIN := $(TOOLS)/engine/bin
-.PHONY: e2e-tools engine-tools e2e real-preview
+.PHONY: e2e-tools engine-tools device-tools e2e real-preview
 
 engine-tools:
 	bash e2e/build-engine.sh $(ENGINE_BIN)
 
 e2e-tools: engine-tools
 	bash e2e/build-tools.sh $(E2E_BIN)
+
+# NVIDIA's GPU Feature Discovery and device plugin, and mini-kubelet, for a run on a machine with a GPU (never CI):
+# docs/verification.md, "On a real GPU".
+device-tools:
+	bash e2e/build-device-tools.sh $(E2E_BIN)
 
 e2e: e2e-tools $(DEV)
 	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$(abspath $(ENGINE_BIN)) \

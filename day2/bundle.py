@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# What node-check imports, and nothing else: it runs on the node with the standard library alone.
+# What node-check imports and reads, and nothing else: it runs on the node with the standard library alone.
 NODE_CHECK_FILES = (
     "day2/__init__.py",
     "day2/node_check.py",
@@ -25,6 +25,8 @@ NODE_CHECK_FILES = (
     "day2/node_floors.py",
     "day2/node_nvml.py",
     "knowledge/__init__.py",
+    "knowledge/data/nvidia_cards.json",
+    "knowledge/gpu_cards.py",
     "knowledge/nvml.py",
     "knowledge/pci.py",
     "knowledge/xid.py",
@@ -34,7 +36,6 @@ NODE_CHECK_MAIN = "import sys\n\nfrom day2.node_check import main\n\nsys.exit(ma
 # hidden), and PyYAML's pure-Python package for the sharing profiles (its C extension is left out: PyYAML falls
 # back to Python when it is missing). The zip carries PyYAML's licence.
 HEALTH_CHECK_FILES = (
-    "components/__init__.py",
     "components/shared/__init__.py",
     "components/shared/health_condition.py",
     "components/shared/node_marking.py",
@@ -54,6 +55,8 @@ HEALTH_CHECK_FILES = (
     "day2/sharing.py",
     "day2/traps.py",
     "knowledge/__init__.py",
+    "knowledge/data/nvidia_cards.json",
+    "knowledge/gpu_cards.py",
     "knowledge/gpu_operator.py",
     "knowledge/kubernetes.py",
     "knowledge/nvml.py",
@@ -61,6 +64,9 @@ HEALTH_CHECK_FILES = (
     "knowledge/xid.py",
 )
 HEALTH_CHECK_MAIN = "import sys\n\nfrom day2.health_check import main\n\nsys.exit(main())\n"
+# The check needs two constant modules of components/shared, not the package's own __init__, which registers the
+# rendered-plan pass for programs that build a plan (and so imports every builder and the config models).
+COMPONENTS_INIT = b'"""gpu-pool\'s components, as far as the health check needs them: components/shared\'s names."""\n'
 # A zip entry's time: the earliest a zip can hold, so the bytes depend on the contents alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 # One argument of a command line is at most 128 KiB on Linux (MAX_ARG_STRLEN): the remote shell gets the whole
@@ -104,7 +110,8 @@ def pyyaml_files() -> list[tuple[str, bytes]]:
 
 def health_check_zip() -> bytes:
     """The in-cluster health check (day2/health_check.py) and what it imports, for the stack's ConfigMap."""
-    return zipapp([*project_files(HEALTH_CHECK_FILES), *pyyaml_files()], HEALTH_CHECK_MAIN)
+    files = [*project_files(HEALTH_CHECK_FILES), ("components/__init__.py", COMPONENTS_INIT), *pyyaml_files()]
+    return zipapp(files, HEALTH_CHECK_MAIN)
 
 
 def node_check_command(flags: Sequence[str], *, strict: bool) -> str:

@@ -61,7 +61,8 @@ def facts_document(facts: PoolFacts) -> dict[str, Any]:
         "smokeTestEnabled": facts.smoke_test_enabled,
         "timeSlicingConfigMap": facts.time_slicing_configmap,
         "domains": [
-            {"name": d.name, "hostname": d.hostname, "sharing": d.sharing, "slots": d.slots} for d in facts.domains
+            {"name": d.name, "hostname": d.hostname, "sharing": d.sharing, "slots": d.slots, "cards": list(d.cards)}
+            for d in facts.domains
         ],
         "profileSlots": dict(sorted(facts.profile_slots.items())),
         "driverVersion": facts.driver_version,
@@ -82,7 +83,10 @@ def facts_from_document(document: Mapping[str, Any]) -> PoolFacts:
         smoke_namespace=document["smokeNamespace"],
         smoke_test_enabled=bool(document["smokeTestEnabled"]),
         time_slicing_configmap=document["timeSlicingConfigMap"],
-        domains=tuple(Domain(d["name"], d["hostname"], d["sharing"], int(d["slots"])) for d in document["domains"]),
+        domains=tuple(
+            Domain(d["name"], d["hostname"], d["sharing"], int(d["slots"]), tuple(d.get("cards") or ()))
+            for d in document["domains"]
+        ),
         profile_slots={str(k): int(v) for k, v in document["profileSlots"].items()},
         driver_version=document.get("driverVersion"),
         stack=document.get("stack"),

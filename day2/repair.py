@@ -23,7 +23,6 @@ from components.gpu_failure_domain.observed import ObservedNode
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from day2.doctor import Diagnosis, Floor
-from day2.node_report import NodeCheck
 
 DAY = datetime.timedelta(hours=24)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -40,8 +39,10 @@ def _floor(diagnosis: Diagnosis, name: str | None) -> Floor | None:
     return next((f for f in diagnosis.floors if f.name == name), None)
 
 
-def decide(diagnosis: Diagnosis, node_check: NodeCheck | None, why_no_node_check: str = "") -> Decision:
-    """Repair or not, from doctor's walk (with node-check's floors below the driver pod where it ran)."""
+def decide(diagnosis: Diagnosis, why_no_node_check: str = "") -> Decision:
+    """Repair or not, from doctor's walk (with node-check's floors below the driver pod where it ran, as doctor
+    re-checked them: a report from another machine, or of other cards, is no reason to power-cycle this VM)."""
+    node_check = diagnosis.below
     if diagnosis.healthy:
         if node_check is None:
             return Decision(

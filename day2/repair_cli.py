@@ -213,7 +213,8 @@ def _footer(out: TextIO, inputs: Inputs, plan: DomainPlan, checked: Checked, arg
     )
     out.write(f"    the VM: {checked.vm}\n")
     if not args.yes:
-        out.write(f"  run it: gpu-pool repair {domain.hostname} --stack {args.stack} --yes\n")
+        where = f" --stack-dir {args.stack_dir}" if args.stack_dir != "." else ""
+        out.write(f"  run it: gpu-pool repair {domain.hostname} --stack {args.stack}{where} --yes\n")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.datetime) -> int:
@@ -244,7 +245,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
             report, why_not = None, "--from reads files only: give the node's report with --node-check FILE"
         else:
             report, why_not = node_check_over_ssh(stack, domain, key)
-        decision = decide(diagnose(snapshot, facts, domain.hostname, report), report, why_not)
+        decision = decide(diagnose(snapshot, facts, domain.hostname, report), why_not)
         if not decision.repair:
             if args.output == "json":
                 out.write(json.dumps(_document(domain.hostname, domain.name, decision, None), indent=2) + "\n")

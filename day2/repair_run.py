@@ -18,10 +18,19 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from components.gpu_failure_domain.node_metadata import ssh_host
-from components.gpu_failure_domain.node_steps_script import Kubectl, StepFailed, post_event, record_repair
+from components.gpu_failure_domain.node_steps_script import (
+    REPAIRS_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    Kubectl,
+    StepFailed,
+    patch_node,
+    post_event,
+    repairs_with,
+    utc_now,
+)
 from components.gpu_failure_domain.plan import DomainPlan, Step
 from components.shared.kubectl import kubectl_argv
 from config.failure_domain import FailureDomainConfig
@@ -100,15 +109,25 @@ def run_step(step: Step, inputs: Inputs, credential: Mapping[str, str], out: Tex
 
 
 def resume_command(inputs: Inputs, args: argparse.Namespace) -> str:
-    return f"gpu-pool repair {inputs.domain.hostname} --stack {args.stack} --yes"
+    where = f" --stack-dir {args.stack_dir}" if args.stack_dir != "." else ""
+    return f"gpu-pool repair {inputs.domain.hostname} --stack {args.stack}{where} --yes"
 
 
 def _record_stop(inputs: Inputs, step: Step, error: str, resume: str, out: TextIO) -> None:
     """The stop on the Node: what a later look at it (`kubectl describe node`, the next repair) reads."""
     kubectl = Kubectl(kubectl_argv(inputs.stack.kubernetes.kubeconfig, inputs.stack.kubernetes.context))
     name = inputs.domain.hostname
+    entry = {"event": "stopped", "step": step.name, "reason": error, "resume": resume}
+    # The turn's own note too (what a wave's failed drain or gate writes): the node says why it is cordoned, and
+    # the next plan's resumed turn repeats it. The turn's last step, a repair's or a wave's, clears it.
+    why = f"repair stopped at {step.name} at {utc_now()}: {error}; resume: {resume}"[:1000]
+
+    def stopped(node: dict[str, Any]) -> dict[str, Any]:
+        annotations = {REPAIRS_ANNOTATION: repairs_with(node, entry), WAVE_STOPPED_ANNOTATION: why}
+        return {"metadata": {"annotations": annotations}}
+
     try:
-        node = record_repair(kubectl, name, {"event": "stopped", "step": step.name, "reason": error, "resume": resume})
+        node = patch_node(kubectl, name, stopped)
         post_event(kubectl, node, "Warning", "GpuPoolRepairStopped", f"gpu-pool repair stopped at {step.name}: {error}")
     except StepFailed as failure:
         out.write(f"  (the stop could not be recorded on the Node: {failure})\n")
@@ -137,7 +156,7 @@ def execute(
         out.write(
             f"gpu-pool repair: stopped at {step.name} (exit {code}): {error}\n"
             f"  {state}; nothing after {step.name} ran, and the stop is recorded on the Node "
-            f"(annotation gpu-pool.dev/repairs, Event GpuPoolRepairStopped).\n"
+            f"(annotations gpu-pool.dev/wave-stopped and gpu-pool.dev/repairs, Event GpuPoolRepairStopped).\n"
             f"  resume: fix the cause, then `{resume}` (it decides again: a card still faulted is power-cycled "
             f"again, within gpu-pool:repair.maxPerDay), or, once the card is fine, `pulumi up --stack {args.stack}`, "
             "which finishes the turn: gate, then uncordon\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.gpu_failure_domain.plan import CHANGE_WORDS
+from components.gpu_failure_domain.plan import CHANGE_WORDS, StepName
 from offline.recording import Recording
 
 
@@ -57,18 +57,17 @@ def wave_of(recording: Recording, running: set[str] | None = None) -> Wave | Non
         capacity=list(planned.get("capacity") or []),
         dangers=list(planned.get("dangers") or []),
     )
+    last = f"-{StepName.ROLLOUT}"
     for domain, turn in (planned.get("domains") or {}).items():
         names = {f"{domain}-{step['name']}" for step in turn["steps"]}
         # From the graph, not from the plan: the other domains' last steps this turn's first steps depend on.
         waits = sorted(
             {
-                by_urn[urn].name.removesuffix("-rollout")
+                by_urn[urn].name.removesuffix(last)
                 for r in recording.registrations
                 if r.name in names
                 for urn in r.dependencies
-                if urn in by_urn
-                and by_urn[urn].name.endswith("-rollout")
-                and not by_urn[urn].name.startswith(f"{domain}-")
+                if urn in by_urn and by_urn[urn].name.endswith(last) and not by_urn[urn].name.startswith(f"{domain}-")
             }
         )
         wave.domains[domain] = DomainTurn(

@@ -158,8 +158,8 @@ def test_the_day2_command_on_a_dump_never_loads_pulumi() -> None:
         "    main(['claims', '--from', 'examples/day2/notebooks.json', '--now', '2026-05-04T10:00:00Z'])\n"
         "    main(['doctor', 'rke2-worker-dc2-gpu-a', '--from', 'examples/day2/broken-driver.json'])\n"
         "    main(['doctor', 'rke2-worker-dc1-gpu-a', '--from', 'examples/day2/notebooks.json', '--stack', 'prod'])\n"
-        "    assert main(['repair', 'rke2-worker-dc2-gpu-a', '--stack', 'prod', '--from', "
-        "'examples/day2/healthy-pool.json', '--node-check', 'examples/day2/node-check-dc2-xid79.json']) == 0\n"
+        "    assert main(['repair', 'rke2-worker-dc2-gpu-a', '--stack', 'h200-lab', '--stack-dir', 'examples/day2', "
+        "'--from', 'examples/day2/h200-lab.json', '--node-check', 'examples/day2/node-check-dc2-xid79.json']) == 0\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes', 'offline')))\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False)

@@ -52,6 +52,7 @@ APPLIED_DEVICE = "applied-device: "
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
+WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 # A repair record is kept this long (the daily budget reads the last day of it) and at most this many.
 REPAIR_RECORD_DAYS = 7
 REPAIR_RECORD_MAX = 20
@@ -540,7 +541,7 @@ def step_repair_done(kubectl: Kubectl, name: str, minutes: float) -> None:
         # One patch: no interruption leaves the node uncordoned with its turn still open, or the reverse.
         change: dict[str, Any] = {
             "metadata": {
-                "annotations": {WAVE_TURN_ANNOTATION: None, REPAIRS_ANNOTATION: record}
+                "annotations": {WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None, REPAIRS_ANNOTATION: record}
                 | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
             }
         }
@@ -602,6 +603,14 @@ def main() -> int:
     except StepFailed as error:
         print(f"gpu-pool: {error}", file=sys.stderr)
         wave = os.environ.get("WAVE_DOMAIN")
+        stopped = os.environ.get("WAVE_STOPPED_ANNOTATION")
+        if wave and stopped:
+            # The node stays cordoned: it says why, for `kubectl describe node` and the next plan.
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            note = f"gate {env('GPU_POOL_STEP')} failed at {when}: {error}"[:1000]
+            Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))).run(
+                "annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}"
+            )
         if wave:
             print(
                 f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "

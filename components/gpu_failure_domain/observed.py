@@ -12,6 +12,7 @@ The Node's annotations are the contract between a wave and the next preview:
 - REPAIRS_ANNOTATION: what `gpu-pool repair` did on the node, oldest first, the last week of it: each power cycle
   of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
   each one that stopped (at which step, why, the command to resume).
+- WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
+WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"
@@ -46,6 +48,7 @@ class ObservedNode:
     unschedulable: bool = False
     wave_cordoned: str | None = None
     wave_turn: str | None = None
+    wave_stopped: str | None = None
     # The kubelet's Ready condition (a Node that never reported one is not Ready).
     ready: bool = True
     # REPAIRS_ANNOTATION's entries, oldest first ({"at", "event": power-cycle | repaired | stopped, "reason", ...}).
@@ -112,6 +115,7 @@ def observed_node(item: Mapping[str, Any]) -> ObservedNode:
         unschedulable=bool((item.get("spec") or {}).get("unschedulable")),
         wave_cordoned=annotations.get(WAVE_CORDON_ANNOTATION) or None,
         wave_turn=annotations.get(WAVE_TURN_ANNOTATION) or None,
+        wave_stopped=annotations.get(WAVE_STOPPED_ANNOTATION) or None,
         ready=_ready(status),
         repairs=_repairs(annotations.get(REPAIRS_ANNOTATION)),
     )

@@ -18,6 +18,7 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from components.gpu_failure_domain.kernel_upgrade import (
@@ -33,7 +34,13 @@ from components.gpu_failure_domain.node_steps import (
     power_cycle_environment,
     step_environment,
 )
-from components.gpu_failure_domain.observed import NODES_ENV, ObservedNode, nodes_by_domain, settled_nodes
+from components.gpu_failure_domain.observed import (
+    NODES_ENV,
+    WAVE_STOPPED_ANNOTATION,
+    ObservedNode,
+    nodes_by_domain,
+    settled_nodes,
+)
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
@@ -69,6 +76,7 @@ __all__ = [
     "DomainPlan",
     "ObservedNode",
     "Step",
+    "StepName",
     "Turn",
     "Wave",
     "nodes_by_domain",
@@ -92,6 +100,35 @@ REPAIR_JOB_TTL_SECONDS = 7 * 24 * 3600
 Kind = Literal["pci-mapping", "cloud-init", "vm", "node-labels", "smoke-test", "local", "remote"]
 # What a step may wait for on the cluster-wide platform (components/shared/platform_handles.py).
 PlatformWait = Literal["time-slicing-config", "operator", "smoke-namespace", "steering-policy"]
+
+
+class StepName(StrEnum):
+    """Every step's name, declared once: the resource is `<domain>-<name>` (a URN in users' state: never renamed),
+    and `make diff` and the tests read them from here."""
+
+    PCI_MAPPING = "pci-mapping"
+    CLOUD_INIT = "cloud-init"
+    NODE_CLEANUP = "node-cleanup"
+    VM = "vm"
+    RETIRE = "retire"
+    RKE2_LOGIN = "rke2-login"
+    KERNEL_LOGIN = "kernel-login"
+    WAVE_DRAIN = "wave-drain"
+    KERNEL_DRAIN = "kernel-drain"
+    RKE2_UPGRADE = "rke2-upgrade"
+    PLUGIN_RESTART = "device-plugin-restart"
+    POWER_CYCLE = "power-cycle"
+    NODE_READY = "node-ready"
+    NODE_LABELS = "node-labels"
+    NODE_TAINT = "node-taint"
+    KERNEL_INSTALL = "kernel-install"
+    KERNEL_REBUILD = "kernel-driver-rebuild"
+    # A repair's check of the node after its power cycle (over SSH).
+    NODE_CHECK = "node-check"
+    GPU_READY = "gpu-ready"
+    SMOKE_TEST = "cuda-smoke-test"
+    WAVE_GATE = "wave-gate"
+    ROLLOUT = "rollout"
 
 
 @dataclass(frozen=True)
@@ -143,8 +180,10 @@ class DomainPlan:
 
     def turn_steps(self) -> list[Step]:
         """The steps of this domain's turn in the order they run (what `make diff` lists under Wave)."""
-        kept = {"power-cycle", "node-ready", "gpu-ready", "rollout"} if self.turn.gated else set()
-        return [s for s in self.steps if s.turn_step or s.name in kept or s.name.startswith("cuda-smoke-test")]
+        kept = {StepName.POWER_CYCLE, StepName.NODE_READY, StepName.GPU_READY, StepName.ROLLOUT}
+        if not self.turn.gated:
+            kept = set()
+        return [s for s in self.steps if s.turn_step or s.name in kept or s.name.startswith(StepName.SMOKE_TEST)]
 
 
 def _first_install_kernel(domain: FailureDomainConfig, kubectl: str, after: tuple[str, ...]) -> list[Step]:
@@ -155,17 +194,17 @@ def _first_install_kernel(domain: FailureDomainConfig, kubectl: str, after: tupl
     triggers = (domain.kernel,)
     return [
         Step(
-            "kernel-login",
+            StepName.KERNEL_LOGIN,
             "remote",
             "prove the SSH login and passwordless sudo the kernel install needs",
             waits_for=after,
             command=Command(login_check_command(), update=unchanged, interpreter=None, triggers=triggers),
         ),
         Step(
-            "kernel-drain",
+            StepName.KERNEL_DRAIN,
             "local",
             "cordon (marked as the wave's) and drain",
-            waits_for=(*after, "kernel-login"),
+            waits_for=(*after, StepName.KERNEL_LOGIN),
             command=Command(
                 wave_drain_command(domain.hostname, kubectl, domain.name), update=unchanged, triggers=triggers
             ),
@@ -178,7 +217,7 @@ def _kernel_install(
 ) -> Step:
     assert domain.kernel is not None
     return Step(
-        "kernel-install",
+        StepName.KERNEL_INSTALL,
         "remote",
         f"install and hold kernel {domain.kernel}, reboot into it",
         waits_for=after,
@@ -203,7 +242,7 @@ def _kernel_rebuild(
 ) -> Step:
     assert domain.kernel is not None
     return Step(
-        "kernel-driver-rebuild",
+        StepName.KERNEL_REBUILD,
         "local",
         f"wait for the node on kernel {domain.kernel}, then rebuild its driver",
         waits_for=after,
@@ -241,17 +280,19 @@ def plan_domain(
     script = node_steps_script()
     steps: list[Step] = []
 
-    mappings = tuple("pci-mapping" if index == 0 else f"pci-mapping-{index}" for index in mapped_indexes(domain))
+    mappings = tuple(
+        StepName.PCI_MAPPING if index == 0 else f"{StepName.PCI_MAPPING}-{index}" for index in mapped_indexes(domain)
+    )
     steps += [
         Step(name, "pci-mapping", "the Proxmox PCI resource mapping of a card", card=index)
         for name, index in zip(mappings, mapped_indexes(domain), strict=True)
     ]
-    steps.append(Step("cloud-init", "cloud-init", "the VM's first-boot user data (a snippet)"))
+    steps.append(Step(StepName.CLOUD_INIT, "cloud-init", "the VM's first-boot user data (a snippet)"))
     # Deletes run dependents first: the VM depends on this step, so a removed domain's VM goes first and then
     # this step's delete removes the Node object the VM left behind (nothing else would).
     steps.append(
         Step(
-            "node-cleanup",
+            StepName.NODE_CLEANUP,
             "local",
             "on removal, after the VM: delete the Node object",
             command=Command(
@@ -259,15 +300,17 @@ def plan_domain(
             ),
         )
     )
-    steps.append(Step("vm", "vm", "the GPU worker VM", waits_for=(*mappings, "cloud-init", "node-cleanup")))
+    steps.append(
+        Step(StepName.VM, "vm", "the GPU worker VM", waits_for=(*mappings, StepName.CLOUD_INIT, StepName.NODE_CLEANUP))
+    )
     # And this one depends on the VM, so its delete runs before the VM's (which stops it): a removed domain, protected
     # or not, is drained first. No trigger on the VM's id: a replaced VM must not drain the new node by name.
     steps.append(
         Step(
-            "retire",
+            StepName.RETIRE,
             "local",
             "on removal, before the VM stops: drain the node",
-            waits_for=("vm",),
+            waits_for=(StepName.VM,),
             command=Command(
                 f"echo {shlex.quote(f'{host} is drained before its VM stops when it is removed')}",
                 delete=retire_drain_command(host, kubectl),
@@ -279,26 +322,26 @@ def plan_domain(
     key = (turn.key,)
     logins: list[str] = []
     if turn.install_rke2:
-        logins.append("rke2-login")
+        logins.append(StepName.RKE2_LOGIN)
         steps.append(
             Step(
-                "rke2-login",
+                StepName.RKE2_LOGIN,
                 "remote",
                 "prove the SSH login the RKE2 upgrade needs, before the drain",
-                waits_for=("vm",),
+                waits_for=(StepName.VM,),
                 after_previous_batch=True,
                 command=Command(login_check_command(), interpreter=None, triggers=key),
                 turn_step=True,
             )
         )
     if turn.drains and turn.install_kernel:
-        logins.append("kernel-login")
+        logins.append(StepName.KERNEL_LOGIN)
         steps.append(
             Step(
-                "kernel-login",
+                StepName.KERNEL_LOGIN,
                 "remote",
                 "prove the SSH login and passwordless sudo the kernel install needs, before the drain",
-                waits_for=("vm",),
+                waits_for=(StepName.VM,),
                 after_previous_batch=True,
                 command=Command(login_check_command(), interpreter=None, triggers=key),
                 turn_step=True,
@@ -308,10 +351,10 @@ def plan_domain(
     if turn.drains:
         steps.append(
             Step(
-                "wave-drain",
+                StepName.WAVE_DRAIN,
                 "local",
                 "cordon (marked as the wave's) and drain",
-                waits_for=("vm", *logins),
+                waits_for=(StepName.VM, *logins),
                 # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
                 # upgrades the driver of exactly the node this drain cordons.
                 platform=("operator",),
@@ -320,26 +363,26 @@ def plan_domain(
                 turn_step=True,
             )
         )
-        changed.append("wave-drain")
+        changed.append(StepName.WAVE_DRAIN)
     if turn.install_rke2:
         steps.append(
             Step(
-                "rke2-upgrade",
+                StepName.RKE2_UPGRADE,
                 "remote",
                 f"install RKE2 {stack.rke2.version} and restart rke2-agent",
-                waits_for=("wave-drain",),
+                waits_for=(StepName.WAVE_DRAIN,),
                 command=Command(rke2_upgrade_command(stack.rke2.version), interpreter=None, triggers=key),
                 turn_step=True,
             )
         )
-        changed.append("rke2-upgrade")
+        changed.append(StepName.RKE2_UPGRADE)
     if turn.restart_plugins:
         steps.append(
             Step(
-                "device-plugin-restart",
+                StepName.PLUGIN_RESTART,
                 "local",
                 "restart the device plugin and GPU Feature Discovery on the new profile",
-                waits_for=("wave-drain",),
+                waits_for=(StepName.WAVE_DRAIN,),
                 platform=("time-slicing-config",),
                 command=Command(
                     device_plugin_restart_command(host, kubectl, stack.gpu_operator.namespace), triggers=key
@@ -347,16 +390,16 @@ def plan_domain(
                 turn_step=True,
             )
         )
-        changed.append("device-plugin-restart")
+        changed.append(StepName.PLUGIN_RESTART)
 
     steps.append(
         Step(
-            "power-cycle",
+            StepName.POWER_CYCLE,
             "local",
             f"stop and start VM {domain.vm_id} on {domain.proxmox_node} through the Proxmox API (recorded on the Node)"
             if repair
             else "power-cycle the VM if Proxmox has a change pending or the card moved (drained first)",
-            waits_for=("vm", *changed),
+            waits_for=(StepName.VM, *changed),
             command=Command(
                 script,
                 update=script,
@@ -370,17 +413,17 @@ def plan_domain(
     )
     steps.append(
         Step(
-            "node-ready",
+            StepName.NODE_READY,
             "local",
             "wait for the node to register and be Ready",
-            waits_for=("power-cycle",),
+            waits_for=(StepName.POWER_CYCLE,),
             command=Command(
                 script,
                 update=script,
                 interpreter=tuple(INTERPRETER),
                 environment=step_environment("node-ready", host, kubectl_args, NODE_READY_MINUTES),
                 triggers=(host,),
-                id_triggers=("vm",),
+                id_triggers=(StepName.VM,),
             ),
         )
     )
@@ -388,22 +431,22 @@ def plan_domain(
     if repair and node_check is not None:
         steps.append(
             Step(
-                "node-check",
+                StepName.NODE_CHECK,
                 "remote",
                 "node-check on the node again: the card on the bus, the driver, NVML, no new Xid",
-                waits_for=("node-ready",),
+                waits_for=(StepName.NODE_READY,),
                 command=node_check,
                 turn_step=True,
             )
         )
-        checked = ("node-check",)
+        checked = (StepName.NODE_CHECK,)
     steps.append(
         Step(
-            "node-labels",
+            StepName.NODE_LABELS,
             "node-labels",
             "label the node (GPU pool, zone, sharing profile)",
             # The profile the label names must exist first, or that node's device plugin loses its card.
-            waits_for=("node-ready", *changed),
+            waits_for=(StepName.NODE_READY, *changed),
             platform=("time-slicing-config",),
             manifest={
                 "name": host,
@@ -416,10 +459,10 @@ def plan_domain(
     )
     steps.append(
         Step(
-            "node-taint",
+            StepName.NODE_TAINT,
             "local",
             "taint the node so only GPU pods land on it",
-            waits_for=("node-ready",),
+            waits_for=(StepName.NODE_READY,),
             command=Command(
                 taint_command(host, kubectl, marking),
                 delete=untaint_command(host, kubectl, marking),
@@ -429,19 +472,21 @@ def plan_domain(
             delete_before_replace=True,
         )
     )
-    ready: tuple[str, ...] = ("node-labels", "node-taint", *changed, *checked)
+    ready: tuple[str, ...] = (StepName.NODE_LABELS, StepName.NODE_TAINT, *changed, *checked)
 
     if domain.kernel is not None and turn.kind == "first-install":
         steps += _first_install_kernel(domain, kubectl, ready)
-        steps.append(_kernel_install(domain, ("kernel-drain",), (domain.kernel,), turn=False))
-        steps.append(_kernel_rebuild(domain, stack, kubectl_args, ("kernel-install",), (domain.kernel,), turn=False))
-        ready = ("kernel-driver-rebuild",)
+        steps.append(_kernel_install(domain, (StepName.KERNEL_DRAIN,), (domain.kernel,), turn=False))
+        steps.append(
+            _kernel_rebuild(domain, stack, kubectl_args, (StepName.KERNEL_INSTALL,), (domain.kernel,), turn=False)
+        )
+        ready = (StepName.KERNEL_REBUILD,)
     elif turn.drains and turn.rebuild_driver:
         if turn.install_kernel:
             steps.append(_kernel_install(domain, ready, key, turn=True))
-            ready = ("kernel-install",)
+            ready = (StepName.KERNEL_INSTALL,)
         steps.append(_kernel_rebuild(domain, stack, kubectl_args, ready, key, turn=True))
-        ready = ("kernel-driver-rebuild",)
+        ready = (StepName.KERNEL_REBUILD,)
 
     last: tuple[str, ...] = ready
     if stack.smoke_test.enabled:
@@ -473,7 +518,7 @@ def plan_domain(
         # again whenever a Job does (a new name: what it validates changed).
         steps.append(
             Step(
-                "gpu-ready",
+                StepName.GPU_READY,
                 "local",
                 "wait for its GPU slots on the pinned driver",
                 waits_for=ready,
@@ -493,9 +538,9 @@ def plan_domain(
                 ),
             )
         )
-        previous = "gpu-ready"
+        previous: str = StepName.GPU_READY
         for card, job in zip(_smoke_cards(domain), jobs, strict=True):
-            name = "cuda-smoke-test" if card == 0 else f"cuda-smoke-test-{card}"
+            name = StepName.SMOKE_TEST if card == 0 else f"{StepName.SMOKE_TEST}-{card}"
             on_card = f" on card {card}" if len(jobs) > 1 else ""
             # One card's Job at a time: each holds every slot of the node so that it can pick its card.
             if repair:
@@ -538,7 +583,7 @@ def plan_domain(
     if turn.gated:
         steps.append(
             Step(
-                "wave-gate",
+                StepName.WAVE_GATE,
                 "local",
                 "gate: Ready at the pinned kubelet, slots on the pinned driver",
                 waits_for=(*last, *(name for name in changed if name not in last)),
@@ -547,19 +592,24 @@ def plan_domain(
                     script,
                     interpreter=tuple(INTERPRETER),
                     environment=gpu_ready_environment(
-                        domain, stack, kubectl_args, KUBELET_VERSION=stack.rke2.version, WAVE_DOMAIN=domain.name
+                        domain,
+                        stack,
+                        kubectl_args,
+                        KUBELET_VERSION=stack.rke2.version,
+                        WAVE_DOMAIN=domain.name,
+                        WAVE_STOPPED_ANNOTATION=WAVE_STOPPED_ANNOTATION,
                     ),
                     triggers=key,
                 ),
                 turn_step=True,
             )
         )
-        last = ("wave-gate",)
+        last = (StepName.WAVE_GATE,)
 
     if repair:
         steps.append(
             Step(
-                "rollout",
+                StepName.ROLLOUT,
                 "local",
                 "record the repair on the Node and as an Event, end the turn"
                 + (", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else)"),
@@ -579,7 +629,7 @@ def plan_domain(
     done = rollout_done_command(host, kubectl, state)
     steps.append(
         Step(
-            "rollout",
+            StepName.ROLLOUT,
             "local",
             "record the rollout"
             + (

@@ -15,7 +15,12 @@ from collections.abc import Mapping
 
 from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
 from components.gpu_failure_domain.node_steps import mapped_device
-from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION
+from components.gpu_failure_domain.observed import (
+    ROLLOUT_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
@@ -74,13 +79,18 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
     )
     theirs = json.dumps({"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}})
     quoted = shlex.quote(node)
+    # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
+    stopped = shlex.quote(
+        f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
+        f"kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"
+    )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
         f"if [ {_unschedulable(kubectl, node)} != true ]; then "
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
-        f"{_drain(kubectl, node)}"
+        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; exit 1; }}"
     )
 
 
@@ -89,7 +99,11 @@ def rollout_done_command(node: str, kubectl: str, state: Mapping[str, str]) -> s
     the wave cordoned the node, uncordons it. One patch, so no interruption leaves a node uncordoned with its
     turn unrecorded, or cordoned with no mark saying whose."""
     record = json.dumps(dict(state), sort_keys=True, separators=(",", ":"))
-    annotations: dict[str, str | None] = {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None}
+    annotations: dict[str, str | None] = {
+        ROLLOUT_ANNOTATION: record,
+        WAVE_TURN_ANNOTATION: None,
+        WAVE_STOPPED_ANNOTATION: None,
+    }
     serving = {
         "metadata": {"annotations": {**annotations, WAVE_CORDON_ANNOTATION: None}},
         "spec": {"unschedulable": None},

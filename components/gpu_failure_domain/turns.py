@@ -76,6 +76,8 @@ class Turn:
     resume_token: str = ""
     # Every step of the turn is keyed on it: where the node comes from, what it goes to, which attempt.
     key: str = ""
+    # Why an earlier attempt stopped, as the node says (observed.WAVE_STOPPED_ANNOTATION).
+    stopped: str = ""
     # A repair's reason: the broken floor a power cycle fixes (what the power cycle and its record say).
     reason: str = ""
 
@@ -102,7 +104,9 @@ class Turn:
             "roll": f"{self.situation}; the Node records another {what}: drain, change, gate, {then}{end}",
             "verify": f"{self.situation}; the Node records another {what}, but it already runs what the stack asks: "
             "gate and record, no drain",
-            "resume": f"a turn in progress since {self.resume_token}: finish what it still needs, gate, {then}{end}",
+            "resume": f"a turn in progress since {self.resume_token}"
+            + (f" ({self.stopped})" if self.stopped else "")
+            + f": finish what it still needs, gate, {then}{end}",
             "repair": f"{self.situation}; {self.reason}: drain, power-cycle the VM, check the card again, gate, "
             f"smoke test, {'uncordon' if self.uncordons else 'end the turn'}{end}",
         }[self.kind]
@@ -158,6 +162,7 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
         uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
         resume_token=resume,
         key=key,
+        stopped=(observed.wave_stopped or "") if in_turn else "",
     )
 
 

@@ -15,17 +15,20 @@ from day2.bundle import MAX_COMMAND_BYTES, NODE_CHECK_FILES, node_check_command,
 from tests.day2.cli_helpers import ROOT, run
 from tests.day2.k8s_objects import NOW_TEXT
 
-HEALTHY = ROOT / "examples" / "day2" / "healthy-pool.json"
-BROKEN_DRIVER = ROOT / "examples" / "day2" / "broken-driver.json"
-XID = ROOT / "examples" / "day2" / "node-check-dc2-xid79.json"
-HEALTHY_REPORT = ROOT / "examples" / "day2" / "node-check-dc2.json"
+EXAMPLES = ROOT / "examples" / "day2"
+# The H200 lab: prod with dc2 on the lent H200, whose node-check reports are dc2's.
+HEALTHY = EXAMPLES / "h200-lab.json"
+BROKEN_DRIVER = EXAMPLES / "broken-driver.json"
+XID = EXAMPLES / "node-check-dc2-xid79.json"
+HEALTHY_REPORT = EXAMPLES / "node-check-dc2.json"
+LAB = ("--stack", "h200-lab", "--stack-dir", str(EXAMPLES))
 NODE = "rke2-worker-dc2-gpu-a"
 REASON = "node:health: Xid 79 at 0000:00:06: GPU has fallen off the bus"
 
 
-def repair(*argv: str, dump: Path = HEALTHY, report: Path | None = XID) -> Any:
+def repair(*argv: str, dump: Path = HEALTHY, report: Path | None = XID, stack: tuple[str, ...] = LAB) -> Any:
     checks = ("--node-check", str(report)) if report else ()
-    return run("repair", NODE, "--stack", "prod", "--from", str(dump), *checks, "--now", NOW_TEXT, *argv)
+    return run("repair", NODE, *stack, "--from", str(dump), *checks, "--now", NOW_TEXT, *argv)
 
 
 def edited(tmp_path: Path, change: Callable[[dict[str, Any]], None], source: Path = HEALTHY) -> Path:
@@ -62,7 +65,7 @@ def test_the_table_says_why_what_runs_how_it_ends_what_the_guard_rails_found_and
     assert "  ends: uncordoned and serving once every check passed; its rollout record is left as it is" in lines
     assert "    one domain at a time: no other domain is out (gpu-pool:rollout.maxUnavailable 1)" in lines
     assert "    daily budget: 0 of 2 power cycles in the last 24 hours (gpu-pool:repair.maxPerDay)" in lines
-    assert lines[-1] == f"  run it: gpu-pool repair {NODE} --stack prod --yes"
+    assert lines[-1] == f"  run it: gpu-pool repair {NODE} --stack h200-lab --stack-dir {EXAMPLES} --yes"
 
 
 def test_a_healthy_node_needs_no_repair_exit_1() -> None:
@@ -79,7 +82,7 @@ def test_a_healthy_node_needs_no_repair_exit_1() -> None:
 
 
 def test_an_oom_killed_driver_build_gets_exit_1_and_its_own_fix() -> None:
-    result = repair(dump=BROKEN_DRIVER, report=HEALTHY_REPORT)
+    result = repair(dump=BROKEN_DRIVER, report=None, stack=("--stack", "prod"))
 
     assert result.code == 1 and result.err == ""
     assert result.out.startswith(f"{NODE} (domain dc2): no repair\n  reason: driver is broken (")
@@ -231,3 +234,18 @@ def test_the_example_xid_report_is_node_check_on_the_h200_capture_with_an_xid_79
 
     assert result.code == 1 and result.err == ""
     assert result.json() == json.loads(XID.read_text())
+
+
+def test_the_h200_lab_is_prod_with_dc2_on_the_lent_h200_and_nothing_else() -> None:
+    from offline.runner import read_stack_file
+
+    lab = read_stack_file("h200-lab", EXAMPLES)
+    prod = read_stack_file("prod")
+    dc2 = lab["gpu-pool:failureDomains"][1]
+
+    assert dc2["gpu"] | {"pciAddress": "0000:41:00", "iommuGroup": 40} == dc2["gpu"]
+    assert (dc2["gpu"]["vendorDeviceId"], dc2["gpu"]["subsystemId"]) == ("10de:2335", "10de:18bf")
+    assert lab["gpu-pool:gpuOperator"]["driverVersion"] == json.loads(XID.read_text())["facts"]["driver"]
+    prod["gpu-pool:failureDomains"][1] = dc2
+    prod["gpu-pool:gpuOperator"] = lab["gpu-pool:gpuOperator"]
+    assert lab == prod

@@ -2,7 +2,9 @@
 the fix; for every guard rail, the one sentence that refuses.
 
 The node's floors are walked for real on the lent H200's capture (tests/fixtures/node_check/h200), each broken
-variant derived from it in memory; the cluster's floors come from doctor's own walk of the example dumps.
+variant derived from it in memory, for dc2 of the H200 lab (examples/day2/Pulumi.h200-lab.yaml: prod with dc2 on
+that H200, so doctor's re-check of the report against the stack and the Node holds); the cluster's floors come
+from doctor's own walk of the example dumps.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from offline.runner import read_stack_file
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "node_check" / "h200"
+EXAMPLES = ROOT / "examples" / "day2"
 NODE = "rke2-worker-dc2-gpu-a"
 EXPECTED = Expected(
     ids=("10de:2335",), subsystems=("10de:18bf",), driver="580.159.04", proxmox_node="pve-dc2", vm_id=4201
@@ -94,7 +97,7 @@ def unassigned_bar(facts: NodeFacts) -> NodeFacts:
 
 # Every way node-check finds the node broken, and whether `gpu-pool repair` power-cycles the VM for it.
 NODE_CASES: dict[str, tuple[Callable[[NodeFacts], NodeFacts], Expected, str, bool]] = {
-    "card missing from the bus": (lambda f: f, replace(EXPECTED, ids=("10de:25b0",), subsystems=()), "pci", True),
+    "card missing from the bus": (lambda f: replace(f, devices=()), EXPECTED, "pci", True),
     "another board than the stack's": (lambda f: f, replace(EXPECTED, subsystems=("10de:1757",)), "pci", False),
     "a BAR the firmware could not map": (unassigned_bar, EXPECTED, "pci", False),
     "a link trained narrower": (with_card(current_link_width=8), EXPECTED, "link", False),
@@ -133,10 +136,13 @@ def stack() -> StackConfig:
     return validate_stack({k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()})
 
 
+def h200_lab() -> StackConfig:
+    return validate_stack({k.split(":", 1)[1]: v for k, v in read_stack_file("h200-lab", EXAMPLES).items()})
+
+
 def healthy_cluster(report: NodeCheck | None) -> Diagnosis:
-    cfg = stack()
-    snapshot = load_dump(str(ROOT / "examples" / "day2" / "healthy-pool.json"))
-    return diagnose(snapshot, facts_of(cfg, "prod"), NODE, report)
+    snapshot = load_dump(str(EXAMPLES / "h200-lab.json"))
+    return diagnose(snapshot, facts_of(h200_lab(), "h200-lab"), NODE, report)
 
 
 @pytest.mark.parametrize(("edit", "expected", "floor", "repairs"), NODE_CASES.values(), ids=list(NODE_CASES))
@@ -144,7 +150,7 @@ def test_a_node_floor_is_repaired_exactly_when_a_power_cycle_of_the_vm_is_its_fi
     edit: Callable[[NodeFacts], NodeFacts], expected: Expected, floor: str, repairs: bool
 ) -> None:
     report = node_check(edit(h200()), expected)
-    decision = decide(healthy_cluster(report), report)
+    decision = decide(healthy_cluster(report))
 
     assert report.first_broken == floor
     assert decision.repair is repairs
@@ -158,25 +164,34 @@ def test_a_node_floor_is_repaired_exactly_when_a_power_cycle_of_the_vm_is_its_fi
 def test_the_reason_of_an_xid_79_is_the_floor_and_what_the_node_reported() -> None:
     report = node_check(with_log(xid(79))(h200()), EXPECTED)
 
-    assert decide(healthy_cluster(report), report).reason == (
-        "node:health: Xid 79 at 0000:00:06: GPU has fallen off the bus"
-    )
+    assert decide(healthy_cluster(report)).reason == ("node:health: Xid 79 at 0000:00:06: GPU has fallen off the bus")
 
 
 def test_an_application_xid_is_noted_not_repaired() -> None:
     report = node_check(with_log(xid(13))(h200()), EXPECTED)
-    decision = decide(healthy_cluster(report), report)
+    decision = decide(healthy_cluster(report))
 
     assert decision.repair is False
     assert decision.reason == f"no repair needed: every floor of {NODE} is ok, node-check's included"
 
 
 def test_a_healthy_cluster_without_node_check_says_where_a_card_fault_would_show() -> None:
-    decision = decide(healthy_cluster(None), None, "gpu-pool:failureDomains[dc2] has no sshAuthorizedKeys")
+    decision = decide(healthy_cluster(None), "gpu-pool:failureDomains[dc2] has no sshAuthorizedKeys")
 
     assert decision.repair is False
     assert "node-check did not run (gpu-pool:failureDomains[dc2] has no sshAuthorizedKeys)" in decision.reason
     assert "--node-check FILE" in decision.reason
+
+
+def test_a_report_of_another_machine_is_no_reason_to_power_cycle_this_vm() -> None:
+    """doctor re-checks the report against the stack and the Node: an H200's Xid is not dc2's on prod (A1000s)."""
+    report = node_check(with_log(xid(79))(h200()), EXPECTED)
+    snapshot = load_dump(str(EXAMPLES / "healthy-pool.json"))
+    decision = decide(diagnose(snapshot, facts_of(stack(), "prod"), NODE, report))
+
+    assert decision.repair is False
+    assert decision.reason.startswith("node:pci is broken (")
+    assert "run gpu-pool node-check on rke2-worker-dc2-gpu-a itself" in decision.reason
 
 
 def test_a_report_without_power_cycle_from_an_older_node_check_is_not_repaired() -> None:
@@ -184,7 +199,7 @@ def test_a_report_without_power_cycle_from_an_older_node_check_is_not_repaired()
     del document["fix"]["powerCycle"]
     report = parse_node_check(document, "old.json")
 
-    assert decide(healthy_cluster(report), report).repair is False
+    assert decide(healthy_cluster(report)).repair is False
 
 
 @pytest.mark.parametrize("floor", doctor.FLOOR_NAMES)
@@ -194,10 +209,10 @@ def test_no_cluster_floor_is_a_power_cycle_whatever_node_check_says(floor: str) 
     index = doctor.FLOOR_NAMES.index(floor)
     floors = [Floor(n, True, "ok") for n in doctor.FLOOR_NAMES[:index]] + [Floor(floor, False, "what is wrong")]
     floors += [Floor(n, None, doctor.NOT_CHECKED) for n in doctor.FLOOR_NAMES[index + 1 :]]
-    diagnosis = Diagnosis(NODE, tuple(floors), floor, Fix(("trap 1: a trap",), "the command"))
     report = node_check(with_log(xid(79))(h200()), EXPECTED)
+    diagnosis = Diagnosis(NODE, tuple(floors), floor, Fix(("trap 1: a trap",), "the command"), report)
 
-    decision = decide(diagnosis, report)
+    decision = decide(diagnosis)
 
     assert decision.repair is False
     assert decision.reason == (
@@ -207,10 +222,8 @@ def test_no_cluster_floor_is_a_power_cycle_whatever_node_check_says(floor: str) 
 
 
 def test_an_oom_killed_driver_build_is_the_drivers_own_fix() -> None:
-    cfg = stack()
-    snapshot = load_dump(str(ROOT / "examples" / "day2" / "broken-driver.json"))
-    report = node_check(h200(), EXPECTED)
-    decision = decide(diagnose(snapshot, facts_of(cfg, "prod"), NODE, report), report)
+    snapshot = load_dump(str(EXAMPLES / "broken-driver.json"))
+    decision = decide(diagnose(snapshot, facts_of(stack(), "prod"), NODE))
 
     assert decision.repair is False
     assert decision.reason.startswith("driver is broken (nvidia-driver-daemonset-")

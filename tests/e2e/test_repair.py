@@ -47,6 +47,7 @@ XID_79 = "[ 9000.000000] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<
 HEALTHY_REPORT = ROOT / "examples" / "day2" / "node-check-dc2.json"
 XID_REPORT = ROOT / "examples" / "day2" / "node-check-dc2-xid79.json"
 DC2 = "rke2-worker-dc2-gpu-a"
+EXAMPLES = ROOT / "examples" / "day2"
 
 
 @dataclass
@@ -76,7 +77,9 @@ class Lab:
 
 
 def lab_config(pve: ProxmoxStandIn, cluster: Cluster, *, ssh_to_dc2: bool) -> dict[str, Any]:
-    config = copy.deepcopy(read_stack_file("prod"))
+    """prod with dc2 on the lent H200 (examples/day2/Pulumi.h200-lab.yaml), whose node-check reports stand in for
+    dc2's, its cluster the e2e API server and its Proxmox the stand-in."""
+    config = copy.deepcopy(read_stack_file("h200-lab", EXAMPLES))
     if ssh_to_dc2:
         # dc2's VM is this machine as the stand-in's sshd serves it: node-check reads this machine's PCI bus.
         dc2 = config[f"{PROJECT}:failureDomains"][1]
@@ -363,7 +366,8 @@ def test_a_card_missing_from_the_bus_found_over_ssh_is_power_cycled_and_if_still
     ]
     assert lab.vm_calls(4201) == ["POST status/shutdown", "POST status/start"]
     assert "gpu-pool repair: stopped at node-check (exit 1)" in result.out
-    assert f"resume: fix the cause, then `gpu-pool repair {DC2} --stack prod --yes`" in result.out
+    resume = f"gpu-pool repair {DC2} --stack prod --stack-dir {lab.stack_dir} --yes"
+    assert f"resume: fix the cause, then `{resume}`" in result.out
     node = lab.node()
     assert node["spec"]["unschedulable"] is True
     annotations = node["metadata"]["annotations"]
@@ -371,7 +375,7 @@ def test_a_card_missing_from_the_bus_found_over_ssh_is_power_cycled_and_if_still
     power_cycle, stopped = lab.records()
     assert power_cycle["event"] == "power-cycle"
     assert (stopped["event"], stopped["step"]) == ("stopped", "node-check")
-    assert stopped["resume"] == f"gpu-pool repair {DC2} --stack prod --yes"
+    assert stopped["resume"] == resume
     # Nothing after the failed check ran: no smoke Job, no gate, no uncordon.
     jobs = lab.kubectl.json("-n", lab.stack.smoke_test.namespace, "get", "jobs")["items"]
     assert not [j for j in jobs if "-repair-" in j["metadata"]["name"]]

@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION
+from components.gpu_failure_domain.observed import (
+    ROLLOUT_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from knowledge.gpu_operator import DRIVER_POD_SELECTOR
 from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
@@ -25,9 +30,10 @@ from tests.e2e.nodes import KUBELET, registered_nodes
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner
 from tests.e2e.wave_engine import run_wave
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 QUICK = {"GPU_POOL_POLL_SECONDS": "0.1", "GPU_POOL_PROGRESS_SECONDS": "0", "TIMEOUT_MINUTES": "0.05"}
 WAVE_STEPS = ("-wave-drain", "-device-plugin-restart", "-wave-gate", "-rollout")
 
@@ -241,12 +247,16 @@ def test_a_wave_whose_first_gate_fails_after_the_agent_restart_resumes_there_and
     assert dc1["status"]["nodeInfo"]["kubeletVersion"] == NEW
     assert dc1["metadata"]["annotations"][WAVE_CORDON_ANNOTATION] == "dc1"
     assert dc1["metadata"]["annotations"][WAVE_TURN_ANNOTATION]
+    # It says why it stays cordoned, and the next plan says it too.
+    stopped = dc1["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION]
+    assert stopped.startswith("gate gpu-ready failed at ") and "advertises 0 of 4 GPUs" in stopped
 
     # The cause is fixed (the node advertises its slots again); `pulumi preview` reads the Nodes as they are.
     node_status(kubectl, pool["dc1"], kubelet=NEW, gpus=4)
     resumed = planned(rke2_bump(), kubectl.json("get", "nodes"), tmp_path)
     assert resumed.plan["outputs"]["wave"]["order"] == [["dc1"], ["dc2"], ["dc3"]]
     assert resumed.plan["outputs"]["wave"]["domains"]["dc1"]["turn"] == "resume"
+    assert "(gate gpu-ready failed at " in resumed.plan["outputs"]["wave"]["domains"]["dc1"]["why"]
     # No second install (the kubelet runs the pin), but the gate again, before the uncordon.
     assert turn_steps(resumed, "dc1") == ["wave-drain", "device-plugin-restart", "wave-gate", "rollout"]
 
@@ -265,7 +275,7 @@ def test_a_wave_whose_first_gate_fails_after_the_agent_restart_resumes_there_and
         node = kubectl.json("get", "node", host)
         annotations = node["metadata"]["annotations"]
         assert not node["spec"].get("unschedulable"), name
-        assert WAVE_CORDON_ANNOTATION not in annotations and WAVE_TURN_ANNOTATION not in annotations, name
+        assert not {WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION, WAVE_STOPPED_ANNOTATION} & set(annotations), name
         assert json.loads(annotations[ROLLOUT_ANNOTATION])["rke2"] == NEW, name
 
 

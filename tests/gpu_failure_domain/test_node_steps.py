@@ -352,6 +352,7 @@ def test_a_repairs_end_uncordons_the_node_its_drain_cordoned_ends_the_turn_and_r
     assert change["spec"] == {"unschedulable": None}
     annotations = change["metadata"]["annotations"]
     assert annotations["gpu-pool.dev/wave-cordoned"] is None and annotations["gpu-pool.dev/wave-turn"] is None
+    assert annotations["gpu-pool.dev/wave-stopped"] is None
     assert json.loads(annotations["gpu-pool.dev/repairs"])[-1]["event"] == "repaired"
     assert "gpu-pool.dev/rollout" not in annotations  # a repair rolls nothing: the record stays the last turn's
     assert result.stdout == f"{NODE}: repaired, serving\n"
@@ -403,3 +404,4 @@ def test_the_script_names_the_annotations_the_plan_reads() -> None:
     assert node_steps_script.WAVE_CORDON_ANNOTATION == observed.WAVE_CORDON_ANNOTATION
     assert node_steps_script.WAVE_TURN_ANNOTATION == observed.WAVE_TURN_ANNOTATION
     assert node_steps_script.REPAIRS_ANNOTATION == observed.REPAIRS_ANNOTATION
+    assert node_steps_script.WAVE_STOPPED_ANNOTATION == observed.WAVE_STOPPED_ANNOTATION

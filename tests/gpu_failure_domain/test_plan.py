@@ -34,8 +34,9 @@ from components.gpu_failure_domain.turns import Wave, version_key
 from config.stack import StackConfig
 from config.validate import validate_stack
 from offline.runner import read_stack_file
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KERNEL = "6.8.0-60-generic"
 Raw = dict[str, Any]
@@ -270,6 +271,15 @@ def test_a_failed_rke2_wave_resumes_at_the_failed_domain_even_with_its_kubelet_o
     assert gate is not None and done is not None
     assert "2026-12-04T18:00:00Z" in gate.triggers[0]
     assert done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
+
+
+def test_a_driver_bump_drains_each_domain_only_after_the_operators_new_release_one_domain_at_a_time() -> None:
+    """FIELD-REVIEW-4 WRONG-3: the operator upgrades the node the wave cordons, so the wave must cordon after the
+    release is in (its upgrade slots: tests/gpu_platform/test_operator_values.py)."""
+    _, wave, plan = scenario("driver", "serving")
+    assert wave.batches == [["dc1"], ["dc2"], ["dc3"]]
+    assert plan.step("wave-drain").platform == ("operator",)
+    assert plan.step("wave-gate").platform == ("operator",)
 
 
 def test_a_reverted_change_on_a_node_the_wave_cordoned_gates_and_uncordons_it() -> None:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 import shlex
 
-from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION
+from components.gpu_failure_domain.observed import (
+    ROLLOUT_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from components.gpu_failure_domain.rollout import (
     device_plugin_restart_command,
     rke2_upgrade_command,
@@ -34,6 +39,11 @@ def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_alway
     assert theirs == {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}}
     assert "if [ \"$(kubectl get node n1 -o jsonpath='{.spec.unschedulable}')\" != true ]" in drain
     assert drain.index("patch node n1") < drain.index("drain n1 --ignore-daemonsets --delete-emptydir-data")
+    # A drain that does not finish leaves the node cordoned, saying why.
+    assert drain.endswith(
+        "--timeout=15m || { kubectl annotate node n1 --overwrite 'gpu-pool.dev/wave-stopped=drain did not finish "
+        "within 15m: kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' >/dev/null; exit 1; }"
+    )
 
 
 def test_the_last_step_records_ends_the_turn_and_uncordons_only_a_node_the_wave_cordoned_in_one_patch() -> None:
@@ -42,13 +52,12 @@ def test_the_last_step_records_ends_the_turn_and_uncordons_only_a_node_the_wave_
     assert "jsonpath='{.metadata.annotations.gpu-pool\\.dev/wave-cordoned}'" in ours
     patches = [json.loads(shlex.split(part.split(" -p ", 1)[1])[0]) for part in (ours, theirs)]
     record = json.dumps({"rke2": "v1"}, separators=(",", ":"))
+    ended = {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None}
     assert patches[0] == {
-        "metadata": {
-            "annotations": {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None, WAVE_CORDON_ANNOTATION: None}
-        },
+        "metadata": {"annotations": {**ended, WAVE_CORDON_ANNOTATION: None}},
         "spec": {"unschedulable": None},
     }
-    assert patches[1] == {"metadata": {"annotations": {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None}}}
+    assert patches[1] == {"metadata": {"annotations": ended}}
     assert "uncordon" not in done
 
 

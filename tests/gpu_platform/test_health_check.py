@@ -117,7 +117,11 @@ def test_the_zip_carries_exactly_the_checks_files_and_pyyaml_and_runs_with_every
     objects); here the check only has to start, parse its facts and reach for the API."""
     code = health_check_zip()
     names = zipfile.ZipFile(io.BytesIO(code)).namelist()
-    assert {n for n in names if not n.startswith("yaml/")} == {*HEALTH_CHECK_FILES, "__main__.py"}
+    assert {n for n in names if not n.startswith("yaml/")} == {
+        *HEALTH_CHECK_FILES,
+        "components/__init__.py",
+        "__main__.py",
+    }
     assert "yaml/__init__.py" in names and "yaml/LICENSE" in names
     assert not [n for n in names if n.endswith(".so")]
     assert health_check_zip() == code

@@ -65,7 +65,24 @@ def test_driver_resources_follow_the_config_including_requests() -> None:
         {"driverResources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "6Gi"}}}
     )
 
-    assert values["driver"]["resources"] == {"limits": {"memory": "6Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert values["driver"]["resources"] == {
+        "limits": {"cpu": "2", "memory": "6Gi"},
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+    }
+
+
+def test_setting_the_driver_memory_keeps_the_default_cpu_limit_and_null_removes_it() -> None:
+    kept = values_for({"driverResources": {"limits": {"memory": "8Gi"}}})
+    removed = values_for({"driverResources": {"limits": {"memory": "8Gi", "cpu": None}}})
+
+    assert kept["driver"]["resources"] == {"limits": {"cpu": "2", "memory": "8Gi"}}
+    assert removed["driver"]["resources"] == {"limits": {"memory": "8Gi"}}
+
+
+def test_setting_dcgm_exporter_requests_keeps_its_default_memory_limit() -> None:
+    values = values_for({"dcgmExporterResources": {"requests": {"cpu": "100m"}}})
+
+    assert values["dcgmExporter"]["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}}
 
 
 def test_driver_requests_above_limits_are_refused_before_kubernetes_refuses_the_pod() -> None:
@@ -79,6 +96,14 @@ def test_a_memory_limit_that_is_not_a_positive_kubernetes_quantity_is_refused(qu
     messages = config_errors({"driverResources": {"limits": {"memory": quantity}}})
 
     assert messages[0].startswith("gpu-pool:driverResources.limits.memory:")
+
+
+def test_the_operators_driver_upgrades_have_no_slots_of_their_own_so_they_follow_the_wave() -> None:
+    """FIELD-REVIEW-4 WRONG-3: with the chart's 25% the upgrade controller starts a node of its choosing while the
+    wave drains another. With none, it upgrades only nodes already cordoned: the one the wave drained. The string:
+    the chart renders the value through `| default "25%"`, which takes an integer 0 for empty."""
+    policy = values_for()["driver"]["upgradePolicy"]
+    assert policy == {"autoUpgrade": True, "maxUnavailable": "0"}
 
 
 def test_distro_not_supported_is_avoided_by_building_the_driver_from_source() -> None:
