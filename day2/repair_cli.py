@@ -183,6 +183,9 @@ def print_table(out: TextIO, node: str, domain: str, decision: Decision, plan: D
     out.write(f"  {'why' if decision.repair else 'reason'}: {decision.reason}\n")
     if plan is None:
         return
+    if plan.turn.stopped:
+        # Run again after a stop: what the node says about the earlier attempt (gpu-pool.dev/wave-stopped).
+        out.write(f"  earlier: {plan.turn.stopped}\n")
     rows = [("step", "what it does")] + [(step.name, step.does) for step in plan.turn_steps()]
     width = max(len(name) for name, _ in rows)
     for index, (name, does) in enumerate(rows):

@@ -107,7 +107,9 @@ class Turn:
             "resume": f"a turn in progress since {self.resume_token}"
             + (f" ({self.stopped})" if self.stopped else "")
             + f": finish what it still needs, gate, {then}{end}",
-            "repair": f"{self.situation}; {self.reason}: drain, power-cycle the VM, check the card again, gate, "
+            "repair": f"{self.situation}"
+            + (f" ({self.stopped})" if self.stopped else "")
+            + f"; {self.reason}: drain, power-cycle the VM, check the card again, gate, "
             f"smoke test, {'uncordon' if self.uncordons else 'end the turn'}{end}",
         }[self.kind]
 
@@ -186,6 +188,8 @@ def repair_turn(domain: FailureDomainConfig, observed: ObservedNode, reason: str
         uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
         resume_token=resume,
         key=json.dumps({"at": at, "repair": reason, "resume": resume}, sort_keys=True),
+        # A repair that stopped (day2/repair_run.py writes the note) says so when it is run again.
+        stopped=(observed.wave_stopped or "") if in_turn else "",
         reason=reason,
     )
 

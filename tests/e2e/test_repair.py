@@ -26,7 +26,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components.gpu_failure_domain.observed import REPAIRS_ANNOTATION, WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION
+from components.gpu_failure_domain.observed import (
+    REPAIRS_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
 from config.stack import StackConfig
 from config.validate import validate_stack
@@ -271,6 +276,7 @@ def test_a_spent_daily_budget_refuses_a_third_power_cycle_and_says_to_look_at_th
     result = lab.repair(DC2, "--node-check", str(XID_REPORT), "--yes")
 
     assert result.code == 2 and result.out == ""
+    assert result.err.count("\n") == 1 and result.err.startswith(f"gpu-pool: repair {DC2} refused: ")
     assert "dc2's VM was power-cycled by gpu-pool repair 2 times in the last 24 hours" in result.err
     assert "gpu-pool:repair.maxPerDay is 2: a card that keeps faulting needs its hardware looked at" in result.err
     assert lab.vm_calls(4201) == []
@@ -285,6 +291,7 @@ def test_a_vm_id_that_is_not_the_vm_proxmox_runs_for_the_node_is_refused(lab: La
     result = lab.repair(DC2, "--node-check", str(XID_REPORT), "--yes")
 
     assert result.code == 2 and result.out == ""
+    assert result.err.count("\n") == 1 and result.err.startswith(f"gpu-pool: repair {DC2} refused: ")
     assert (
         f"Proxmox runs VM 4201 as build-runner, not {DC2} (VM 4250 is named {DC2}): the stack's VM id is not the "
         "node's VM"
@@ -372,6 +379,9 @@ def test_a_card_missing_from_the_bus_found_over_ssh_is_power_cycled_and_if_still
     assert node["spec"]["unschedulable"] is True
     annotations = node["metadata"]["annotations"]
     assert annotations[WAVE_CORDON_ANNOTATION] == "dc2" and annotations[WAVE_TURN_ANNOTATION]
+    # The node says why it is cordoned and how to resume, as a wave's failed drain or gate does.
+    assert annotations[WAVE_STOPPED_ANNOTATION].startswith("repair stopped at node-check at ")
+    assert annotations[WAVE_STOPPED_ANNOTATION].endswith(f"; resume: {resume}")
     power_cycle, stopped = lab.records()
     assert power_cycle["event"] == "power-cycle"
     assert (stopped["event"], stopped["step"]) == ("stopped", "node-check")
@@ -392,6 +402,7 @@ def test_a_repair_that_stops_at_its_gate_leaves_the_node_cordoned_and_running_it
     assert "the GPU Operator's driver upgrade failed" in first.out
     node = lab.node()
     assert node["spec"]["unschedulable"] is True and node["metadata"]["annotations"][WAVE_TURN_ANNOTATION]
+    assert node["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION].startswith("repair stopped at gpu-ready at ")
     assert [r["event"] for r in lab.records()] == ["power-cycle", "stopped"]
 
     # The cause fixed, the same command again: its turn is the domain's own, so no guard rail stands in the way.
@@ -399,9 +410,11 @@ def test_a_repair_that_stops_at_its_gate_leaves_the_node_cordoned_and_running_it
     again = lab.repair(DC2, "--node-check", str(XID_REPORT), "--yes")
 
     assert again.code == 0, again.out + again.err
+    assert "\n  earlier: repair stopped at gpu-ready at " in again.out
     assert "daily budget: 1 of 2 power cycles in the last 24 hours" in again.out
     assert lab.vm_calls(4201) == ["POST status/shutdown", "POST status/start"] * 2
     node = lab.node()
     assert not node["spec"].get("unschedulable")
     assert WAVE_TURN_ANNOTATION not in node["metadata"]["annotations"]
+    assert WAVE_STOPPED_ANNOTATION not in node["metadata"]["annotations"]
     assert [r["event"] for r in lab.records()] == ["power-cycle", "stopped", "power-cycle", "repaired"]

@@ -143,3 +143,19 @@ def test_without_the_smoke_test_the_repair_gates_on_the_pins_alone() -> None:
         "wave-gate",
         "rollout",
     ]
+
+
+def test_a_repair_run_again_after_a_stop_says_why_the_earlier_attempt_stopped() -> None:
+    stack = prod()
+    domain = stack.failure_domains[1]
+    node = settled(stack)["dc2"]
+    assert node is not None
+    why = "repair stopped at gpu-ready at 2026-12-04T09:10:00Z: the driver upgrade failed; resume: gpu-pool repair"
+    stopped = replace(node, unschedulable=True, wave_cordoned="dc2", wave_turn="2026-12-04T09:00:00Z", wave_stopped=why)
+
+    turn = repair_turn(domain, stopped, REASON, AT)
+
+    assert turn.stopped == why
+    assert turn.why().startswith(f"a turn in progress ({why}); {REASON}: drain, power-cycle the VM")
+    # A note left on a node no turn holds any more is not this repair's past.
+    assert repair_turn(domain, replace(node, wave_stopped=why), REASON, AT).stopped == ""
