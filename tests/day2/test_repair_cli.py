@@ -249,3 +249,57 @@ def test_the_h200_lab_is_prod_with_dc2_on_the_lent_h200_and_nothing_else() -> No
     prod["gpu-pool:failureDomains"][1] = dc2
     prod["gpu-pool:gpuOperator"] = lab["gpu-pool:gpuOperator"]
     assert lab == prod
+
+
+def lab_with_proxmox_at(tmp_path: Path, endpoint: str) -> tuple[str, ...]:
+    """The H200 lab's stack file in a folder of its own, its Proxmox API at `endpoint`."""
+    import yaml
+
+    document = yaml.safe_load((EXAMPLES / "Pulumi.h200-lab.yaml").read_text())
+    document["config"]["gpu-pool:proxmox"]["endpoint"] = endpoint
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "Pulumi.h200-lab.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return ("--stack", "h200-lab", "--stack-dir", str(folder))
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_the_proxmox_token_comes_from_the_secrets_file_the_preview_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the token in GPU_POOL_SECRETS_FILE the dry run checks the VM against Proxmox (here: nothing listens),
+    and never prints the token."""
+    secrets = tmp_path / "lab.env"
+    secrets.write_text("proxmoxApiToken=root@pam!gpu-pool=0b7c4c1e-not-a-real-token\n")
+    monkeypatch.delenv("GPU_POOL_SECRET_PROXMOXAPITOKEN", raising=False)
+    monkeypatch.setenv("GPU_POOL_SECRETS_FILE", str(secrets))
+    endpoint = f"https://127.0.0.1:{closed_port()}/"
+
+    result = repair(stack=lab_with_proxmox_at(tmp_path, endpoint))
+
+    assert (result.code, result.out) == (2, "")
+    assert result.err.startswith(f"gpu-pool: cannot reach the Proxmox API at {endpoint}: ")
+    assert result.err.count("\n") == 1 and "not-a-real-token" not in result.err
+
+
+def test_a_secrets_file_inside_the_stacks_folder_is_refused_as_the_preview_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = lab_with_proxmox_at(tmp_path, "https://pve-dc1.lab.internal:8006/")
+    inside = tmp_path / "stack" / "lab.env"
+    inside.write_text("proxmoxApiToken=root@pam!gpu-pool=0b7c4c1e-not-a-real-token\n")
+    monkeypatch.setenv("GPU_POOL_SECRETS_FILE", str(inside))
+
+    result = repair(stack=stack)
+
+    assert (result.code, result.out) == (2, "")
+    assert "is inside the repository, where a commit can take it" in result.err
+    assert result.err.count("\n") == 1 and "not-a-real-token" not in result.err
