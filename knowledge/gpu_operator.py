@@ -61,6 +61,12 @@ DRIVER_IMAGE_NAME: Final = "driver"
 # Set by the operator's upgrade controller on each GPU node (values include upgrade-done, upgrade-failed).
 DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_UPGRADE_FAILED: Final = "upgrade-failed"
+# The upgrade controller's mark on a node that was unschedulable when its upgrade began: it then leaves the node
+# cordoned when the upgrade is done instead of uncordoning it (k8s-operator-libs pkg/upgrade/consts.go
+# UpgradeInitialStateAnnotationKeyFmt with the driver name "gpu" cmd/gpu-operator sets; common_manager.go
+# updateNodeToUncordonOrDoneState). A wave's drain sets it so that only the turn's last step, after the gate and
+# smoke test, uncordons a node the operator upgraded.
+DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 # NFD labels a node with an NVIDIA (PCI vendor 10de) device; every operand is scheduled only where it is.
 NFD_NVIDIA_PCI_LABEL: Final = "feature.node.kubernetes.io/pci-10de.present"
 

@@ -24,7 +24,12 @@ from components.gpu_failure_domain.observed import (
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from knowledge.gpu_operator import DEVICE_PLUGIN_APP, GPU_FEATURE_DISCOVERY_APP, OPERAND_APP_LABEL
+from knowledge.gpu_operator import (
+    DEVICE_PLUGIN_APP,
+    DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION,
+    GPU_FEATURE_DISCOVERY_APP,
+    OPERAND_APP_LABEL,
+)
 
 # What each rollout component's change does to a worker, in the words `make diff` uses; the keys of the state.
 CHANGE_WORDS: Mapping[str, str] = {
@@ -70,14 +75,25 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
     """A turn's start: one patch cordons the node and marks it as the wave's (only when it was schedulable: a node
     someone else cordoned stays theirs) and records when the turn started (a turn in progress until its last
     step), then the drain. The time makes each turn's start unique, so a resumed turn is told from an earlier one.
+    The same patch tells the GPU Operator's upgrade controller the node was unschedulable before its upgrade, so it
+    leaves the node cordoned when it has swapped the driver: otherwise it uncordons the node itself, before the
+    turn's gate and smoke test ran (seen on the operator's own controller in tests/e2e/test_driver_wave.py).
     """
     mine = json.dumps(
         {
-            "metadata": {"annotations": {WAVE_CORDON_ANNOTATION: domain, WAVE_TURN_ANNOTATION: "%s"}},
+            "metadata": {
+                "annotations": {
+                    WAVE_CORDON_ANNOTATION: domain,
+                    WAVE_TURN_ANNOTATION: "%s",
+                    DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true",
+                }
+            },
             "spec": {"unschedulable": True},
         }
     )
-    theirs = json.dumps({"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}})
+    theirs = json.dumps(
+        {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s", DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true"}}}
+    )
     quoted = shlex.quote(node)
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
     stopped = shlex.quote(
@@ -103,6 +119,8 @@ def rollout_done_command(node: str, kubectl: str, state: Mapping[str, str]) -> s
         ROLLOUT_ANNOTATION: record,
         WAVE_TURN_ANNOTATION: None,
         WAVE_STOPPED_ANNOTATION: None,
+        # The operator removes its mark when it finishes an upgrade; a turn with no driver change ends it here.
+        DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: None,
     }
     serving = {
         "metadata": {"annotations": {**annotations, WAVE_CORDON_ANNOTATION: None}},

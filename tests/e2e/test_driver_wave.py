@@ -106,3 +106,22 @@ def test_after_each_driver_wave_every_node_serves_on_the_new_driver_its_upgrade_
         assert {d: (s.driver, s.state, s.unschedulable) for d, s in last.items()} == {
             d: (run.driver, DONE, False) for d in last
         }
+
+
+def test_a_node_the_operator_upgraded_serves_again_only_after_its_turns_last_step_recorded_the_new_driver(
+    rolled: list[Rolled],
+) -> None:
+    """The wave's drain marks the node with the operator's initial-state annotation, so the upgrade controller leaves
+    it cordoned when the driver is swapped; the turn's last step (after the gate and smoke test) uncordons it, in
+    the patch that records the driver (rollout.rollout_done_command). Without the mark the operator uncordoned it
+    a few seconds before the gate."""
+    for run in rolled:
+        for domain in run.order:
+            seen = [m[domain] for m in run.moments]
+            first = next(i for i, s in enumerate(seen) if domain_out(s))
+            early = [
+                (round(s.at - seen[first].at, 1), s.state, s.driver)
+                for s in seen[first:]
+                if not s.unschedulable and s.rolled != run.driver
+            ]
+            assert not early, f"{domain} served again before its turn ended, on the way to {run.driver}: {early[:3]}"

@@ -8,17 +8,22 @@ cordoning as a wave would) and tests/e2e/test_driver_wave.py (the program's own 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from knowledge.gpu_operator import DRIVER_POD_SELECTOR, DRIVER_UPGRADE_STATE_LABEL
+from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION
+from knowledge.gpu_operator import (
+    DRIVER_POD_SELECTOR,
+    DRIVER_UPGRADE_STATE_LABEL,
+)
+from knowledge.gpu_operator import (
+    DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION as INITIAL_STATE_ANNOTATION,
+)
 from tests.e2e.kube import Kubectl
 
-# The operator's own mark on a node that was unschedulable when its upgrade began: such a node is left cordoned at
-# the end (k8s-operator-libs pkg/upgrade/consts.go UpgradeInitialStateAnnotationKeyFmt, driver name "gpu").
-INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 DONE, REQUIRED = "upgrade-done", "upgrade-required"
 SAMPLE_SECONDS = 0.5
 UPGRADE_SECONDS = 300
@@ -31,6 +36,7 @@ class Sample:
     unschedulable: bool
     driver: str  # the driver version of the node's Ready driver pod, "" if none is Ready
     initial_state: bool
+    rolled: str = ""  # the driver the node's last finished turn recorded (observed.ROLLOUT_ANNOTATION), "" if none
 
 
 def out_of_service(sample: Sample) -> bool:
@@ -77,6 +83,7 @@ class Watch:
                 bool(node["spec"].get("unschedulable")),
                 ready[0] if len(ready) == 1 else "",
                 INITIAL_STATE_ANNOTATION in annotations,
+                str(json.loads(annotations.get(ROLLOUT_ANNOTATION) or "{}").get("driver", "")),
             )
         for domain, one in found.items():
             self.samples.setdefault(domain, []).append(one)

@@ -18,6 +18,7 @@ from components.gpu_failure_domain.rollout import (
     rollout_done_command,
     wave_drain_command,
 )
+from knowledge.gpu_operator import DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION
 
 
 def test_the_rke2_upgrade_is_the_official_installer_at_the_pin_then_an_agent_restart() -> None:
@@ -32,11 +33,21 @@ def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_alway
     schedulable, _, rest = drain.partition("; else ")
     mine = json.loads(shlex.split(schedulable.split("printf ", 1)[1])[0])
     theirs = json.loads(shlex.split(rest.split("printf ", 1)[1])[0])
+    # The operator's own initial-state mark rides in the same patch: its upgrade controller then leaves the node
+    # cordoned after swapping the driver, for the turn's gate and last step to uncordon.
     assert mine == {
-        "metadata": {"annotations": {WAVE_CORDON_ANNOTATION: "dc1", WAVE_TURN_ANNOTATION: "%s"}},
+        "metadata": {
+            "annotations": {
+                WAVE_CORDON_ANNOTATION: "dc1",
+                WAVE_TURN_ANNOTATION: "%s",
+                DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true",
+            }
+        },
         "spec": {"unschedulable": True},
     }
-    assert theirs == {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}}
+    assert theirs == {
+        "metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s", DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true"}}
+    }
     assert "if [ \"$(kubectl get node n1 -o jsonpath='{.spec.unschedulable}')\" != true ]" in drain
     assert drain.index("patch node n1") < drain.index("drain n1 --ignore-daemonsets --delete-emptydir-data")
     # A drain that does not finish leaves the node cordoned, saying why.
@@ -52,7 +63,12 @@ def test_the_last_step_records_ends_the_turn_and_uncordons_only_a_node_the_wave_
     assert "jsonpath='{.metadata.annotations.gpu-pool\\.dev/wave-cordoned}'" in ours
     patches = [json.loads(shlex.split(part.split(" -p ", 1)[1])[0]) for part in (ours, theirs)]
     record = json.dumps({"rke2": "v1"}, separators=(",", ":"))
-    ended = {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None}
+    ended = {
+        ROLLOUT_ANNOTATION: record,
+        WAVE_TURN_ANNOTATION: None,
+        WAVE_STOPPED_ANNOTATION: None,
+        DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: None,
+    }
     assert patches[0] == {
         "metadata": {"annotations": {**ended, WAVE_CORDON_ANNOTATION: None}},
         "spec": {"unschedulable": None},
