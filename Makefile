@@ -18,14 +18,20 @@ export UV_NO_PROGRESS := 1
 STACK ?= prod
 OUT ?= build/$(STACK)
 ARGS ?=
-# Contract tests read upstream reference data from here; CI sets it explicitly.
+# The upstream reference data the contract tests read (refdata/sources.py): `make upstream` fetches it into
+# .upstream/, where the tests find it; without that folder, a ../shared/upstream beside the clone (this build
+# machine's mirror) is used as it is. GPU_POOL_UPSTREAM_DIR, when set, wins.
+UPSTREAM_DEST := .upstream
+UPSTREAM_FROM ?=
+ifeq ($(wildcard $(UPSTREAM_DEST)/.complete),)
 export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
+endif
 
 RUNTIME := .venv/.synced-runtime
 DAY2 := .venv/.synced-day2
 DEV := .venv/.synced-dev
 
-.PHONY: preview diff check docs chart claims doctor test lint bench bench-update clean
+.PHONY: preview diff check docs chart claims doctor test lint bench bench-update clean upstream
 
 # With a pip at hand, uv lands in .tools without creating a venv (ensurepip alone takes seconds); without one,
 # a venv's bundled pip installs it.
@@ -85,6 +91,11 @@ claims: $(DAY2)
 
 doctor: $(DAY2)
 	$(UV) run --no-sync gpu-pool doctor $(ARGS)
+
+# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub),
+# each checked against refdata/digests.json, into .upstream/; UPSTREAM_FROM=<dir> takes them from a mirror instead.
+upstream: $(RUNTIME)
+	$(UV) run --no-sync python -m refdata.fetch --dest $(UPSTREAM_DEST) $(if $(UPSTREAM_FROM),--from $(abspath $(UPSTREAM_FROM)))
 
 lint: $(DEV)
 	$(UV) run --no-sync ruff check .

@@ -12,23 +12,55 @@ import pytest
 
 from offline.recording import Recording, RecordingMonitor
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
+from refdata import fetch as refdata_fetch
 from tests.proxmox_hardware import answering
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
+# Every skip for missing upstream data says this, so the session's summary can count them (pytest_terminal_summary).
+NO_UPSTREAM = "no upstream reference data"
+FETCH_HINT = "make upstream (or make upstream UPSTREAM_FROM=<mirror> without network)"
+
+
+def upstream_dir() -> tuple[Path | None, str]:
+    """Where the upstream reference data is: GPU_POOL_UPSTREAM_DIR, else the folder `make upstream` fills."""
+    value = os.environ.get(UPSTREAM_ENV)
+    if value:
+        return Path(value), f"{UPSTREAM_ENV}={value}"
+    folder = refdata_fetch.DEFAULT_DEST
+    if refdata_fetch.is_complete(folder):
+        return folder, str(folder)
+    if folder.is_dir():
+        return (
+            None,
+            f"{NO_UPSTREAM}: {folder} was fetched against other digests than refdata/digests.json: {FETCH_HINT}",
+        )
+    return None, f"{NO_UPSTREAM}: run {FETCH_HINT}"
 
 
 @pytest.fixture(scope="session")
 def upstream() -> Path:
-    """`../shared/upstream`, from the environment. CI sets it; elsewhere the contract tests skip."""
-    value = os.environ.get(UPSTREAM_ENV)
-    if not value:
+    """The upstream reference data (refdata/sources.py): CI must have it; elsewhere its tests skip, counted."""
+    path, said = upstream_dir()
+    if path is None:
         if os.environ.get("CI"):
-            pytest.fail(f"{UPSTREAM_ENV} is not set: CI must run the contract tests against upstream data")
-        pytest.skip(f"{UPSTREAM_ENV} is not set: contract tests against upstream data skipped")
-    path = Path(value)
+            pytest.fail(f"{said}: CI must run the contract tests against upstream data")
+        pytest.skip(said)
     if not (path / "gpu-operator").is_dir():
-        pytest.fail(f"{UPSTREAM_ENV}={value} does not hold the upstream reference data")
+        pytest.fail(f"{said} does not hold the upstream reference data: {FETCH_HINT}")
     return path
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say, in the last lines, how many tests the missing upstream data skipped and what brings them in."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_UPSTREAM in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} contract tests skipped: {NO_UPSTREAM} here; `{FETCH_HINT.split(' (')[0]}` fetches it "
+            f"from its public sources, `make upstream UPSTREAM_FROM=<mirror>` from a mirror",
+            yellow=True,
+            bold=True,
+        )
 
 
 @pytest.fixture
