@@ -15,7 +15,7 @@ from components.gpu_platform import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
-from components.shared.providers import build_providers, proxmox_credential_env
+from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
@@ -46,7 +46,7 @@ if not OFFLINE:
 for warning in [*config_warnings(cfg), *quota_warnings(cfg.gpu_quotas, cfg.total_slots)]:
     pulumi.log.warn(warning)
 
-providers = build_providers(loaded)
+proxmox_provider = build_proxmox_provider(loaded)
 try:
     preflight = run_preflight(
         cfg.failure_domains,
@@ -55,7 +55,7 @@ try:
         ssh_user=cfg.proxmox.ssh.username,
         node_addresses=cfg.proxmox.ssh.node_addresses,
         ssh_port=cfg.proxmox.ssh.port,
-        provider=providers.proxmox,
+        provider=proxmox_provider,
         offline=OFFLINE,
     )
     cluster_preflight = run_cluster_preflight(
@@ -66,6 +66,9 @@ try:
     )
 except PreflightError as error:
     refuse("preflight failed", error.messages)
+if cluster_preflight.adopting:
+    pulumi.log.warn(cluster_preflight.summary)
+kubernetes_provider = build_kubernetes_provider(loaded, upsert_existing=cluster_preflight.adopting)
 
 # Day-2 wave: the domains whose workers have a disruptive change to roll, one batch after another.
 waves = plan_waves(cfg, cluster_state.nodes)
@@ -73,7 +76,7 @@ problems = rke2_problems(cfg, cluster_state, waves)
 if problems:
     refuse("invalid stack config", problems)
 
-platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=providers.kubernetes))
+platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=kubernetes_provider))
 credential_env = proxmox_credential_env(loaded)
 by_name = {domain.name: domain for domain in cfg.failure_domains}
 domains: dict[str, GpuFailureDomain] = {}
@@ -86,8 +89,8 @@ for name in wave_order(cfg):
             stack=cfg,
             rke2_token=loaded.secrets.rke2_token,
             proxmox_credential_env=credential_env,
-            proxmox_provider=providers.proxmox,
-            kubernetes_provider=providers.kubernetes,
+            proxmox_provider=proxmox_provider,
+            kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.ssh_private_key,
             wave_changes=tuple(waves.changes.get(name, [])),
@@ -109,7 +112,7 @@ pulumi.export(
         for name, domain in sorted(domains.items(), key=lambda item: list(by_name).index(item[0]))
     },
 )
-pulumi.export("clusterPreflight", cluster_preflight)
+pulumi.export("clusterPreflight", cluster_preflight.summary)
 if waves.batches:
     pulumi.export("wave", {"order": waves.batches, "changes": waves.changes, "from": cluster_state.source})
 pulumi.export("schedulableGpuSlots", cfg.total_slots)

@@ -84,6 +84,12 @@ class KubernetesConfig(ConfigModel):
         "~/.kube/config)",
     )
     context: str | None = Field(default=None, description="kubeconfig context; default: the current context")
+    adopt_existing: bool = Field(
+        default=False,
+        description="let the plan take over objects it creates that the cluster already has (the preview's cluster "
+        "check names each one; without this it refuses them, as pulumi-kubernetes does at `up`); once adopted they "
+        "are the stack's, and `pulumi destroy` deletes them",
+    )
 
     @field_validator("kubeconfig")
     @classmethod
