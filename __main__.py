@@ -68,7 +68,7 @@ except PreflightError as error:
     refuse("preflight failed", error.messages)
 if cluster_preflight.adopting:
     pulumi.log.warn(cluster_preflight.summary)
-kubernetes_provider = build_kubernetes_provider(loaded, upsert_existing=cluster_preflight.adopting)
+kubernetes_provider = build_kubernetes_provider(loaded)
 
 # Day-2 wave: the domains whose workers have a disruptive change to roll, one batch after another.
 waves = plan_waves(cfg, cluster_state.nodes)

@@ -183,7 +183,7 @@ def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
 class ClusterPreflight(NamedTuple):
     summary: str
     # Objects the plan creates that the cluster already has, adopted because gpu-pool:kubernetes.adoptExisting
-    # says so: the kubernetes provider upserts for this run only (existing_objects.py).
+    # says so (existing_objects.py): the preview says which.
     adopting: bool = False
 
 

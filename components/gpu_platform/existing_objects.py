@@ -6,8 +6,8 @@ with server-side apply and then deleted it on `pulumi destroy`. A lab that insta
 its namespace, or Helm-made CRDs the program registers from the chart on disk. So the preflight asks: each object
 the plan creates that exists and that no pulumi-kubernetes field manager has written (the provider creates with
 the field manager `pulumi-kubernetes` and applies with `pulumi-kubernetes-<id>`: provider.go fieldManagerName) is
-refused at preview, naming the object, who made it and the ways out; with `gpu-pool:kubernetes.adoptExisting`,
-the plan adopts exactly those, says so, and only for that run turns on the provider's `upsertExistingObjects`.
+refused at preview, naming the object, who made it and the ways out; with `gpu-pool:kubernetes.adoptExisting` the
+provider's `upsertExistingObjects` is on, and every preview names the objects it adopts.
 """
 
 from __future__ import annotations

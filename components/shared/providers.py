@@ -42,13 +42,15 @@ def build_proxmox_provider(loaded: LoadedConfig) -> proxmoxve.Provider:
     )
 
 
-def build_kubernetes_provider(loaded: LoadedConfig, *, upsert_existing: bool = False) -> kubernetes.Provider:
-    """`upsert_existing` only for the run that adopts what the cluster preflight named (existing_objects.py);
-    explicit either way, so PULUMI_K8S_UPSERT_EXISTING_OBJECTS in someone's shell never adopts silently."""
+def build_kubernetes_provider(loaded: LoadedConfig) -> kubernetes.Provider:
+    """Upserts existing objects only with gpu-pool:kubernetes.adoptExisting, whose adoptions the cluster preflight
+    names at every preview (existing_objects.py); explicit either way, so PULUMI_K8S_UPSERT_EXISTING_OBJECTS in
+    someone's shell never adopts silently. Static, not switched per run: a provider input that flips would show
+    the provider updated in the preview after every adoption."""
     cfg = loaded.stack
     return kubernetes.Provider(
         "kubernetes",
         kubeconfig=cfg.kubernetes.kubeconfig,
         context=cfg.kubernetes.context,
-        upsert_existing_objects=upsert_existing,
+        upsert_existing_objects=cfg.kubernetes.adopt_existing,
     )

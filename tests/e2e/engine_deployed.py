@@ -37,6 +37,9 @@ API_TOKEN = SECRETS["proxmoxApiToken"]
 def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
     """prod as committed, its cluster the e2e API server and its Proxmox side the stand-in."""
     config = engine_config(read_stack_file("prod"), kubeconfig, chart)
+    # The session's cluster already has the chart's CRDs (the `crds` fixture applies them, as a lab's earlier Helm
+    # install of the operator left them): the stack adopts them, as a lab moving to the chart on disk does.
+    config[f"{PROJECT}:kubernetes"] = {**config[f"{PROJECT}:kubernetes"], "adoptExisting": True}
     # A gate that cannot pass must fail the test in minutes, not after the default hour.
     config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
     config[f"{PROJECT}:proxmox"] = {
@@ -94,6 +97,9 @@ class Deployed:
     base: dict[str, Any]
     # The secret values the stack file holds now, so that only a changed one is set again.
     secrets: dict[str, str]
+    # The preview before the first `up` without gpu-pool:kubernetes.adoptExisting, and that `up`'s output.
+    refused: str = ""
+    first_up: str = ""
 
     def config_with(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         config = copy.deepcopy(self.base)
@@ -120,7 +126,14 @@ def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: P
                 "GPU_POOL_POLL_SECONDS": POLL_SECONDS,
             }
             (work / "home").mkdir()
-            stack = new_stack(engine, work / "engine", STACK, base, path, env)
-            stack.up()
-            yield Deployed(stack, pve, standin, base, dict(SECRETS))
+            without = copy.deepcopy(base)
+            without[f"{PROJECT}:kubernetes"].pop("adoptExisting")
+            stack = new_stack(engine, work / "engine", STACK, without, path, env)
+            refused = stack.run("preview", check=False)
+            assert refused.returncode != 0, "the preview adopted the cluster's CRDs without being told to"
+            rewrite_config(stack, base)
+            first = stack.up()
+            yield Deployed(
+                stack, pve, standin, base, dict(SECRETS), refused.stdout + refused.stderr, first.stdout + first.stderr
+            )
         assert not standin.errors, standin.errors[:5]

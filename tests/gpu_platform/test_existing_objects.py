@@ -1,6 +1,6 @@
 """The plan never adopts an object the cluster already has without saying so: the cluster preflight reads every
 object the platform creates, refuses one that someone else made (naming it, who made it and the ways out), and with
-gpu-pool:kubernetes.adoptExisting adopts exactly those, says so, and turns on the provider's upsert for that run only.
+gpu-pool:kubernetes.adoptExisting adopts exactly those (the provider's upsert on) and says so.
 The running Kyverno's version is read against the policy API the stack writes."""
 
 from __future__ import annotations
@@ -164,14 +164,18 @@ def test_with_adopt_existing_the_plan_adopts_exactly_the_foreign_objects_and_say
     assert _kubernetes_provider(recording)["upsertExistingObjects"] == "true"
 
 
-def test_adopt_existing_with_nothing_to_adopt_leaves_the_provider_refusing_creates_of_existing_objects(
+def test_once_adopted_the_objects_are_the_stacks_and_the_provider_setting_does_not_change(
     run_stack_program: Run, prod_config
 ) -> None:
+    # The next preview: the objects now carry pulumi-kubernetes' field manager. The provider's upsert stays as the
+    # stack file says, so the preview shows no provider update after an adoption.
     prod_config["gpu-pool:kubernetes"] = {"adoptExisting": True}
+    existing = [_managed(namespace("gpu-operator"), "helm", "pulumi-kubernetes-4f1e2a7b")]
 
-    recording = _run(run_stack_program, prod_config)
+    recording = _run(run_stack_program, prod_config, existing=existing)
 
-    assert _kubernetes_provider(recording)["upsertExistingObjects"] == "false"
+    assert "no object the plan creates is someone else's" in recording.stack_outputs["clusterPreflight"]
+    assert _kubernetes_provider(recording)["upsertExistingObjects"] == "true"
 
 
 def _kyverno_deployment(image: str) -> dict[str, Any]:
