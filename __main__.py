@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
+# PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
+# `pulumi preview` compile the provider SDKs' multi-megabyte modules again: it doubled a real-engine preview of prod
+# (docs/engine.md). The Makefile unexports it for its own targets; this covers `pulumi` run directly. Python ignores
+# a bytecode file it cannot write, so a read-only environment is unaffected.
+sys.dont_write_bytecode = False
+
 import os
 from typing import NoReturn
 
