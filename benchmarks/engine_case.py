@@ -156,7 +156,11 @@ class Project:
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         environ = {
-            k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "GPU_POOL_")) and k != "VIRTUAL_ENV"
+            # Bytecode written and read as on a normal machine, for every case alike (prod's own program turns it
+            # back on, the floors would not: docs/engine.md).
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PULUMI_", "GPU_POOL_", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE"))
         }
         environ.update(
             {
