@@ -66,7 +66,11 @@ def _timed(label: str, command: list[str], cwd: Path, env: dict[str, str]) -> Co
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if result.returncode != 0:
-        raise BenchError(f"{label} failed (exit {result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
+        said = result.stdout + result.stderr
+        # pytest's failure report, not only the list of skips that follows it.
+        start = said.find("= FAILURES =")
+        shown = said[start : start + 6000] if start >= 0 else said[-3000:]
+        raise BenchError(f"{label} failed (exit {result.returncode}):\n{shown}")
     return ColdRun(label, " ".join(command), wall, result.returncode)
 
 
