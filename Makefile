@@ -66,11 +66,13 @@ preview: $(RUNTIME)
 	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
 
 # What a config change will do: make diff STACK=prod BEFORE=path/to/earlier/Pulumi.prod.yaml [AFTER=...]
+# [NODES=<a saved kubectl get nodes -o json>: plan against the cluster as it is, e.g. after a failed wave]
 BEFORE ?=
 AFTER ?=
+NODES ?=
 diff: $(RUNTIME)
 	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
-	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) --out $(OUT) $(ARGS)
+	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) $(if $(NODES),--nodes $(NODES)) --out $(OUT) $(ARGS)
 
 # The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.
 check: $(DEV)
@@ -127,13 +129,18 @@ E2E_BIN := $(TOOLS)/e2e/bin
 ENGINE ?= auto
 ENGINE_TOOLS := $(TOOLS)/engine
 ENGINE_BIN := $(ENGINE_TOOLS)/bin
-.PHONY: e2e-tools engine-tools e2e real-preview
+.PHONY: e2e-tools engine-tools device-tools e2e real-preview
 
 engine-tools:
 	ENGINE=$(ENGINE) bash e2e/select-engine.sh $(ENGINE_TOOLS)
 
 e2e-tools: engine-tools
 	bash e2e/build-tools.sh $(E2E_BIN)
+
+# NVIDIA's GPU Feature Discovery and device plugin, and mini-kubelet, for a run on a machine with a GPU (never CI):
+# docs/verification.md, "On a real GPU".
+device-tools:
+	bash e2e/build-device-tools.sh $(E2E_BIN)
 
 e2e: e2e-tools $(DEV)
 	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \

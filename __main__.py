@@ -15,12 +15,12 @@ from typing import NoReturn
 
 import pulumi
 
-from components.gpu_failure_domain import GpuFailureDomain, GpuFailureDomainArgs
+from components.gpu_failure_domain.cluster_state import read_cluster_state
+from components.gpu_failure_domain.component import GpuFailureDomain, GpuFailureDomainArgs
 from components.gpu_failure_domain.host_preflight import run_preflight
-from components.gpu_failure_domain.rollout import plan_waves, wave_order
-from components.gpu_failure_domain.rollout_state import read_cluster_state, rke2_problems
-from components.gpu_platform import GpuPlatform, GpuPlatformArgs
+from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
+from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
@@ -78,31 +78,34 @@ if cluster_preflight.adopting:
     pulumi.log.warn(cluster_preflight.summary)
 kubernetes_provider = build_kubernetes_provider(loaded)
 
-# Day-2 wave: the domains whose workers have a disruptive change to roll, one batch after another.
-waves = plan_waves(cfg, cluster_state.nodes)
-problems = rke2_problems(cfg, cluster_state, waves)
-if problems:
-    refuse("invalid stack config", problems)
+# Day 2: each domain's turn from what its Node says; the disruptive ones one batch after another.
+wave = plan_wave(cfg, cluster_state.nodes, cluster_state.server_version)
+if wave.problems:
+    refuse("invalid stack config", wave.problems)
+for danger in wave.dangers:
+    pulumi.log.warn(danger)
 
 platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=kubernetes_provider))
 credential_env = proxmox_credential_env(loaded)
 by_name = {domain.name: domain for domain in cfg.failure_domains}
+plans = {name: plan_domain(by_name[name], cfg, wave.turns[name]) for name in wave_order(cfg)}
 domains: dict[str, GpuFailureDomain] = {}
-# Created in wave order, so a domain's turn can wait for the previous batch's last step (`-rollout`).
-for name in wave_order(cfg):
+# Created batch by batch, so a domain's turn can wait for the previous batch's last steps (`-rollout`).
+batched = [name for batch in wave.batches for name in batch]
+for name in batched + [name for name in plans if name not in batched]:
     domains[name] = GpuFailureDomain(
         name,
         GpuFailureDomainArgs(
             domain=by_name[name],
             stack=cfg,
+            plan=plans[name],
             rke2_token=loaded.secrets.rke2_token,
             proxmox_credential_env=credential_env,
             proxmox_provider=proxmox_provider,
             kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.ssh_private_key,
-            wave_changes=tuple(waves.changes.get(name, [])),
-            wave_after=tuple(domains[before].rollout_done for before in waves.previous(name)),
+            wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
         ),
     )
 
@@ -121,7 +124,7 @@ pulumi.export(
     },
 )
 pulumi.export("clusterPreflight", cluster_preflight.summary)
-if waves.batches:
-    pulumi.export("wave", {"order": waves.batches, "changes": waves.changes, "from": cluster_state.source})
+if wave.active:
+    pulumi.export("wave", wave_export(wave, plans, cluster_state.source))
 pulumi.export("schedulableGpuSlots", cfg.total_slots)
 pulumi.export("gpuOperator", {"chart": cfg.gpu_operator.chart_version, "driver": cfg.gpu_operator.driver_version})

@@ -1,12 +1,13 @@
-"""The critical-path bench's day-2 case: an RKE2 bump on prod, planned as `make diff` plans it (the earlier file
-standing in for the cluster), so its waits across domains can be set beside the first install's."""
+"""The critical-path bench's day-2 case: an RKE2 bump on prod, planned as `make diff` plans it (the Nodes the
+earlier file's `up` leaves standing in for the cluster), so its waits across domains can be set beside the first
+install's."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from offline.diff import _deployed, deployed_from
+from offline.diff import observing, settled_nodes
 from offline.render import plan
 from offline.runner import PROJECT, read_stack_file, run_stack
 
@@ -20,6 +21,6 @@ def rke2_bump_plan() -> dict[str, Any]:
         domain["sshAuthorizedKeys"] = [KEY]
     after = copy.deepcopy(before)
     after["gpu-pool:rke2"]["version"] = BUMP
-    with _deployed(deployed_from(before)):
+    with observing(settled_nodes(before)):
         recording = run_stack("prod", config=after)
     return plan(recording, PROJECT, "prod")

@@ -30,6 +30,15 @@ GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
     "driver.resources": GuardedKey(
         "the driver OOM-killed (exit 137) while compiling the kernel module", "gpuOperator.driverResources"
     ),
+    "driver.upgradePolicy.autoUpgrade": GuardedKey(
+        "driver pods never upgraded, or upgraded on every node at once (the wave's gate waits for the operator's "
+        "upgrade on the node it drained)",
+        "nothing: the operator upgrades the node each wave turn cordons",
+    ),
+    "driver.upgradePolicy.maxUnavailable": GuardedKey(
+        "a driver bump on a node of the operator's choosing while the wave drains another: two failure domains out",
+        "gpu-pool:rollout.maxUnavailable, which sets how many domains a wave (and so the operator) takes out",
+    ),
     "cdi.enabled": GuardedKey(
         "'Failed to initialize NVML: Driver/library version mismatch' after RKE2 regenerates config.toml",
         "nothing: CDI stays on",

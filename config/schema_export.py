@@ -18,10 +18,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from config.base import ConfigModel
-from config.loader import SECRET_KEYS
 from config.secret_checks import SHAPES
 from config.stack import StackConfig
 from config.type_hints import unwrap_annotation
+from config.validate import SECRET_KEYS
 
 NAMESPACE = "gpu-pool"
 SCHEMA_FILE = "stack-config.schema.json"

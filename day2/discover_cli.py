@@ -42,7 +42,7 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
 
 def _read_stack(name: str, folder: Path) -> dict[str, Any]:
     # The stack file may still lack its cards (that is what discover is for): read it, do not validate it.
-    from offline.runner import StackFileError, read_stack_file
+    from config.stack_file import StackFileError, read_stack_file
 
     try:
         return read_stack_file(name, folder)

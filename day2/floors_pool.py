@@ -8,13 +8,15 @@ from day2 import traps as t
 from day2.floors_types import Check, Fix, NodeContext
 from day2.operands import assess, current, operand_pods
 from day2.pool import SMOKE_JOB_NAME, SMOKE_JOB_NAME_LABEL
-from day2.sharing import profiles
+from day2.sharing import profiles, stale_gfd_labels
 from knowledge.gpu_operator import (
     CONFIG_MANAGER_CONTAINER,
     DEVICE_PLUGIN_APP,
     DEVICE_PLUGIN_CONFIG_LABEL,
     DEVICE_PLUGIN_CONTAINER,
+    GPU_FEATURE_DISCOVERY_APP,
     GPU_RESOURCE,
+    OPERAND_APP_LABEL,
 )
 from knowledge.kubernetes import UNSCHEDULABLE_TAINT_KEY, ZONE_LABEL
 
@@ -66,6 +68,8 @@ def labels_floor(ctx: NodeContext) -> Check:
 
 
 def sharing_floor(ctx: NodeContext) -> Check:
+    """The node's profile is in the ConfigMap, the plugin can read it, it gives the stack's slots, and GPU Feature
+    Discovery's sharing labels on the node are of it (not of an earlier version of it)."""
     cm = f"{ctx.ns}/{ctx.facts.time_slicing_configmap}"
     if ctx.configmap is None:
         detail = f"ConfigMap {cm} not found: the device plugin has no profiles"
@@ -91,6 +95,19 @@ def sharing_floor(ctx: NodeContext) -> Check:
             f"sharingProfiles.{ctx.profile} gives {stack_slots}"
         )
         return Check(False, detail, Fix.of(ctx.pulumi_up()))
+    stale = stale_gfd_labels(o.labels(ctx.node or {}), ctx.reading) if ctx.reading is not None else []
+    if stale:
+        # GFD's config-manager reloads on a change of the node's profile label only (k8s-device-plugin v0.20.0
+        # cmd/config-manager/main.go:273-280): a profile edited in place leaves GFD labelling with the old one.
+        detail = (
+            f"GPU Feature Discovery labels an earlier version of profile {ctx.profile}: {'; '.join(stale)}. It reloads "
+            f"only when {DEVICE_PLUGIN_CONFIG_LABEL} changes, not when the profile is edited in place"
+        )
+        command = (
+            f"kubectl -n {ctx.ns} delete pod -l {OPERAND_APP_LABEL}={GPU_FEATURE_DISCOVERY_APP} "
+            f"--field-selector spec.nodeName={ctx.name}"
+        )
+        return Check(False, detail, Fix.of(command))
     slots = ctx.configmap_slots
     return Check(True, f"profile {ctx.profile} in {cm}: {slots} slot{'s' if slots != 1 else ''} per card")
 

@@ -42,9 +42,9 @@ class NodeContext:
     domain: Domain | None
     # The profile the node's nvidia.com/device-plugin.config label names, if any.
     profile: str | None
-    # The time-slicing ConfigMap, and the slots the node's profile gives there (None: not found/unreadable).
+    # The time-slicing ConfigMap, and the plugin's reading of the node's profile there (None: not found/refused).
     configmap: Mapping[str, Any] | None
-    configmap_slots: int | None
+    reading: sharing.ProfileReading | None
 
     @classmethod
     def of(cls, snapshot: o.Snapshot, facts: PoolFacts, name: str) -> NodeContext:
@@ -52,8 +52,13 @@ class NodeContext:
         profile = o.labels(node).get(DEVICE_PLUGIN_CONFIG_LABEL) if node is not None else None
         configmap = sharing.find_configmap(snapshot, facts.operator_namespace, facts.time_slicing_configmap)
         document = sharing.profiles(configmap).get(profile or "") if configmap is not None else None
-        slots = sharing.profile_slots(document) if document is not None else None
-        return cls(snapshot, facts, name, node, facts.domain_of(name), profile or None, configmap, slots)
+        reading = sharing.read_profile(document) if document is not None else None
+        return cls(snapshot, facts, name, node, facts.domain_of(name), profile or None, configmap, reading)
+
+    @property
+    def configmap_slots(self) -> int | None:
+        """The slots per card the node's profile gives in the ConfigMap (None: not found or refused)."""
+        return self.reading.slots if self.reading is not None else None
 
     @property
     def expected_slots(self) -> int | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.errors import ConfigError
-from config.loader import validate_stack
+from config.stack_file import StackFileError, read_stack_file
+from config.validate import validate_stack
 from day2.node_facts import NodeInputError
 from day2.node_floors import Expected
-from offline.runner import StackFileError, read_stack_file
 
 
 def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:

@@ -62,8 +62,8 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
     """Read and validate Pulumi.<stack>.yaml in root. Raises Day2Error with one line naming the problem."""
     # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
     from config.errors import ConfigError
-    from config.loader import validate_stack
-    from offline.runner import StackFileError, read_stack_file
+    from config.stack_file import StackFileError, read_stack_file
+    from config.validate import validate_stack
 
     try:
         raw = read_stack_file(stack, root)

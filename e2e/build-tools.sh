@@ -4,6 +4,9 @@
 #   etcd                     <- go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   helm                     <- helm.sh/helm/v4           (e2e/helm/go.mod)
 #   kyverno (the CLI)        <- github.com/kyverno/kyverno (e2e/kyverno/go.mod)
+#   profile-config           <- e2e/deviceplugin/profile-config, against github.com/NVIDIA/k8s-device-plugin's
+#                               config package (e2e/deviceplugin/go.mod); the node binaries of the same module,
+#                               for the GPU run only, come from e2e/build-device-tools.sh
 # The go.mod/go.sum files are the lock; versions are read from them, never typed here.
 #
 # Usage: e2e/build-tools.sh [BIN_DIR]
@@ -87,6 +90,13 @@ kyverno_ldflags="-s -w -X $KYVERNO_MOD/pkg/version.BuildVersion=$KYVERNO_VERSION
 build kyverno "$E2E_DIR/kyverno" "$KYVERNO_MOD/cmd/cli/kubectl-kyverno" "$KYVERNO_VERSION" \
   "7 min on 2 cores" "$kyverno_ldflags" ""
 
+# --- profile-config: the device plugin's own config loader over the program's time-slicing profiles ---------
+DP_MOD=github.com/NVIDIA/k8s-device-plugin
+DP_VERSION="$(mod_field "$E2E_DIR/deviceplugin" "$DP_MOD" Version)"
+# Our own program: its stamp covers its source too, not only the lock.
+PC_SOURCE="$(cat "$E2E_DIR/deviceplugin/go.mod" "$E2E_DIR/deviceplugin/go.sum" "$E2E_DIR"/deviceplugin/profile-config/*.go | sha256sum | cut -d' ' -f1)"
+build profile-config "$E2E_DIR/deviceplugin" ./profile-config "$DP_VERSION" "1 min" "-s -w" "" "$PC_SOURCE"
+
 # --- report what the binaries themselves say ---------------------------------------
 echo "--- $BIN_DIR"
 echo "kube-apiserver $("$BIN_DIR/kube-apiserver" --version | awk '{print $2}')"
@@ -94,3 +104,4 @@ echo "kubectl $("$BIN_DIR/kubectl" version --client -o json | sed -n 's/.*"gitVe
 echo "etcd v$("$BIN_DIR/etcd" --version | awk '/^etcd Version:/{print $3}')"
 echo "helm $("$BIN_DIR/helm" version --template '{{.Version}}')"
 echo "kyverno $("$BIN_DIR/kyverno" version | awk '/^Version:/{print $2}')"
+echo "profile-config (k8s-device-plugin $DP_VERSION config package) $(echo '{}' | "$BIN_DIR/profile-config")"

@@ -11,6 +11,14 @@ DEVICE_PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 # GPU Feature Discovery's count of the physical GPUs on a node (NVIDIA/k8s-device-plugin README.md, "Generated
 # Labels": `nvidia.com/gpu.count | Integer | Number of GPUs`); the operator deploys GFD on every GPU node.
 GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
+# GFD's sharing labels for nvidia.com/gpu, written under the node's time-slicing profile (k8s-device-plugin v0.19.3
+# internal/lm/resource.go baseLabeler; recorded on an H200 in tests/fixtures/deviceplugin/h200/gfd): the replicas per
+# card, the strategy (none unless replicas > 1), and the product with SHARED_PRODUCT_SUFFIX appended while the card
+# is shared under the plain name (not renamed).
+GPU_REPLICAS_LABEL: Final = "nvidia.com/gpu.replicas"
+GPU_SHARING_STRATEGY_LABEL: Final = "nvidia.com/gpu.sharing-strategy"
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+SHARED_PRODUCT_SUFFIX: Final = "-SHARED"
 # The pods of the driver DaemonSet (assets/state-driver/0500_daemonset.yaml).
 DRIVER_POD_SELECTOR: Final = "app=nvidia-driver-daemonset"
 # The operator mounts the DCGM metrics ConfigMap and reads exactly this key.

@@ -1,10 +1,14 @@
-"""`python -m offline.diff --stack prod --before OLD.yaml`: what a config change will do, before `pulumi up`.
+"""`python -m offline.diff --stack prod --before OLD.yaml [--nodes NODES.json]`: what a change will do, before `up`.
 
 Runs the offline preview for the earlier stack file and for the current one, compares them resource by resource
 (offline/plan_diff.py), prints a table like `pulumi preview --diff` and writes OUT/diff.json:
-`{"stack", "before", "changes": [{"urn", "type", "name", "op", "keys", "replaceKeys", "deleteBeforeReplace",
-"dangers", "info"}], "dangers": <count>, "earlierRefusals": [...], "wave": null or {"batches": [[domain...]...],
-"domains": {domain: {"changes", "waitsFor", "steps"}}}}`. Unchanged resources are counted, not listed.
+`{"stack", "before", "nodes", "changes": [{"urn", "type", "name", "op", "keys", "replaceKeys",
+"deleteBeforeReplace", "dangers", "info"}], "dangers": <count>, "waveDangers": [...], "earlierRefusals": [...],
+"wave": null or {"batches": [[domain...]...], "domains": {domain: {"turn", "why", "changes", "waitsFor",
+"steps"}}, "capacity": [{"out": [domain...], "slots": n}...]}}`. Unchanged resources are counted, not listed.
+The current file is planned against the cluster's Nodes as `kubectl get nodes -o json` lists them: the file
+`--nodes` names (a saved answer: "what will `up` do now", after a failed or interrupted wave), or the Nodes the
+earlier file's `up` leaves, which are written as OUT/nodes.json for a user to edit and pass back.
 The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
 refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,11 +32,10 @@ from typing import Any
 
 import pulumi
 
-from components.gpu_failure_domain.rollout import rollout_state
-from components.gpu_failure_domain.rollout_state import DEPLOYED_ENV
+from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
-from config.loader import validate_stack
+from config.validate import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -43,6 +47,21 @@ SYMBOL = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": 
 
 class DiffError(Exception):
     pass
+
+
+def read_nodes(path: Path) -> dict[str, Any]:
+    """A saved `kubectl get nodes -o json`; refused with what is wrong, never half-read."""
+    try:
+        nodes = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise DiffError(f"NODES: cannot read {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise DiffError(
+            f"NODES: {path} is not JSON ({error}): save it with `kubectl get nodes -o json > {path}`"
+        ) from None
+    if not isinstance(nodes, dict) or not isinstance(nodes.get("items"), list):
+        raise DiffError(f"NODES: {path} is not a `kubectl get nodes -o json` answer (no `items` list)")
+    return nodes
 
 
 def _stack_file(path: Path) -> tuple[str, Path]:
@@ -58,6 +77,12 @@ class Comparison:
     changes: list[Change]
     earlier_refusals: list[str] = field(default_factory=list)
     wave: Wave | None = None
+    # The Nodes the current file was planned against (`kubectl get nodes -o json`).
+    nodes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wave_dangers(self) -> list[str]:
+        return self.wave.dangers if self.wave else []
 
 
 def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, str] | None = None) -> Recording:
@@ -69,7 +94,13 @@ def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, s
         raise DiffError(f"the {label} stack config is refused: {error}") from None
 
 
-def diff_files(stack: str, before: Path, after: Path, secrets: dict[str, str] | None = None) -> Comparison:
+def diff_files(
+    stack: str,
+    before: Path,
+    after: Path,
+    secrets: dict[str, str] | None = None,
+    nodes: dict[str, Any] | None = None,
+) -> Comparison:
     try:
         old_stack, old_dir = _stack_file(before)
         new_stack, new_dir = _stack_file(after)
@@ -77,55 +108,71 @@ def diff_files(stack: str, before: Path, after: Path, secrets: dict[str, str] | 
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config, secrets)
+    return compare_configs(stack, old_config, new_config, secrets, nodes)
 
 
-def deployed_from(config: dict[str, Any]) -> dict[str, Any]:
-    """What the earlier stack file rolled each domain to: the Nodes' rollout state the cluster would report, so
-    the current preview plans the same wave `pulumi preview` would plan from the cluster."""
+def settled_nodes(config: dict[str, Any]) -> dict[str, Any]:
+    """The Nodes a stack file's `up` leaves (`kubectl get nodes -o json`): every worker serving on what the file
+    pins, its rollout recorded. The current file is planned against them as `pulumi preview` plans against the
+    cluster."""
     prefix = f"{PROJECT}:"
-    cfg = validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
-    return {d.name: {"rollout": rollout_state(d, cfg), "kubeletVersion": cfg.rke2.version} for d in cfg.failure_domains}
+    return settled_nodes_of(validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}))
 
 
 @contextmanager
-def _deployed(state: dict[str, Any]) -> Iterator[None]:
-    previous = os.environ.get(DEPLOYED_ENV)
-    os.environ[DEPLOYED_ENV] = json.dumps(state)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(DEPLOYED_ENV, None)
-        else:
-            os.environ[DEPLOYED_ENV] = previous
+def observing(nodes: dict[str, Any]) -> Iterator[None]:
+    """The preview plans against these Nodes instead of a cluster (the program reads NODES_ENV offline)."""
+    previous = os.environ.get(NODES_ENV)
+    with tempfile.TemporaryDirectory(prefix="gpu-pool-nodes-") as folder:
+        path = Path(folder) / "nodes.json"
+        path.write_text(json.dumps(nodes), encoding="utf-8")
+        os.environ[NODES_ENV] = str(path)
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(NODES_ENV, None)
+            else:
+                os.environ[NODES_ENV] = previous
 
 
 def compare_configs(
-    stack: str, before: dict[str, Any], after: dict[str, Any], secrets: dict[str, str] | None = None
+    stack: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    secrets: dict[str, str] | None = None,
+    nodes: dict[str, Any] | None = None,
 ) -> Comparison:
+    """The earlier file as a settled deployment (planned against the Nodes its own `up` leaves: no turn, nothing to
+    roll), against the current file planned against `nodes` (default: those same Nodes)."""
     with reading_earlier_file() as refusals:
-        old = preview(stack, before, "earlier", secrets)
-        deployed = deployed_from(before)
+        settled = settled_nodes(before)
+        with observing(settled):
+            old = preview(stack, before, "earlier", secrets)
+    observed = nodes if nodes is not None else settled
     # Both previews run as the same stack, with the same secrets, so URNs match when the resources are the same.
-    with _deployed(deployed):
+    with observing(observed):
         new = preview(stack, after, "current", secrets)
     changes = diff_recordings(old, new)
-    return Comparison(changes, refusals, wave_of(new, {c.name for c in changes if c.op != "same"}))
+    return Comparison(changes, refusals, wave_of(new, {c.name for c in changes if c.op != "same"}), observed)
 
 
-def diff_configs(stack: str, before: dict[str, Any], after: dict[str, Any]) -> list[Change]:
-    return compare_configs(stack, before, after).changes
+def diff_configs(
+    stack: str, before: dict[str, Any], after: dict[str, Any], nodes: dict[str, Any] | None = None
+) -> list[Change]:
+    return compare_configs(stack, before, after, nodes=nodes).changes
 
 
-def document(stack: str, before: Path, comparison: Comparison) -> dict[str, Any]:
+def document(stack: str, before: Path, comparison: Comparison, nodes: Path | None = None) -> dict[str, Any]:
     changes = comparison.changes
     listed = [change.as_json() for change in changes if change.op != "same" or change.info]
     return {
         "stack": stack,
         "before": str(before),
+        "nodes": str(nodes) if nodes else None,
         "changes": listed,
-        "dangers": sum(len(change.dangers) for change in changes),
+        "dangers": sum(len(change.dangers) for change in changes) + len(comparison.wave_dangers),
+        "waveDangers": comparison.wave_dangers,
         "earlierRefusals": comparison.earlier_refusals,
         "wave": comparison.wave.as_json() if comparison.wave else None,
     }
@@ -152,7 +199,7 @@ def table(comparison: Comparison) -> str:
         + ("; " if any(counts[op] for op in ("create", "update", "replace", "delete")) else "")
         + f"{counts['same']} unchanged"
     )
-    dangers = [(c.name, d) for c in changes for d in c.dangers]
+    dangers = [(c.name, d) for c in changes for d in c.dangers] + [("wave", d) for d in comparison.wave_dangers]
     info = [(c.name, i) for c in changes for i in c.info]
     if dangers:
         lines += ["", f"Dangers ({len(dangers)}):", *(f"  ! {text}" for _, text in dangers)]
@@ -178,21 +225,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, required=True, help="the earlier Pulumi.<stack>.yaml")
     parser.add_argument("--after", type=Path, default=None, help="the new stack file (default: the project's)")
     parser.add_argument("--out", type=Path, default=None, help="where diff.json goes (default build/<stack>)")
+    parser.add_argument(
+        "--nodes",
+        type=Path,
+        default=None,
+        help="a saved `kubectl get nodes -o json` to plan against (default: the Nodes the earlier file's up leaves)",
+    )
     parser.add_argument("--fail-on-danger", action="store_true", help="exit 1 when any danger is found")
     args = parser.parse_args(argv)
     after: Path = args.after or Path(os.path.relpath(ROOT_DIR / f"Pulumi.{args.stack}.yaml"))
     out: Path = args.out or Path("build") / args.stack
     try:
-        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR))
+        nodes = read_nodes(args.nodes) if args.nodes else None
+        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR), nodes)
     except (DiffError, SecretSourceError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    result = document(args.stack, args.before, comparison)
+    result = document(args.stack, args.before, comparison, args.nodes)
     out.mkdir(parents=True, exist_ok=True)
     (out / "diff.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"offline diff of stack {args.stack!r}: {args.before} -> {after}\n")
+    written = ["diff.json"]
+    if args.nodes is None:
+        (out / "nodes.json").write_text(json.dumps(comparison.nodes, indent=2) + "\n", encoding="utf-8")
+        written.append("nodes.json (the Nodes assumed: edit one and pass it back with NODES=)")
+    source = f"the Nodes in {args.nodes}" if args.nodes else "the Nodes the earlier file's `up` leaves"
+    print(f"offline diff of stack {args.stack!r}: {args.before} -> {after}, planned against {source}\n")
     print(table(comparison), end="")
-    print(f"wrote {out}/diff.json")
+    print(f"wrote {out}/: {', '.join(written)}")
     return 1 if args.fail_on_danger and result["dangers"] else 0
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from components.gpu_failure_domain.plan import StepName
 from knowledge.replacements import (
     KUBERNETES_IDENTITY,
     KUBERNETES_IMMUTABLE,
@@ -35,6 +36,7 @@ CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 _INDEX = re.compile(r"\[\d+\]")
+KERNEL_STEPS = {StepName.KERNEL_LOGIN, StepName.KERNEL_DRAIN, StepName.KERNEL_INSTALL, StepName.KERNEL_REBUILD}
 
 
 @dataclass
@@ -203,7 +205,7 @@ def _command_notes(change: Change, after: Registration) -> None:
             f"{after.name} waits until {node} advertises {slots} GPU{'' if slots == '1' else 's'} on driver "
             f"{environment.get('DRIVER_VERSION')} before its smoke test runs"
         )
-    elif after.name.endswith("-rollout"):
+    elif after.name.endswith(f"-{StepName.ROLLOUT}"):
         change.info.append(
             f"{after.name} ends this domain's turn: it uncordons the node if the wave cordoned it and records "
             "the state rolled out on the Node"
@@ -218,9 +220,13 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
     if subject.type == JOB and change.op in ("create", "replace") and "cuda-smoke" in json.dumps(subject.inputs):
         node = ((subject.inputs.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector", {})
         change.info.append(f"the CUDA smoke test re-runs on {node.get('kubernetes.io/hostname', 'its node')}")
-    if subject.type in COMMAND_TYPES and "-kernel-" in subject.name and change.op in ("create", "replace"):
+    if (
+        subject.type in COMMAND_TYPES
+        and subject.name.split("-", 1)[-1] in KERNEL_STEPS
+        and change.op in ("create", "replace")
+    ):
         change.info.append(f"{subject.name}: part of the kernel upgrade, which drains and reboots this node")
-        if subject.name.endswith("-kernel-login"):
+        if subject.name.endswith(f"-{StepName.KERNEL_LOGIN}"):
             change.info.append(
                 f"{subject.name} logs in over SSH before the drain, with a key the VM has trusted since it was "
                 "created: keys added to sshAuthorizedKeys later never reached it (cloud-init runs once)"
@@ -298,12 +304,15 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
             # dependents first: only the preview `up` runs before applying keeps them.
             change.dangers.append(
                 f"{before.name} is protected: the preview that `pulumi up` runs first fails on its delete, so "
-                "nothing is applied; `pulumi up --skip-preview` would first delete what depends on it (the node's "
-                "labels and taint, its smoke test) and then stop. If you mean it, set the domain's protect: false "
-                "and run `pulumi up` first (or `pulumi state unprotect`)"
+                "nothing is applied; `pulumi up --skip-preview` would first drain the node and delete what depends "
+                "on it (its labels and taint, its smoke test) and then stop. If you mean it, set the domain's "
+                "protect: false and run `pulumi up` first (or `pulumi state unprotect`)"
             )
-        if before.name.endswith("-node-cleanup"):
+        if before.name.endswith(f"-{StepName.NODE_CLEANUP}"):
             change.info.append(f"{before.name} deletes the Node object of the removed domain after its VM is gone")
+        if before.name.endswith(f"-{StepName.RETIRE}"):
+            node = str(before.inputs.get("delete", "")).split(" drain ", 1)[-1].split(" ", 1)[0]
+            change.info.append(f"{before.name} drains {node} before its VM stops (PodDisruptionBudgets respected)")
         _kind_notes(change, before, None)
         _operator_notes(change, before, None)
         return change
@@ -349,21 +358,22 @@ def _disruptive(change: Change) -> bool:
     """A step that drains its node and reboots it in this `up`."""
     if change.type not in COMMAND_TYPES:
         return False
-    if change.name.endswith("-power-cycle"):
+    if change.name.endswith(f"-{StepName.POWER_CYCLE}"):
         return change.op == "update"
-    return change.name.endswith("-kernel-drain") and change.op in ("create", "replace")
+    return change.name.endswith(f"-{StepName.KERNEL_DRAIN}") and change.op in ("create", "replace")
 
 
 def _parallel_disruption(changes: list[Change]) -> None:
     """Domains are independent, so Pulumi drains and reboots them all at once unless a wave orders them (a domain
     with a `-wave-drain` step waits for the previous one): say so before the pool goes dark."""
-    waved = {c.name.removesuffix("-wave-drain") for c in changes if c.name.endswith("-wave-drain") and c.op != "same"}
+    drain = f"-{StepName.WAVE_DRAIN}"
+    waved = {c.name.removesuffix(drain) for c in changes if c.name.endswith(drain) and c.op != "same"}
 
     def domain(change: Change) -> str:
         return (
             change.name.rsplit("-", 2)[0]
-            if change.name.endswith("-kernel-drain")
-            else change.name[: -len("-power-cycle")]
+            if change.name.endswith(f"-{StepName.KERNEL_DRAIN}")
+            else change.name.removesuffix(f"-{StepName.POWER_CYCLE}")
         )
 
     steps = [c for c in changes if _disruptive(c) and domain(c) not in waved]

@@ -12,26 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime import mocks, settings
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-from offline.ciphertexts import ciphertext_problems
+from config.stack_file import PROJECT, ROOT_DIR, StackFileError, namespaced, read_stack_file
 from offline.recording import PlanMocks, Recording, RecordingMonitor
-from offline.stack_yaml import DuplicateKeyError, load_stack_yaml
 
-PROJECT = "gpu-pool"
-ROOT_DIR = Path(__file__).resolve().parent.parent
+# Read here, used by every tool that runs the program.
+__all__ = ["PROJECT", "ROOT_DIR", "StackFileError", "namespaced", "read_stack_file"]
+
 PROGRAM = ROOT_DIR / "__main__.py"
 OFFLINE_ENV = "GPU_POOL_OFFLINE"
 # The secrets a stack may need; each gets a placeholder unless given. Optional ones (sshPrivateKey) only when the
 # stack file sets them, as `pulumi preview` would only see them then.
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
-
-
-class StackFileError(Exception):
-    pass
 
 
 def placeholder(key: str, ciphertext: str | None = None) -> str:
@@ -47,41 +42,6 @@ def placeholder(key: str, ciphertext: str | None = None) -> str:
         body = f"offline-placeholder-{digest[:16]}"
         return f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n"
     return f"offline-placeholder-{key}-{digest[:8]}"
-
-
-def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
-    """The `config:` map of Pulumi.<stack>.yaml, as the CLI would hand it to the program."""
-    path = root / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        raise StackFileError(f"no stack file {path.name} in {root}")
-    try:
-        document = load_stack_yaml(path.read_text(encoding="utf-8"), path.name) or {}
-    except DuplicateKeyError as error:
-        raise StackFileError(str(error)) from None
-    except yaml.YAMLError as error:
-        raise StackFileError(f"{path.name} is not valid YAML: {error}") from None
-    if not isinstance(document, dict):
-        raise StackFileError(f"{path.name}: the file must be a map with a `config:` key")
-    config = document.get("config") or {}
-    if not isinstance(config, dict):
-        raise StackFileError(f"{path.name}: `config` must be a map of keys")
-    problems = ciphertext_problems(document, path.name)
-    if problems:
-        raise StackFileError("\n".join(problems))
-    return namespaced(config, path.name)
-
-
-def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
-    """Keys as the CLI hands them to the program: a key without a namespace is this project's (`rke2` is
-    `gpu-pool:rke2`; pulumi sdk/v3 v3.276.0 go/common/workspace/loaders.go, `stackConfigNamespacedWithProject`)."""
-    keys: dict[str, Any] = {}
-    for key, value in config.items():
-        full = str(key) if ":" in str(key) else f"{PROJECT}:{key}"
-        if full in keys:
-            # The CLI keeps one of the two, whichever its map iteration meets last: refuse the guess.
-            raise StackFileError(f"{file_name}: {full} is given twice, once without its `{PROJECT}:` prefix: keep one")
-        keys[full] = value
-    return keys
 
 
 def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

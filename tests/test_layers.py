@@ -8,6 +8,8 @@ of the project's own code (not only what happens to be imported at run time) and
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,11 @@ ALLOWED: dict[str, set[str]] = {
     "components.gpu_failure_domain": {"components.shared", "config", "knowledge"},
     "components.gpu_platform": {"components.shared", "config", "knowledge"},
     "components": {"config", "knowledge"},
+    # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
+    # preview, and none of it loads a Pulumi SDK (test_the_day2_command_on_a_dump_never_loads_pulumi).
+    "day2": {"config", "knowledge", "components.shared", "components.gpu_platform", "components.gpu_failure_domain"},
+    # The offline preview and make diff read a domain's plan through its one public module.
+    "offline": {"config", "knowledge", "components.gpu_failure_domain.plan"},
 }
 
 
@@ -81,6 +88,82 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert bad_edges() == []
 
 
+def _module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every project module (tests excluded) and the project modules it imports, anywhere in its body."""
+    files = [
+        root / "__main__.py",
+        *(p for package in PACKAGES if package != "tests" for p in (root / package).rglob("*.py")),
+    ]
+    modules = {_module_name(path, root): path for path in files if path.is_file()}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for _, imported in _project_imports(path):
+            parts = imported.split(".")
+            # `from a.b import c` names a.b (or the module a.b.c, which the walk sees as a.b here: a package's
+            # __init__ is a module of its own).
+            while parts and ".".join(parts) not in modules:
+                parts.pop()
+            if parts and ".".join(parts) != name:
+                graph[name].add(".".join(parts))
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    assert import_cycles(_module_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle() -> None:
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_day2_command_on_a_dump_never_loads_pulumi() -> None:
+    """`gpu-pool claims` and `doctor` run where only a kubeconfig is: they must not need, or load, a Pulumi SDK."""
+    program = (
+        "import contextlib, io, sys\n"
+        "from day2.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['claims', '--from', 'examples/day2/notebooks.json', '--now', '2026-05-04T10:00:00Z'])\n"
+        "    main(['doctor', 'rke2-worker-dc2-gpu-a', '--from', 'examples/day2/broken-driver.json'])\n"
+        "    main(['doctor', 'rke2-worker-dc1-gpu-a', '--from', 'examples/day2/notebooks.json', '--stack', 'prod'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes', 'offline')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_no_module_under_config_imports_from_components() -> None:
     assert not [edge for edge in bad_edges() if edge.startswith("config/") and " components" in edge]
 
@@ -93,6 +176,8 @@ def test_no_module_under_config_imports_from_components() -> None:
         ("components/gpu_failure_domain/x.py", "from components.gpu_platform import GpuPlatform\n", "gpu_failure"),
         ("components/shared/x.py", "from components.gpu_failure_domain.cloud_init import x\n", "shared"),
         ("offline/x.py", "from tests.conftest import x\n", "only tests"),
+        ("day2/x.py", "from offline.runner import read_stack_file\n", "day2"),
+        ("offline/x.py", "from components.gpu_failure_domain.rollout import x\n", "offline"),
     ],
 )
 def test_the_walk_catches_an_upward_or_sideways_edge(tmp_path: Path, path: str, source: str, expected: str) -> None:

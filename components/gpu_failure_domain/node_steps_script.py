@@ -206,7 +206,8 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
             return (
                 False,
                 f"kubelet {running or 'unknown'}, {'Ready' if node_ready(node) else 'not Ready'}",
-                f"{name} is not Ready on kubelet {kubelet}: on the VM, journalctl -u rke2-agent",
+                f"{name} is not Ready on kubelet {kubelet}: on the VM, journalctl -u rke2-agent (the stack pins RKE2 "
+                f"{kubelet}: a node on another release is pending an RKE2 upgrade, which the plan shows)",
             )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
@@ -423,6 +424,14 @@ def main() -> int:
     except StepFailed as error:
         print(f"gpu-pool: {error}", file=sys.stderr)
         wave = os.environ.get("WAVE_DOMAIN")
+        stopped = os.environ.get("WAVE_STOPPED_ANNOTATION")
+        if wave and stopped:
+            # The node stays cordoned: it says why, for `kubectl describe node` and the next plan.
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            note = f"gate {env('GPU_POOL_STEP')} failed at {when}: {error}"[:1000]
+            Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))).run(
+                "annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}"
+            )
         if wave:
             print(
                 f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "

@@ -1,13 +1,9 @@
-"""Day-2 waves: which domains have a disruptive change to roll, in which order, and the commands a wave runs.
+"""What a domain's worker is rolled to, and the commands a day-2 turn runs on its Node.
 
-A domain's *rollout state* is what its GPU worker was last rolled to: the RKE2 release, the kernel pin, the VM's
-cold-start settings and mapped card, the driver and the sharing profile's content. The wave's last step writes
-it on the Node (annotation ROLLOUT_ANNOTATION), so the next `pulumi preview` knows, from the cluster, which
-domains still have a change to roll: a domain whose Node carries another state is *pending*. A failed wave
-leaves the failed domain and those after it pending, and the next `up` resumes there.
-
-Only pending domains wait for each other (the graph edges are added where there is something to disrupt), so a
-first install, where no Node exists yet, stays parallel.
+A domain's *rollout state* is what its GPU worker was last rolled to and gated on: the RKE2 release, the kernel
+pin, the VM's cold-start settings and mapped card, the driver and the sharing profile's content. A turn's last
+step writes it on the Node (observed.ROLLOUT_ANNOTATION), so the next `pulumi preview` knows from the cluster
+what each worker runs (turns.py decides each domain's turn from it).
 """
 
 from __future__ import annotations
@@ -16,28 +12,31 @@ import hashlib
 import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
 from components.gpu_failure_domain.node_steps import mapped_device
+from components.gpu_failure_domain.observed import (
+    ROLLOUT_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from knowledge.gpu_operator import DEVICE_PLUGIN_APP, OPERAND_APP_LABEL
+from knowledge.gpu_operator import DEVICE_PLUGIN_APP, GPU_FEATURE_DISCOVERY_APP, OPERAND_APP_LABEL
 
-ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
-# Set by the wave's drain when it cordoned the node, so the wave's end uncordons only what the wave cordoned
-# (a node an operator cordoned by hand stays cordoned).
-WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
-
-# What each rollout component's change does to a worker, in the words `make diff` uses.
+# What each rollout component's change does to a worker, in the words `make diff` uses; the keys of the state.
 CHANGE_WORDS: Mapping[str, str] = {
     "rke2": "RKE2 agent upgrade",
     "kernel": "kernel upgrade and reboot",
     "vm": "VM power cycle (cold-start settings or card)",
-    "driver": "driver upgrade gate",
-    "sharing": "device plugin restart (sharing profile)",
+    "driver": "driver upgrade (the operator's, on the drained node only)",
+    "sharing": "device plugin and GPU Feature Discovery restart (sharing profile)",
 }
+CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
+# How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
+DRAIN_TIMEOUT = "15m"
 
 
 def _digest(value: object) -> str:
@@ -45,7 +44,7 @@ def _digest(value: object) -> str:
 
 
 def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, str]:
-    """What a domain's worker is rolled to once its wave step is done (stable JSON: it is written on the Node)."""
+    """What a domain's worker is rolled to once its turn is done (stable JSON: it is written on the Node)."""
     return {
         "rke2": stack.rke2.version,
         "kernel": domain.kernel or "",
@@ -55,103 +54,81 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
     }
 
 
-@dataclass(frozen=True)
-class DeployedNode:
-    """What the cluster says about a domain's Node (or, offline, what the earlier stack file rolled it to)."""
-
-    rollout: Mapping[str, str] | None = None
-    kubelet_version: str | None = None
+def _patch(kubectl: str, node: str, patch: Mapping[str, object]) -> str:
+    return f"{kubectl} patch node {shlex.quote(node)} --type=merge -p {shlex.quote(json.dumps(patch))} >/dev/null"
 
 
-def pending_changes(desired: Mapping[str, str], deployed: DeployedNode | None) -> list[str]:
-    """The rollout components that differ. No Node: a first install, nothing to roll. The RKE2 release is what
-    the kubelet reports where it reports one (a worker upgraded by hand is not upgraded again); the rest is what
-    the Node's annotation records, and a Node from before waves (none) rolls only what it shows."""
-    if deployed is None:
-        return []
-    recorded = deployed.rollout or {}
-    running = deployed.kubelet_version or recorded.get("rke2")
-    changed = ["rke2"] if running and running != desired["rke2"] else []
-    if deployed.rollout is not None:
-        changed += [key for key in desired if key != "rke2" and recorded.get(key) != desired[key]]
-    return changed
+def _drain(kubectl: str, node: str) -> str:
+    return f"{kubectl} drain {shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data --timeout={DRAIN_TIMEOUT}"
 
 
-def wave_order(stack: StackConfig) -> list[str]:
-    """rollout.order first, then the remaining domains in failureDomains order."""
-    listed = list(stack.rollout.order or [])
-    return listed + [d.name for d in stack.failure_domains if d.name not in listed]
-
-
-@dataclass
-class WavePlan:
-    """The pending domains in batches of rollout.maxUnavailable; batch i starts when batch i-1 is done."""
-
-    batches: list[list[str]] = field(default_factory=list)
-    changes: dict[str, list[str]] = field(default_factory=dict)
-
-    def previous(self, domain: str) -> list[str]:
-        for index, batch in enumerate(self.batches):
-            if domain in batch:
-                return self.batches[index - 1] if index else []
-        return []
-
-    def is_pending(self, domain: str) -> bool:
-        return bool(self.changes.get(domain))
-
-
-def plan_waves(stack: StackConfig, deployed: Mapping[str, DeployedNode | None]) -> WavePlan:
-    by_name = {d.name: d for d in stack.failure_domains}
-    changes = {
-        name: pending_changes(rollout_state(by_name[name], stack), deployed.get(name)) for name in wave_order(stack)
-    }
-    pending = [name for name in wave_order(stack) if changes[name]]
-    size = stack.rollout.max_unavailable
-    return WavePlan(
-        batches=[pending[i : i + size] for i in range(0, len(pending), size)],
-        changes={name: found for name, found in changes.items() if found},
-    )
-
-
-# ---------------------------------------------------------------------------------------------- wave commands
-
-
-def _annotation_path(key: str) -> str:
-    return "{.metadata.annotations." + key.replace(".", "\\.") + "}"
+def _unschedulable(kubectl: str, node: str) -> str:
+    return f"\"$({kubectl} get node {shlex.quote(node)} -o jsonpath='{{.spec.unschedulable}}')\""
 
 
 def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
-    """Cordon (marking the node as cordoned by the wave, unless someone cordoned it before) and drain."""
+    """A turn's start: one patch cordons the node and marks it as the wave's (only when it was schedulable: a node
+    someone else cordoned stays theirs) and records when the turn started (a turn in progress until its last
+    step), then the drain. The time makes each turn's start unique, so a resumed turn is told from an earlier one.
+    """
+    mine = json.dumps(
+        {
+            "metadata": {"annotations": {WAVE_CORDON_ANNOTATION: domain, WAVE_TURN_ANNOTATION: "%s"}},
+            "spec": {"unschedulable": True},
+        }
+    )
+    theirs = json.dumps({"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}})
     quoted = shlex.quote(node)
-    mark = shlex.quote(f"{WAVE_CORDON_ANNOTATION}={domain}")
+    # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
+    stopped = shlex.quote(
+        f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
+        f"kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"
+    )
     return (
-        f"set -e; if [ \"$({kubectl} get node {quoted} -o jsonpath='{{.spec.unschedulable}}')\" != true ]; then "
-        f"{kubectl} annotate node {quoted} --overwrite {mark} >/dev/null; fi; "
-        f"{kubectl} cordon {quoted}; "
-        f"{kubectl} drain {quoted} --ignore-daemonsets --delete-emptydir-data --timeout=15m"
+        "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
+        f"if [ {_unschedulable(kubectl, node)} != true ]; then "
+        f'patch=$(printf {shlex.quote(mine)} "$started"); '
+        f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
+        f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
+        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; exit 1; }}"
     )
 
 
 def rollout_done_command(node: str, kubectl: str, state: Mapping[str, str]) -> str:
-    """The wave's last step on a domain: uncordon what the wave cordoned, then record the state rolled to."""
+    """A turn's last step, after its gate: one patch records the state rolled to, ends the turn and, only where
+    the wave cordoned the node, uncordons it. One patch, so no interruption leaves a node uncordoned with its
+    turn unrecorded, or cordoned with no mark saying whose."""
+    record = json.dumps(dict(state), sort_keys=True, separators=(",", ":"))
+    annotations: dict[str, str | None] = {
+        ROLLOUT_ANNOTATION: record,
+        WAVE_TURN_ANNOTATION: None,
+        WAVE_STOPPED_ANNOTATION: None,
+    }
+    serving = {
+        "metadata": {"annotations": {**annotations, WAVE_CORDON_ANNOTATION: None}},
+        "spec": {"unschedulable": None},
+    }
+    path = shlex.quote("{.metadata.annotations." + WAVE_CORDON_ANNOTATION.replace(".", "\\.") + "}")
     quoted = shlex.quote(node)
-    path = shlex.quote(_annotation_path(WAVE_CORDON_ANNOTATION))
-    value = shlex.quote(f"{ROLLOUT_ANNOTATION}={json.dumps(dict(state), sort_keys=True, separators=(',', ':'))}")
     return (
         f'set -e; if [ -n "$({kubectl} get node {quoted} -o jsonpath={path})" ]; then '
-        f"{kubectl} uncordon {quoted}; {kubectl} annotate node {quoted} {WAVE_CORDON_ANNOTATION}- >/dev/null; fi; "
-        f"{kubectl} annotate node {quoted} --overwrite {value} >/dev/null; "
-        f"echo {shlex.quote(f'{node}: rolled out, serving')}"
+        f"{_patch(kubectl, node, serving)}; echo {shlex.quote(f'{node}: rolled out, serving')}; "
+        f"else {_patch(kubectl, node, {'metadata': {'annotations': annotations}})}; "
+        f"if [ {_unschedulable(kubectl, node)} = true ]; then "
+        f"echo {shlex.quote(f'{node}: rolled out; cordoned by someone else before the wave, left cordoned')}; "
+        f"else echo {shlex.quote(f'{node}: rolled out, serving')}; fi; fi"
     )
 
 
 def device_plugin_restart_command(node: str, kubectl: str, namespace: str) -> str:
-    """The plugin reads its config only at start or on SIGHUP, and its config-manager reacts to a changed node
-    label only (k8s-device-plugin v0.19.2 cmd/config-manager/main.go:273-280, cmd/nvidia-device-plugin/main.go
-    :253-315; NVIDIA gpu-sharing.rst: "The Operator does not monitor the time-slicing config maps"): a profile
-    edited in place reaches the node only when its plugin pod is recreated."""
+    """The device plugin and GPU Feature Discovery each read the profile only at start: their config-managers
+    react to a changed node label only (k8s-device-plugin v0.20.0 cmd/config-manager/main.go:273-280; NVIDIA
+    gpu-sharing.rst: "The Operator does not monitor the time-slicing config maps"). A profile edited in place
+    reaches the node only when both pods are recreated; restarting the plugin alone left GFD's labels
+    (`nvidia.com/gpu.replicas`, the `-SHARED` product) on the old profile (FIELD-REVIEW-4 WRONG-5)."""
+    selector = f"{OPERAND_APP_LABEL} in ({DEVICE_PLUGIN_APP},{GPU_FEATURE_DISCOVERY_APP})"
     return (
-        f"{kubectl} -n {shlex.quote(namespace)} delete pod -l {OPERAND_APP_LABEL}={DEVICE_PLUGIN_APP} "
+        f"{kubectl} -n {shlex.quote(namespace)} delete pod -l {shlex.quote(selector)} "
         f"--field-selector spec.nodeName={shlex.quote(node)} --wait=true --timeout=5m"
     )
 
@@ -173,3 +150,10 @@ def rke2_upgrade_command(version: str) -> str:
 def node_cleanup_command(node: str, kubectl: str) -> str:
     """A removed domain's Node object outlives its VM (nothing deregisters it): deleted after the VM."""
     return f"{kubectl} delete node {shlex.quote(node)} --ignore-not-found --wait=false"
+
+
+def retire_drain_command(node: str, kubectl: str) -> str:
+    """A removed domain's node is drained before its VM stops (a VM's delete stops it first): its GPU pods leave
+    with their PodDisruptionBudgets respected instead of dying with the VM. Nothing to drain if it never joined."""
+    quoted = shlex.quote(node)
+    return f"if {kubectl} get node {quoted} >/dev/null 2>&1; then {_drain(kubectl, node)}; fi"

@@ -29,10 +29,12 @@ def validated_stack(
     }
 
 
-def smoke_device(domain: FailureDomainConfig) -> str:
-    """Every card the node's slots come from; one card reads as before (`10de:25b0@pve1/0000:01:00`), so its Job
-    keeps its name. The gpu-ready gate before the Job waits for the slots of every card, on the pinned driver."""
-    return ",".join(f"{card.vendor_device_id}@{domain.proxmox_node}/{card.pci_address}" for card in domain.cards)
+def smoke_device(domain: FailureDomainConfig, card: int = 0) -> str:
+    """The card one Job tests (`10de:25b0@pve1/0000:01:00`): a domain with several cards has a Job per card, each
+    naming only its own. The gpu-ready gate before the Jobs waits for the slots of every card, on the pinned
+    driver."""
+    gpu = domain.cards[card]
+    return f"{gpu.vendor_device_id}@{domain.proxmox_node}/{gpu.pci_address}"
 
 
 def smoke_job_name(domain: str, validated: dict[str, str]) -> str:
@@ -41,21 +43,49 @@ def smoke_job_name(domain: str, validated: dict[str, str]) -> str:
 
 
 def build_smoke_job(
-    domain: str, cfg: SmokeTestConfig, validated: dict[str, str], *, toleration: dict[str, str] | None = None
+    domain: str,
+    cfg: SmokeTestConfig,
+    validated: dict[str, str],
+    *,
+    toleration: dict[str, str] | None = None,
+    card: int | None = None,
+    gpus: int = 1,
 ) -> dict[str, Any]:
-    """A Job pinned to the domain's node that asks for one GPU and nothing else GPU-related.
+    """A Job pinned to the domain's node that runs the CUDA sample on one card and asks for nothing else GPU-related.
 
-    With the Kyverno policy on, no GPU toleration on purpose (`toleration=None`): the policy must add
-    it, so a passing Job also proves the mutation. Without the policy the Job carries it itself.
+    One card (`card` None): the Job asks for one GPU. Several: the device plugin hands a one-GPU request any card
+    (and on a time-sliced node possibly a slice of the card another Job tested), so each card's Job asks for every
+    slot of the node (`gpus`), which makes every card visible, and CUDA picks card number `card` by PCI bus order
+    (CUDA_DEVICE_ORDER, the order of the VM's hostpciN entries). With the Kyverno policy on, no GPU toleration on
+    purpose (`toleration=None`): the policy must add it, so a passing Job also proves the mutation. Without the
+    policy the Job carries it itself.
     """
+    several = card is not None
     tolerations = [dict(UNSCHEDULABLE_TOLERATION)] + ([dict(toleration)] if toleration else [])
+    container: dict[str, Any] = {
+        "name": "cuda-vectoradd",
+        "image": cfg.image,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+    }
+    if several:
+        container["env"] = [
+            {"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"},
+            {"name": "CUDA_VISIBLE_DEVICES", "value": str(card)},
+        ]
+    labels = {"app.kubernetes.io/name": "cuda-smoke-test", "gpu-pool/domain": domain}
+    if several:
+        labels["gpu-pool/card"] = str(card)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": smoke_job_name(domain, validated),
             "namespace": cfg.namespace,
-            "labels": {"app.kubernetes.io/name": "cuda-smoke-test", "gpu-pool/domain": domain},
+            "labels": labels,
             "annotations": {
                 # A failed test is replaced (re-run) on the next `pulumi up` instead of waited on again.
                 "pulumi.com/replaceUnready": "true",
@@ -66,7 +96,7 @@ def build_smoke_job(
             "backoffLimit": 1,
             "activeDeadlineSeconds": cfg.timeout_seconds,
             "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": "cuda-smoke-test", "gpu-pool/domain": domain}},
+                "metadata": {"labels": dict(labels)},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {HOSTNAME_LABEL: validated["node"]},
@@ -76,17 +106,7 @@ def build_smoke_job(
                         "runAsUser": 1000,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "containers": [
-                        {
-                            "name": "cuda-vectoradd",
-                            "image": cfg.image,
-                            "securityContext": {
-                                "allowPrivilegeEscalation": False,
-                                "capabilities": {"drop": ["ALL"]},
-                            },
-                            "resources": {"limits": {GPU_RESOURCE: "1"}},
-                        }
-                    ],
+                    "containers": [container],
                 },
             },
         },

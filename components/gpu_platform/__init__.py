@@ -1,5 +1,2 @@
-"""GpuPlatform: the cluster-wide GPU tier (operator, sharing, steering, metrics, dashboard, alerts, quotas)."""
-
-from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
-
-__all__ = ["GpuPlatform", "GpuPlatformArgs"]
+"""GpuPlatform (component.py): the cluster-wide GPU tier (operator, sharing, steering, metrics, dashboard, alerts,
+quotas). The other modules are pure builders; importing one of them loads no Pulumi SDK."""

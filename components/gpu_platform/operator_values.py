@@ -23,6 +23,12 @@ from knowledge.rke2 import RKE2_NVIDIA_RUNTIMES
 DCGM_METRICS_DIGEST_ANNOTATION: Final = "gpu-pool/dcgm-metrics-sha256"
 
 
+# maxUnavailable is the string "0": the chart renders it with `| default "25%"` (templates/clusterpolicy.yaml,
+# v26.3.2 and v26.7.0), and Sprig's default takes an integer 0 for empty, so 0 would silently become 25%. The
+# string renders as a plain 0, which the CRD's int-or-string field takes as the integer 0.
+DRIVER_UPGRADE_POLICY: Final[Mapping[str, Any]] = {"autoUpgrade": True, "maxUnavailable": "0"}
+
+
 def _tolerations(*groups: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
     """The union of toleration lists, first occurrence kept, no duplicates."""
     merged: list[dict[str, str]] = []
@@ -112,6 +118,12 @@ def build_gpu_operator_values(
             "usePrecompiled": cfg.use_precompiled,
             # Driver OOM-killed, exit 137: gcc compiling nvidia.ko needs more than 512Mi.
             "resources": cfg.driver_resources.as_values(),
+            # A driver bump is one failure domain at a time, the wave's: with no slots of its own the operator's
+            # upgrade controller starts no node itself and upgrades only nodes already cordoned, which is the
+            # node the wave drains, and leaves it cordoned for the wave's gate (vendored k8s-operator-libs
+            # pkg/upgrade GetUpgradesAvailable, ProcessUpgradeRequiredNodes; FIELD-REVIEW-4 WRONG-3). The chart's
+            # 25% would start a node of its own choosing while the wave drains another.
+            "upgradePolicy": dict(DRIVER_UPGRADE_POLICY),
         },
         "toolkit": {"env": _toolkit_env(cfg.toolkit)},
         "devicePlugin": {

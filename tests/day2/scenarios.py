@@ -14,6 +14,13 @@ from components.gpu_failure_domain.smoke_test import build_smoke_job, validated_
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
+from knowledge.gpu_operator import (
+    GPU_COUNT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_REPLICAS_LABEL,
+    GPU_SHARING_STRATEGY_LABEL,
+    SHARED_PRODUCT_SUFFIX,
+)
 from tests.day2 import workloads
 from tests.day2.k8s_objects import (
     NOW,
@@ -41,17 +48,35 @@ from tests.day2.operator_pods import (
     operand_pod,
     operator_deployment_pod,
 )
+from tests.plugin_recording import gfd_labels, shape
 
 SERVER = "rke2-server-1"
 NODES = {"dc1": "rke2-worker-dc1-gpu-a", "dc2": "rke2-worker-dc2-gpu-a", "dc3": "rke2-worker-dc3-gpu-a"}
 PROD_SHARING = {"dc1": "a1000-x4", "dc2": "a1000-x4", "dc3": "whole"}
 ALL_WHOLE = {"dc1": "whole", "dc2": "whole", "dc3": "whole"}
 PROFILES = {"a1000-x4": 4, "whole": 1}
+# GFD's product label for the lab's card (the NVML name, spaces as dashes).
+A1000_PRODUCT = "NVIDIA-RTX-A1000"
 GPU_TAINT = taint("nvidia.com/gpu", "true", "NoSchedule")
 
 
-def gpu_node(domain: str, profile: str, *, gpus: str | None = "default", ready: bool = True) -> Obj:
+def gfd_sharing_labels(replicas: int, model: str = A1000_PRODUCT) -> dict[str, str]:
+    """GFD's count and sharing labels for one card under the program's profile of `replicas`: as GFD wrote them on
+    the H200 (tests/fixtures/deviceplugin/h200/gfd), with the lab's card model in place of the H200's."""
+    recorded = gfd_labels(shape(SharingProfile(replicas=replicas)))
+    h200 = recorded[GPU_PRODUCT_LABEL].removesuffix(SHARED_PRODUCT_SUFFIX)
+    keys = (GPU_COUNT_LABEL, GPU_REPLICAS_LABEL, GPU_SHARING_STRATEGY_LABEL)
+    return {key: recorded[key] for key in keys} | {GPU_PRODUCT_LABEL: model + recorded[GPU_PRODUCT_LABEL][len(h200) :]}
+
+
+def gpu_node(
+    domain: str, profile: str, *, gpus: str | None = "default", ready: bool = True, gfd_replicas: int | None = None
+) -> Obj:
+    """A GPU worker; `gfd_replicas`: the replicas GFD last labelled it under (default: its profile's)."""
     slots = str(PROFILES.get(profile, 0)) if gpus == "default" else gpus
+    # A node labelled with a profile the ConfigMap lacks has no GFD sharing labels of its own: its GFD never started.
+    labelled = gfd_replicas or PROFILES.get(profile)
+    gfd = gfd_sharing_labels(labelled) if labelled else {GPU_PRODUCT_LABEL: A1000_PRODUCT}
     return node(
         NODES[domain],
         labels={
@@ -60,7 +85,7 @@ def gpu_node(domain: str, profile: str, *, gpus: str | None = "default", ready: 
             "nvidia.com/device-plugin.config": profile,
             "feature.node.kubernetes.io/pci-10de.present": "true",
             "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.product": "NVIDIA-RTX-A1000",
+            **gfd,
             "nvidia.com/gpu.deploy.driver": "true",
             "nvidia.com/gpu.deploy.device-plugin": "true",
             "nvidia.com/gpu-driver-upgrade-state": "upgrade-done",
@@ -317,6 +342,18 @@ def untolerated_device_plugin() -> list[Obj]:
     )
 
 
+def stale_gfd_labels() -> list[Obj]:
+    """a1000-x4 edited in place from 4 slots a card to 1 (the cards whole again) and `pulumi up` run: both device
+    plugins reloaded, dc2's GPU Feature Discovery too, but dc1's did not and still labels the card of the 4-slot
+    profile (FIELD-REVIEW-4 WRONG-5)."""
+    return replaced(
+        pool(PROD_SHARING),
+        time_slicing_configmap({"a1000-x4": 1, "whole": 1}),
+        gpu_node("dc1", "a1000-x4", gpus="1"),
+        gpu_node("dc2", "a1000-x4", gpus="1", gfd_replicas=1),
+    )
+
+
 SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "healthy-pool": healthy_pool,
     "notebooks": notebooks,
@@ -326,6 +363,7 @@ SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "zero-gpus": zero_gpus,
     "failed-smoke": failed_smoke,
     "untolerated-device-plugin": untolerated_device_plugin,
+    "stale-gfd-labels": stale_gfd_labels,
 }
 # The scenarios committed under examples/day2/ for users and the docs.
-EXAMPLES = ("healthy-pool", "notebooks", "broken-driver")
+EXAMPLES = ("healthy-pool", "notebooks", "broken-driver", "stale-gfd-labels")

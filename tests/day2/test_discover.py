@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from config.failure_domain import FailureDomainConfig
+from config.stack_yaml import load_stack_yaml
 from offline.recording import Recording
 from offline.runner import read_stack_file
-from offline.stack_yaml import load_stack_yaml
 from tests.day2.cli_helpers import run
 
 ROOT = Path(__file__).resolve().parents[2]

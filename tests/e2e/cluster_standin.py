@@ -8,8 +8,8 @@ A background thread plays, through the real API server (status subresources, as 
   which the `gpu-operator-ready` step waits for with `kubectl rollout status`);
 - the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
   version, Ready, replaced by one on the new version when the ClusterPolicy's driver changes; the device
-  plugin: the node's allocatable nvidia.com/gpu as its sharing-profile label and the time-slicing ConfigMap say
-  (replicas per card);
+  plugin: the node's allocatable nvidia.com/gpu as the real plugin advertised it on an H200 under the document
+  its sharing-profile label names, per card, times its cards (tests/e2e/plugin_capacity.py);
 - the ResourceQuota controller: each quota's status says its limits, nothing used;
 - the Job controller: every Job completes (the smoke test, the chart's hooks);
 - the ServiceAccount controller: the operator namespace's `default` account, for the driver pods' admission.
@@ -38,6 +38,7 @@ from components.shared.node_marking import GpuNodeMarking
 from config.stack import StackConfig
 from tests.e2e.monitoring_crds import PROMETHEUS_CRD, SERVICE_MONITOR_CRD, rancher_monitoring_prometheus
 from tests.e2e.nodes import NOT_READY_TAINT, kubelet_labels, parse_taint
+from tests.e2e.plugin_capacity import advertised
 from tests.e2e.proxmox_api import ProxmoxState
 
 DRIVER_LABEL = {"app": "nvidia-driver-daemonset"}
@@ -233,20 +234,17 @@ class ClusterStandIn:
                 continue
             self._driver_pod(namespace, domain.hostname, image, daemonset)
             profile = (node["metadata"].get("labels") or {}).get(SHARING_LABEL)
-            slots = str(profiles.get(profile or "", 1))
+            slots = str(advertised(profiles, profile, len(domain.cards)))
             if (node.get("status") or {}).get("allocatable", {}).get(GPU) != slots:
                 self.api.merge_status(
                     f"/api/v1/nodes/{domain.hostname}", {"capacity": {GPU: slots}, "allocatable": {GPU: slots}}
                 )
 
-    def _profiles(self, namespace: str) -> dict[str, int]:
-        """Replicas per card of each time-slicing profile, as the device plugin reads them from the ConfigMap."""
+    def _profiles(self, namespace: str) -> dict[str, str]:
+        """The time-slicing ConfigMap's documents, by profile name (the device plugin's capacity under each comes
+        from its recorded run: tests/e2e/plugin_capacity.py)."""
         config = self.api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{TIME_SLICING_CONFIGMAP}")
-        replicas: dict[str, int] = {}
-        for name, text in ((config or {}).get("data") or {}).items():
-            resources = (yaml.safe_load(text).get("sharing") or {}).get("timeSlicing", {}).get("resources") or []
-            replicas[name] = sum(int(r.get("replicas", 1)) for r in resources if r.get("name") == GPU) or 1
-        return replicas
+        return dict((config or {}).get("data") or {})
 
     def _driver_pod(self, namespace: str, node: str, image: str, daemonset: dict[str, Any]) -> None:
         name = f"{DRIVER_DAEMONSET}-{node}"

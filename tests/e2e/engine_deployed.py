@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from config.loader import validate_stack
+from config.validate import validate_stack
 from offline.runner import PROJECT, read_stack_file
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
 from tests.e2e.engine import Engine, PulumiStack, parse_json_output, step_ops

@@ -65,8 +65,13 @@ class Tools:
         """The Kyverno CLI (`kubectl-kyverno`, installed as `kyverno`): the real policy engine."""
         return self.bin_dir / "kyverno"
 
+    @property
+    def profile_config(self) -> Path:
+        """The device plugin's own config loader over profile documents (e2e/deviceplugin/profile-config)."""
+        return self.bin_dir / "profile-config"
+
     def missing(self) -> list[str]:
-        wanted = (self.etcd, self.kube_apiserver, self.kubectl, self.helm, self.kyverno)
+        wanted = (self.etcd, self.kube_apiserver, self.kubectl, self.helm, self.kyverno, self.profile_config)
         return [path.name for path in wanted if not path.is_file()]
 
 

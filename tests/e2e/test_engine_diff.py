@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from knowledge.replacements import PROVIDER_FORCE_NEW
-from offline.diff import diff_configs
+from offline.diff import diff_configs, settled_nodes
 from offline.plan_diff import Change
 from offline.runner import PROJECT
 from tests.e2e.chart import package_chart
@@ -76,7 +76,10 @@ def apply(deployed: Deployed, config: dict[str, Any]) -> None:
 
 
 # A wave's steps (components/gpu_failure_domain/wave_steps.py) are registered only in the `up` that rolls it.
-WAVE_STEP = re.compile(r"^dc\d-(wave-drain|wave-gate|rke2-login|rke2-upgrade|device-plugin-restart)$")
+WAVE_STEP = re.compile(
+    r"^dc\d-(wave-drain|wave-gate|rke2-login|rke2-upgrade|device-plugin-restart|kernel-login|kernel-install|"
+    r"kernel-driver-rebuild)$"
+)
 
 
 def up_settled(deployed: Deployed) -> None:
@@ -126,6 +129,28 @@ def row_state(deployed: Deployed, row: Row, charts: dict[str, Path]) -> Iterator
 
 
 @contextmanager
+def node_state(deployed: Deployed, row: Row, before: dict[str, Any]) -> Iterator[None]:
+    """The row's Node state on the live cluster, as a failed wave leaves it (`pulumi preview` reads it with kubectl),
+    undone afterwards."""
+    if row.nodes is None:
+        yield
+        return
+    domain = next(d for d in before[f"{PROJECT}:failureDomains"] if d["name"] == row.nodes.domain)
+    path, api = f"/api/v1/nodes/{domain['hostname']}", deployed.cluster.api
+    merge = "application/merge-patch+json"
+    spec = {"unschedulable": True} if row.nodes.unschedulable else {}
+    api.call("PATCH", path, {"metadata": {"annotations": row.nodes.annotations}, "spec": spec}, merge)
+    if row.nodes.kubelet:
+        api.merge_status(path, {"nodeInfo": {"kubeletVersion": row.nodes.kubelet}})
+    try:
+        yield
+    finally:
+        cleared = {"metadata": {"annotations": dict.fromkeys(row.nodes.annotations)}, "spec": {"unschedulable": None}}
+        api.call("PATCH", path, cleared, merge)
+        api.merge_status(path, {"nodeInfo": {"kubeletVersion": before[f"{PROJECT}:rke2"]["version"]}})
+
+
+@contextmanager
 def unprotected(deployed: Deployed, names: list[str]) -> Iterator[None]:
     state = deployed.stack.export()
     urns = [r["urn"] for r in state["deployment"]["resources"] if r["urn"].rsplit("::", 1)[-1] in names]
@@ -157,8 +182,9 @@ def top_level(keys: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in ROWS])
 def test_the_engine_does_what_make_diff_predicts(deployed: Deployed, row: Row, chart_archives: dict[str, Path]) -> None:
-    with row_state(deployed, row, chart_archives) as (before, after):
-        ops, keys, dangers = predicted(diff_configs("prod", before, after))
+    with row_state(deployed, row, chart_archives) as (before, after), node_state(deployed, row, before):
+        nodes = row.nodes.apply(settled_nodes(before)) if row.nodes else None
+        ops, keys, dangers = predicted(diff_configs("prod", before, after, nodes))
         protected = sorted({f"{m.group(1)}-vm" for d in dangers for m in [PROTECTED.search(d)] if m})
         document, failure = preview(deployed.stack)
         if row.name in LIVE_REFUSALS:

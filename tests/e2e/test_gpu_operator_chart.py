@@ -71,6 +71,10 @@ def test_the_stored_cluster_policy_carries_every_trap_fix(prod_chart: Rendered) 
     assert driver["resources"] == {"limits": {"cpu": "2", "memory": "4Gi"}}
     assert driver["usePrecompiled"] is False
     assert driver["kernelModuleType"] == "auto"
+    # The wave owns the order of driver upgrades: no upgrade slot of the operator's own (an integer 0 in the stored
+    # object: the chart's `| default "25%"` would have turned an integer 0 in the values into 25%).
+    assert driver["upgradePolicy"]["autoUpgrade"] is True
+    assert driver["upgradePolicy"]["maxUnavailable"] == 0
     assert spec["cdi"]["enabled"] is True
     assert spec["cdi"]["nriPluginEnabled"] is False
     assert spec["toolkit"]["env"] == [{"name": "CONTAINERD_SOCKET", "value": "/run/k3s/containerd/containerd.sock"}]

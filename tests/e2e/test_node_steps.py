@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from components.gpu_failure_domain.node_metadata import node_labels
+from components.gpu_failure_domain.observed import WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import registered_nodes, set_status
@@ -111,19 +112,41 @@ def test_a_power_cycle_drains_the_node_before_the_stop_and_uncordons_it_once_it_
     assert done.stdout.endswith(f"applied-device: {environment['MAPPED_DEVICE']}\n")
 
 
-def test_a_kernel_upgrade_cordons_and_drains_the_node_first_and_uncordons_it_last(
+def test_a_kernel_upgrade_cordons_and_drains_the_node_first_and_only_the_domains_last_step_uncordons_it(
     options_stack: Previewed, step_runner_for: Callable[[Previewed], StepRunner], kubectl: Kubectl
 ) -> None:
-    # The options stack pins dc1's kernel; the SSH install and the driver rebuild between need a real VM.
+    # The options stack pins dc1's kernel on a new worker; the SSH install and the driver rebuild between need a VM.
     runner = step_runner_for(options_stack)
     domain = next(domain for domain in options_stack.config.failure_domains if domain.kernel)
     with registered_nodes(kubectl, options_stack, only=domain):
         drained = runner.command(f"{domain.name}-kernel-drain")
-        cordoned = kubectl.json("get", "node", domain.hostname)["spec"].get("unschedulable")
-        uncordoned = runner.command(f"{domain.name}-kernel-uncordon")
-        after = kubectl.json("get", "node", domain.hostname)["spec"].get("unschedulable")
+        cordoned = kubectl.json("get", "node", domain.hostname)
+        done = runner.command(f"{domain.name}-rollout")
+        after = kubectl.json("get", "node", domain.hostname)
     assert drained.returncode == 0, drained.stderr
     assert f"node/{domain.hostname} drained" in drained.stdout
-    assert cordoned is True
-    assert uncordoned.returncode == 0, uncordoned.stderr
-    assert not after
+    assert cordoned["spec"]["unschedulable"] is True
+    assert cordoned["metadata"]["annotations"][WAVE_CORDON_ANNOTATION] == domain.name
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{domain.hostname}: rolled out, serving\n"
+    assert not after["spec"].get("unschedulable")
+    assert WAVE_CORDON_ANNOTATION not in after["metadata"]["annotations"]
+    assert WAVE_TURN_ANNOTATION not in after["metadata"]["annotations"]
+
+
+def test_a_node_someone_else_cordoned_stays_cordoned_after_the_domains_last_step(
+    options_stack: Previewed, step_runner_for: Callable[[Previewed], StepRunner], kubectl: Kubectl
+) -> None:
+    runner = step_runner_for(options_stack)
+    domain = next(domain for domain in options_stack.config.failure_domains if domain.kernel)
+    with registered_nodes(kubectl, options_stack, only=domain):
+        kubectl("cordon", domain.hostname)
+        drained = runner.command(f"{domain.name}-kernel-drain")
+        marked = kubectl.json("get", "node", domain.hostname)["metadata"].get("annotations") or {}
+        done = runner.command(f"{domain.name}-rollout")
+        after = kubectl.json("get", "node", domain.hostname)
+    assert drained.returncode == 0 and done.returncode == 0, drained.stderr + done.stderr
+    assert WAVE_CORDON_ANNOTATION not in marked and marked[WAVE_TURN_ANNOTATION]
+    assert after["spec"]["unschedulable"] is True
+    assert WAVE_TURN_ANNOTATION not in after["metadata"]["annotations"]
+    assert "cordoned by someone else before the wave, left cordoned" in done.stdout

@@ -1,5 +1,9 @@
-"""A day-2 wave against the real API server with three registered GPU nodes: the second domain's gate fails, the
-first domain is back in service and the third was never touched (no drain, no cordon, no new state)."""
+"""Day-2 waves against the real API server with three registered GPU nodes, their kubectl steps run for real:
+- the second domain's gate fails: the first is back in service, the third never touched;
+- the first domain's gate fails after its agent came back on the new release (FIELD-REVIEW-4 WRONG-1): the next
+  plan, read from the Nodes as `pulumi preview` reads them, resumes dc1's turn, whose gate runs again before dc1 is
+  uncordoned, and dc2 is drained only after;
+- a sharing edit whose gate fails, then reverted (WRONG-2): dc1 is gated and uncordoned, not left cordoned."""
 
 from __future__ import annotations
 
@@ -11,9 +15,14 @@ from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.rollout import ROLLOUT_ANNOTATION, WAVE_CORDON_ANNOTATION
+from components.gpu_failure_domain.observed import (
+    ROLLOUT_ANNOTATION,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
 from knowledge.gpu_operator import DRIVER_POD_SELECTOR
-from offline.diff import _deployed, deployed_from
+from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
 from tests.e2e.kube import Kubectl
 from tests.e2e.match_conditions import ensure_pod_namespace
@@ -25,19 +34,32 @@ from tests.e2e.wave_engine import run_wave
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
 QUICK = {"GPU_POOL_POLL_SECONDS": "0.1", "GPU_POOL_PROGRESS_SECONDS": "0", "TIMEOUT_MINUTES": "0.05"}
-WAVE_STEPS = ("-wave-drain", "-wave-gate", "-rollout")
+WAVE_STEPS = ("-wave-drain", "-device-plugin-restart", "-wave-gate", "-rollout")
+
+
+def base() -> dict[str, Any]:
+    config = copy.deepcopy(read_stack_file("prod"))
+    for domain in config["gpu-pool:failureDomains"]:
+        domain["sshAuthorizedKeys"] = [KEY]
+    return config
+
+
+def rke2_bump() -> dict[str, Any]:
+    config = base()
+    config["gpu-pool:rke2"]["version"] = NEW
+    return config
+
+
+def planned(config: dict[str, Any], nodes: dict[str, Any], work: Path) -> Previewed:
+    """The preview of `config` against these Nodes, as `pulumi preview` plans it from the cluster."""
+    with observing(nodes):
+        return run_preview("prod", config, work)
 
 
 @pytest.fixture(scope="module")
 def wave_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
     """prod's RKE2 patch bump, planned as `pulumi preview` plans it from Nodes rolled out to the earlier file."""
-    before = copy.deepcopy(read_stack_file("prod"))
-    for domain in before["gpu-pool:failureDomains"]:
-        domain["sshAuthorizedKeys"] = [KEY]
-    after = copy.deepcopy(before)
-    after["gpu-pool:rke2"]["version"] = NEW
-    with _deployed(deployed_from(before)):
-        return run_preview("prod", after, tmp_path_factory.mktemp("wave"))
+    return planned(rke2_bump(), settled_nodes(base()), tmp_path_factory.mktemp("wave"))
 
 
 def node_status(kubectl: Kubectl, name: str, *, kubelet: str, gpus: int) -> None:
@@ -78,12 +100,15 @@ def pool(kubectl: Kubectl, wave_stack: Previewed, tmp_path: Path) -> Iterator[di
     }
     kubectl.create(daemonset, field_manager="gpu-operator")
     uid = kubectl.json("-n", namespace, "get", "daemonset", app)["metadata"]["uid"]
-    earlier = deployed_from(read_stack_file("prod"))
+    earlier = {
+        item["metadata"]["labels"]["topology.kubernetes.io/zone"]: item["metadata"]["annotations"][ROLLOUT_ANNOTATION]
+        for item in settled_nodes(read_stack_file("prod"))["items"]
+    }
     hosts = {d.name: d.hostname for d in cfg.failure_domains}
     try:
         with registered_nodes(kubectl, wave_stack):
             for domain in cfg.failure_domains:
-                state = json.dumps(earlier[domain.name]["rollout"], sort_keys=True, separators=(",", ":"))
+                state = earlier[domain.name]
                 kubectl("annotate", "node", domain.hostname, f"{ROLLOUT_ANNOTATION}={state}")
                 node_status(kubectl, domain.hostname, kubelet=OLD, gpus=cfg.slots(domain))
                 pod: dict[str, Any] = {
@@ -176,3 +201,113 @@ def test_a_wave_whose_second_domain_fails_its_gate_leaves_the_first_serving_and_
     assert WAVE_CORDON_ANNOTATION not in annotations["dc3"]
     assert json.loads(annotations["dc3"][ROLLOUT_ANNOTATION])["rke2"] == OLD
     assert nodes["dc3"]["status"]["nodeInfo"]["kubeletVersion"] == OLD
+
+
+def plays_the_vm(kubectl: Kubectl, stack: Previewed, pool: dict[str, str], gpus: dict[str, int]) -> dict[str, Any]:
+    """The VM's side of each domain's remote steps: the login works, and the installer restarts the agent on the new
+    release with `gpus[domain]` GPUs advertised (0: the new release broke the node's GPU stack)."""
+    by_name = {d.name: d for d in stack.config.failure_domains}
+
+    def installer(domain: str) -> Callable[[], bool]:
+        def play() -> bool:
+            node_status(kubectl, pool[domain], kubelet=NEW, gpus=gpus.get(domain, stack.config.slots(by_name[domain])))
+            return True
+
+        return play
+
+    return {f"{d}-rke2-upgrade": installer(d) for d in pool} | {f"{d}-rke2-login": lambda: True for d in pool}
+
+
+def turn_steps(stack: Previewed, domain: str) -> list[str]:
+    """The domain's turn as the program exported it (the `wave` output), in plan order."""
+    turn = stack.plan["outputs"]["wave"]["domains"][domain]
+    return [step["name"] for step in turn["steps"] if step["name"].startswith(tuple(s[1:] for s in WAVE_STEPS))]
+
+
+def test_a_wave_whose_first_gate_fails_after_the_agent_restart_resumes_there_and_drains_dc2_only_after_dc1_passes(
+    wave_stack: Previewed,
+    step_runner_for: Callable[[Previewed], StepRunner],
+    kubectl: Kubectl,
+    pool: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """FIELD-REVIEW-4 WRONG-1: the restarted agent reports the new kubelet, yet dc1 stays the wave's to finish."""
+    first = run_wave(
+        step_runner_for(wave_stack),
+        lambda name: name.endswith(WAVE_STEPS),
+        plays_the_vm(kubectl, wave_stack, pool, {"dc1": 0}),
+        **QUICK,
+    )
+    assert first.order == ["dc1-rke2-login", "dc1-wave-drain", "dc1-rke2-upgrade", "dc1-wave-gate"]
+    assert first.outcomes["dc1-wave-gate"] == "failed"
+    assert "advertises 0 of 4 GPUs" in first.output["dc1-wave-gate"].stderr
+    dc1 = kubectl.json("get", "node", pool["dc1"])
+    assert dc1["spec"]["unschedulable"] is True
+    assert dc1["status"]["nodeInfo"]["kubeletVersion"] == NEW
+    assert dc1["metadata"]["annotations"][WAVE_CORDON_ANNOTATION] == "dc1"
+    assert dc1["metadata"]["annotations"][WAVE_TURN_ANNOTATION]
+    # It says why it stays cordoned, and the next plan says it too.
+    stopped = dc1["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION]
+    assert stopped.startswith("gate gpu-ready failed at ") and "advertises 0 of 4 GPUs" in stopped
+
+    # The cause is fixed (the node advertises its slots again); `pulumi preview` reads the Nodes as they are.
+    node_status(kubectl, pool["dc1"], kubelet=NEW, gpus=4)
+    resumed = planned(rke2_bump(), kubectl.json("get", "nodes"), tmp_path)
+    assert resumed.plan["outputs"]["wave"]["order"] == [["dc1"], ["dc2"], ["dc3"]]
+    assert resumed.plan["outputs"]["wave"]["domains"]["dc1"]["turn"] == "resume"
+    assert "(gate gpu-ready failed at " in resumed.plan["outputs"]["wave"]["domains"]["dc1"]["why"]
+    # No second install (the kubelet runs the pin), but the gate again, before the uncordon.
+    assert turn_steps(resumed, "dc1") == ["wave-drain", "device-plugin-restart", "wave-gate", "rollout"]
+
+    second = run_wave(
+        step_runner_for(resumed),
+        lambda name: name.endswith(WAVE_STEPS),
+        plays_the_vm(kubectl, resumed, pool, {}),
+        **QUICK,
+    )
+    assert set(second.outcomes[f"{d}-{s}"] for d in pool for s in ("wave-gate", "rollout")) == {"ran"}
+    order = second.order
+    assert order.index("dc1-wave-gate") < order.index("dc1-rollout") < order.index("dc2-rke2-login")
+    assert order.index("dc2-rke2-login") < order.index("dc2-wave-drain") < order.index("dc2-rollout")
+    assert "dc1-rke2-upgrade" not in order
+    for name, host in pool.items():
+        node = kubectl.json("get", "node", host)
+        annotations = node["metadata"]["annotations"]
+        assert not node["spec"].get("unschedulable"), name
+        assert not {WAVE_CORDON_ANNOTATION, WAVE_TURN_ANNOTATION, WAVE_STOPPED_ANNOTATION} & set(annotations), name
+        assert json.loads(annotations[ROLLOUT_ANNOTATION])["rke2"] == NEW, name
+
+
+def test_a_sharing_edit_whose_gate_failed_then_reverted_gates_and_uncordons_the_node_the_wave_cordoned(
+    step_runner_for: Callable[[Previewed], StepRunner],
+    kubectl: Kubectl,
+    pool: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """FIELD-REVIEW-4 WRONG-2: the edit is reverted while dc1 is the wave's; dc1 must not stay cordoned."""
+    edited = base()
+    edited["gpu-pool:sharingProfiles"]["a1000-x4"]["replicas"] = 2
+    edit = planned(edited, settled_nodes(base()), tmp_path / "edit")
+    assert turn_steps(edit, "dc1") == ["wave-drain", "device-plugin-restart", "wave-gate", "rollout"]
+    # Nothing plays the device plugin here: the node keeps advertising 4, the gate waits for 2 and fails.
+    first = run_wave(step_runner_for(edit), lambda name: name.endswith(WAVE_STEPS), {}, **QUICK)
+    assert first.outcomes["dc1-wave-gate"] == "failed"
+    assert first.outcomes["dc2-wave-drain"] == "not started"
+    assert kubectl.json("get", "node", pool["dc1"])["spec"]["unschedulable"] is True
+    recorded = kubectl.json("get", "node", pool["dc1"])["metadata"]["annotations"][ROLLOUT_ANNOTATION]
+
+    reverted = planned(base(), kubectl.json("get", "nodes"), tmp_path / "reverted")
+    wave = reverted.plan["outputs"]["wave"]
+    assert wave["order"] == [["dc1"]] and wave["domains"]["dc1"]["turn"] == "resume"
+    assert wave["changes"] == {"dc1": []}
+    # What this `up` runs: dc1's turn; dc2's and dc3's steps are as the last settled `up` left them.
+    second = run_wave(
+        step_runner_for(reverted), lambda name: name.startswith("dc1-") and name.endswith(WAVE_STEPS), {}, **QUICK
+    )
+    assert second.order == ["dc1-wave-drain", "dc1-device-plugin-restart", "dc1-wave-gate", "dc1-rollout"]
+    assert set(second.outcomes[name] for name in second.order) == {"ran"}
+    node = kubectl.json("get", "node", pool["dc1"])
+    assert not node["spec"].get("unschedulable")
+    annotations = node["metadata"]["annotations"]
+    assert WAVE_CORDON_ANNOTATION not in annotations and WAVE_TURN_ANNOTATION not in annotations
+    assert annotations[ROLLOUT_ANNOTATION] == recorded

@@ -241,6 +241,10 @@ def test_a_removed_domains_node_object_is_deleted_after_its_vm(run_stack_program
     assert cleanup.urn in recording.named("dc2-vm").dependencies
     assert cleanup.inputs["delete"].endswith("delete node rke2-worker-dc2-gpu-a --ignore-not-found --wait=false")
     assert "kubectl" in cleanup.inputs["delete"]
+    # And the drain before it: a step that depends on the VM is deleted, so drains the node, before the VM stops.
+    retire = recording.named("dc2-retire")
+    assert recording.urn_of("dc2-vm") in retire.dependencies
+    assert "kubectl drain rke2-worker-dc2-gpu-a --ignore-daemonsets" in retire.inputs["delete"]
 
 
 def test_every_domain_resource_is_parented_to_its_component(run_stack_program: Run, prod_config):
@@ -251,6 +255,7 @@ def test_every_domain_resource_is_parented_to_its_component(run_stack_program: R
     assert {r.parent for r in children} == {component.urn}
     assert {r.name for r in children} == {
         "dc2-node-cleanup",
+        "dc2-retire",
         "dc2-rollout",
         "dc2-pci-mapping",
         "dc2-cloud-init",

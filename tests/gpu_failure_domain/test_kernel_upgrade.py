@@ -1,4 +1,6 @@
-"""A pinned kernel runs the ordered upgrade (drain, install, reboot, driver rebuild, smoke test, uncordon)."""
+"""A pinned kernel on a new worker runs the ordered upgrade (drain, install, reboot, driver rebuild, smoke test,
+then the domain's last step uncordons). On day 2 a kernel change is a wave turn (tests/gpu_failure_domain/
+test_plan.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ def test_no_kernel_upgrade_steps_without_a_pinned_kernel(run_stack_program: Run,
     assert not [r for r in run_stack_program(prod_config).registrations if "-kernel-" in r.name]
 
 
-def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only(run_stack_program: Run, prod_config):
+def test_a_new_worker_with_a_pinned_kernel_runs_the_ordered_upgrade_for_that_domain_only(
+    run_stack_program: Run, prod_config
+):
     prod_config["gpu-pool:failureDomains"][1].update(
         {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"]}
     )
@@ -33,7 +37,6 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
         "dc2-kernel-drain",
         "dc2-kernel-install",
         "dc2-kernel-driver-rebuild",
-        "dc2-kernel-uncordon",
     }
     for step in steps:
         assert step.inputs["triggers"] == ["6.8.0-60-generic"], step.name
@@ -47,9 +50,11 @@ def test_changing_a_domains_kernel_runs_the_ordered_upgrade_for_that_domain_only
     assert waits_for("dc2-kernel-driver-rebuild", "dc2-kernel-install")
     assert waits_for("dc2-gpu-ready", "dc2-kernel-driver-rebuild")
     assert waits_for("dc2-cuda-smoke-test", "dc2-gpu-ready")
-    assert waits_for("dc2-kernel-uncordon", "dc2-cuda-smoke-test")
+    # Only the domain's last step uncordons, after the smoke test, and only a node the drain marked as cordoned by it.
+    assert waits_for("dc2-rollout", "dc2-cuda-smoke-test")
     drain = recording.named("dc2-kernel-drain").inputs["create"]
-    assert drain.index("cordon") < drain.index("drain") and "--ignore-daemonsets" in drain
+    assert drain.index('"gpu-pool.dev/wave-cordoned": "dc2"') < drain.index("drain rke2-worker-dc2-gpu-a")
+    assert "--ignore-daemonsets" in drain
     install = recording.named("dc2-kernel-install").inputs
     connection = reveal(install["connection"])
     assert (connection["host"], connection["user"]) == ("10.10.22.51", "ubuntu")

@@ -1,43 +1,23 @@
-"""The wave's pure parts: what a Node says it was rolled to, and the commands a domain's turn runs."""
+"""The commands a day-2 turn runs on its Node: what they mark, in which order, and what they restart.
+(They run for real against the e2e API server in tests/e2e/test_wave.py.)"""
 
 from __future__ import annotations
 
 import json
+import shlex
 
-from components.gpu_failure_domain.rollout import (
+from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
-    DeployedNode,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
+from components.gpu_failure_domain.rollout import (
+    device_plugin_restart_command,
     rke2_upgrade_command,
     rollout_done_command,
     wave_drain_command,
 )
-from components.gpu_failure_domain.rollout_state import nodes_by_domain
-from config.loader import validate_stack
-from config.stack import StackConfig
-from offline.runner import read_stack_file
-
-
-def prod() -> StackConfig:
-    return validate_stack({k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()})
-
-
-def test_each_domain_reads_its_own_node_and_a_missing_node_is_a_first_install() -> None:
-    state = {"rke2": "v1.33.5+rke2r1"}
-    listing = {
-        "items": [
-            {
-                "metadata": {"name": "rke2-worker-dc1-gpu-a", "annotations": {ROLLOUT_ANNOTATION: json.dumps(state)}},
-                "status": {"nodeInfo": {"kubeletVersion": "v1.33.5+rke2r1"}},
-            },
-            {"metadata": {"name": "rke2-worker-dc2-gpu-a"}, "status": {"nodeInfo": {"kubeletVersion": "v1.32.9"}}},
-            {"metadata": {"name": "someone-elses-node"}},
-        ]
-    }
-    assert nodes_by_domain(prod(), listing) == {
-        "dc1": DeployedNode(state, "v1.33.5+rke2r1"),
-        "dc2": DeployedNode(None, "v1.32.9"),
-        "dc3": None,
-    }
 
 
 def test_the_rke2_upgrade_is_the_official_installer_at_the_pin_then_an_agent_restart() -> None:
@@ -47,13 +27,44 @@ def test_the_rke2_upgrade_is_the_official_installer_at_the_pin_then_an_agent_res
     assert command.index("sh /tmp/install-rke2.sh") < command.index("systemctl restart rke2-agent")
 
 
-def test_the_wave_uncordons_only_a_node_it_cordoned_itself() -> None:
+def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_always_records_the_turns_start() -> None:
     drain = wave_drain_command("n1", "kubectl", "dc1")
-    done = rollout_done_command("n1", "kubectl", {"rke2": "v1"})
-    # The mark is set only when the node was schedulable, and the uncordon happens only where the mark is.
-    assert drain.index("!= true ]; then kubectl annotate node n1 --overwrite gpu-pool.dev/wave-cordoned=dc1") > 0
-    assert (
-        "if [ -n \"$(kubectl get node n1 -o jsonpath='{.metadata.annotations.gpu-pool\\.dev/wave-cordoned}')\" ]"
-        in done
+    schedulable, _, rest = drain.partition("; else ")
+    mine = json.loads(shlex.split(schedulable.split("printf ", 1)[1])[0])
+    theirs = json.loads(shlex.split(rest.split("printf ", 1)[1])[0])
+    assert mine == {
+        "metadata": {"annotations": {WAVE_CORDON_ANNOTATION: "dc1", WAVE_TURN_ANNOTATION: "%s"}},
+        "spec": {"unschedulable": True},
+    }
+    assert theirs == {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s"}}}
+    assert "if [ \"$(kubectl get node n1 -o jsonpath='{.spec.unschedulable}')\" != true ]" in drain
+    assert drain.index("patch node n1") < drain.index("drain n1 --ignore-daemonsets --delete-emptydir-data")
+    # A drain that does not finish leaves the node cordoned, saying why.
+    assert drain.endswith(
+        "--timeout=15m || { kubectl annotate node n1 --overwrite 'gpu-pool.dev/wave-stopped=drain did not finish "
+        "within 15m: kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' >/dev/null; exit 1; }"
     )
-    assert done.index("uncordon n1") < done.index(f"{ROLLOUT_ANNOTATION}=")
+
+
+def test_the_last_step_records_ends_the_turn_and_uncordons_only_a_node_the_wave_cordoned_in_one_patch() -> None:
+    done = rollout_done_command("n1", "kubectl", {"rke2": "v1"})
+    ours, _, theirs = done.partition("; else ")
+    assert "jsonpath='{.metadata.annotations.gpu-pool\\.dev/wave-cordoned}'" in ours
+    patches = [json.loads(shlex.split(part.split(" -p ", 1)[1])[0]) for part in (ours, theirs)]
+    record = json.dumps({"rke2": "v1"}, separators=(",", ":"))
+    ended = {ROLLOUT_ANNOTATION: record, WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None}
+    assert patches[0] == {
+        "metadata": {"annotations": {**ended, WAVE_CORDON_ANNOTATION: None}},
+        "spec": {"unschedulable": None},
+    }
+    assert patches[1] == {"metadata": {"annotations": ended}}
+    assert "uncordon" not in done
+
+
+def test_a_profile_edit_restarts_gpu_feature_discovery_with_the_device_plugin_on_that_node_only() -> None:
+    """FIELD-REVIEW-4 WRONG-5: GFD's config-manager, like the plugin's, rereads the profile only when it starts."""
+    command = device_plugin_restart_command("n1", "kubectl", "gpu-operator")
+    assert command == (
+        "kubectl -n gpu-operator delete pod -l 'app in (nvidia-device-plugin-daemonset,gpu-feature-discovery)' "
+        "--field-selector spec.nodeName=n1 --wait=true --timeout=5m"
+    )

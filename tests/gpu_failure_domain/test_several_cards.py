@@ -101,12 +101,28 @@ def test_the_gpu_ready_gate_waits_for_the_slots_of_every_card(run_stack_program:
     assert gate["environment"]["GPU_SLOTS"] == "8"
 
 
-def test_the_smoke_test_records_every_card_it_validates(run_stack_program: Run, prod_config, pci_tables):
+def test_each_card_has_a_smoke_test_of_its_own_that_names_only_the_card_it_ran_on(
+    run_stack_program: Run, prod_config, pci_tables
+):
     two_cards(prod_config)
     pci_tables["pve-dc1"] = two_card_host()
-    job = run_stack_program(prod_config).named("dc1-cuda-smoke-test").inputs
-    device_note = job["metadata"]["annotations"]["gpu-pool/validated-device"]
-    assert device_note == "10de:25b0@pve-dc1/0000:01:00,10de:25b0@pve-dc1/0000:02:00"
+    recording = run_stack_program(prod_config)
+    jobs = [recording.named(name).inputs for name in ("dc1-cuda-smoke-test", "dc1-cuda-smoke-test-1")]
+    notes = [job["metadata"]["annotations"]["gpu-pool/validated-device"] for job in jobs]
+    assert notes == ["10de:25b0@pve-dc1/0000:01:00", "10de:25b0@pve-dc1/0000:02:00"]
+    for card, job in enumerate(jobs):
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        # Every slot of the node, so every card is visible; CUDA picks this Job's card by PCI bus order.
+        assert container["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+        assert container["env"] == [
+            {"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"},
+            {"name": "CUDA_VISIBLE_DEVICES", "value": str(card)},
+        ]
+    # One at a time (each holds every slot), both after the gate that waits for both cards' slots.
+    assert recording.urn_of("dc1-cuda-smoke-test") in recording.named("dc1-cuda-smoke-test-1").dependencies
+    gate = recording.named("dc1-gpu-ready").inputs["environment"]
+    assert gate["SMOKE_JOB"] == ",".join(job["metadata"]["name"] for job in jobs)
+    assert recording.urn_of("dc1-cuda-smoke-test-1") in recording.named("dc1-rollout").dependencies
 
 
 def test_the_power_cycle_tracks_the_devices_behind_every_mapping(run_stack_program: Run, prod_config, pci_tables):

@@ -16,7 +16,7 @@ import pytest
 from components.gpu_platform.cluster_preflight import needed_crds
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME, build_cpu_guard_policy, gpu_count_expression
 from config.kyverno import KyvernoConfig
-from config.loader import validate_stack
+from config.validate import validate_stack
 from offline.recording import Recording
 from tests.gpu_platform.kyverno_admission import container, pod, pod_request, webhook_called
 

@@ -81,6 +81,14 @@ def test_a_memory_limit_that_is_not_a_positive_kubernetes_quantity_is_refused(qu
     assert messages[0].startswith("gpu-pool:driverResources.limits.memory:")
 
 
+def test_the_operators_driver_upgrades_have_no_slots_of_their_own_so_they_follow_the_wave() -> None:
+    """FIELD-REVIEW-4 WRONG-3: with the chart's 25% the upgrade controller starts a node of its choosing while the
+    wave drains another. With none, it upgrades only nodes already cordoned: the one the wave drained. The string:
+    the chart renders the value through `| default "25%"`, which takes an integer 0 for empty."""
+    policy = values_for()["driver"]["upgradePolicy"]
+    assert policy == {"autoUpgrade": True, "maxUnavailable": "0"}
+
+
 def test_distro_not_supported_is_avoided_by_building_the_driver_from_source() -> None:
     driver = values_for()["driver"]
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from offline.diff import DiffError, diff_configs, main
+from offline.diff import DiffError, diff_configs, main, settled_nodes
 from offline.plan_diff import Change, diff_recordings
 from offline.runner import read_stack_file
 from tests.chart_archive import package_chart
@@ -31,6 +31,33 @@ def prod() -> Config:
     return copy.deepcopy(read_stack_file("prod"))
 
 
+@dataclass(frozen=True)
+class NodeState:
+    """What a failed or interrupted wave leaves on one domain's Node, beside what the earlier file's `up` left."""
+
+    domain: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    kubelet: str | None = None
+
+    def apply(self, nodes: dict[str, Any]) -> dict[str, Any]:
+        """The same on a `kubectl get nodes -o json` answer (a copy)."""
+        nodes = copy.deepcopy(nodes)
+        for item in nodes["items"]:
+            if (item["metadata"].get("labels") or {}).get("topology.kubernetes.io/zone") != self.domain:
+                continue
+            item["metadata"].setdefault("annotations", {}).update(self.annotations)
+            if self.unschedulable:
+                item["spec"]["unschedulable"] = True
+            if self.kubelet:
+                item["status"]["nodeInfo"]["kubeletVersion"] = self.kubelet
+        return nodes
+
+
+# dc1 as a wave's drain leaves it: cordoned, marked as the wave's, the turn's start recorded.
+MID_TURN = {"gpu-pool.dev/wave-cordoned": "dc1", "gpu-pool.dev/wave-turn": "2026-12-04T18:00:00Z"}
+
+
 @dataclass
 class Row:
     name: str
@@ -40,6 +67,8 @@ class Row:
     dangers: list[str] = field(default_factory=list)
     info: list[str] = field(default_factory=list)
     before: Callable[[Config], None] = lambda config: None
+    # The cluster's Nodes differ from what the earlier file's `up` leaves (`make diff NODES=`).
+    nodes: NodeState | None = None
 
 
 def secret(config: Config, key: str, ciphertext: str) -> None:
@@ -78,6 +107,7 @@ def namespace(config: Config, name: str) -> None:
 DC4 = [
     "dc4",
     "dc4-node-cleanup",
+    "dc4-retire",
     "dc4-rollout",
     "dc4-pci-mapping",
     "dc4-cloud-init",
@@ -114,6 +144,22 @@ ROWS = [
         },
         replace_keys={"gpu-platform-time-slicing-config": ["data.a1000-x4"]},
         info=["is gone for a moment", "dc1-gpu-ready waits until rke2-worker-dc1-gpu-a advertises 2 GPUs"],
+    ),
+    Row(
+        "a wave stopped after dc1's drain resumes dc1 first, its agent already restarted: no second install",
+        lambda c: c["gpu-pool:rke2"].update({"version": "v1.33.6+rke2r1"}),
+        before=keys_everywhere,
+        nodes=NodeState("dc1", MID_TURN, unschedulable=True, kubelet="v1.33.6+rke2r1"),
+        ops={
+            **wave(1, **{"device-plugin-restart": "create"}),
+            **wave(2, 3, **{"rke2-login": "create", "rke2-upgrade": "create"}),
+        },
+    ),
+    Row(
+        "a change reverted while dc1 is the wave's finishes dc1's turn: restart, gate, uncordon, record",
+        lambda c: None,
+        nodes=NodeState("dc1", MID_TURN, unschedulable=True),
+        ops=wave(1, **{"device-plugin-restart": "create"}),
     ),
     Row(
         "a join-token rotation rewrites no snippet and replaces no VM (A1)",
@@ -160,13 +206,11 @@ ROWS = [
         before=lambda c: c[FD][1].update({"sshAuthorizedKeys": [KEY]}),
         ops={
             "dc2-kernel-login": "create",
-            "dc2-kernel-drain": "create",
             "dc2-kernel-install": "create",
             "dc2-kernel-driver-rebuild": "create",
-            "dc2-kernel-uncordon": "create",
             **wave(2, **{"gpu-ready": "update", "cuda-smoke-test": "replace"}),
         },
-        info=["dc2-kernel-drain: part of the kernel upgrade"],
+        info=["dc2-kernel-install: part of the kernel upgrade"],
     ),
     Row(
         "a kernel pin on every domain upgrades them one after another, never the whole pool at once",
@@ -180,10 +224,8 @@ ROWS = [
                 step: "create"
                 for step in (
                     "kernel-login",
-                    "kernel-drain",
                     "kernel-install",
                     "kernel-driver-rebuild",
-                    "kernel-uncordon",
                 )
             },
             **{"gpu-ready": "update", "cuda-smoke-test": "replace"},
@@ -244,7 +286,10 @@ ROWS = [
             "gpu-platform-alert-rules": "update",
         },
         dangers=["dc3-vm is protected: the preview that `pulumi up` runs first fails on its delete"],
-        info=["dc3-node-cleanup deletes the Node object of the removed domain after its VM is gone"],
+        info=[
+            "dc3-node-cleanup deletes the Node object of the removed domain after its VM is gone",
+            "dc3-retire drains rke2-worker-dc3-gpu-a before its VM stops",
+        ],
     ),
     Row(
         "a new VM id replaces the protected VM: the provider forces it in CustomizeDiff, not in its schema",
@@ -273,6 +318,7 @@ ROWS = [
         ops={
             "dc1-vm": "replace",
             "dc1-node-cleanup": "update",
+            "dc1-retire": "update",
             "dc1-rollout": "update",
             "dc1-power-cycle": "update",
             "dc1-node-ready": "replace",
@@ -314,7 +360,8 @@ def test_a_day_2_change_does_what_the_engine_would_and_nothing_more(row: Row) ->
     row.before(before)
     row.before(after)
     row.change(after)
-    changes = diff_configs("prod", before, after)
+    nodes = row.nodes.apply(settled_nodes(before)) if row.nodes else None
+    changes = diff_configs("prod", before, after, nodes)
     assert {name: c.op for name, c in changed(changes).items()} == row.ops
     for name, keys in row.replace_keys.items():
         assert changed(changes)[name].replace_keys == keys
@@ -423,7 +470,7 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
     args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
     assert main(args) == 0
     document = json.loads((tmp_path / "diff.json").read_text())
-    assert set(document) == {"stack", "before", "changes", "dangers", "earlierRefusals", "wave"}
+    assert set(document) == {"stack", "before", "nodes", "changes", "dangers", "waveDangers", "earlierRefusals", "wave"}
     assert document["wave"] is None  # a removed domain has nothing to roll
     assert document["earlierRefusals"] == []
     assert document["stack"] == "prod" and document["dangers"] == 1

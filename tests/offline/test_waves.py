@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.rollout import DeployedNode, pending_changes, plan_waves, rollout_state
-from config.loader import validate_stack
+from config.validate import validate_stack
 from offline.critical_path import critical_path_length
-from offline.diff import DiffError, compare_configs, deployed_from
+from offline.diff import DiffError, compare_configs, observing, settled_nodes
 from offline.recording import Recording
 from offline.render import plan
 from offline.runner import PROJECT, read_stack_file, run_stack
@@ -63,7 +63,13 @@ def test_an_rke2_bump_drains_each_domain_only_after_the_previous_one_is_uncordon
         "dc2": ["dc1"],
         "dc3": ["dc2"],
     }
-    assert comparison.wave.domains["dc2"].steps == ["rke2-login", "wave-drain", "rke2-upgrade", "wave-gate", "rollout"]
+    assert [name for name, _ in comparison.wave.domains["dc2"].steps] == [
+        "rke2-login",
+        "wave-drain",
+        "rke2-upgrade",
+        "wave-gate",
+        "rollout",
+    ]
 
 
 def test_rollout_order_and_max_unavailable_set_the_batches() -> None:
@@ -75,9 +81,7 @@ def test_rollout_order_and_max_unavailable_set_the_batches() -> None:
 
 
 def test_the_wave_graph_puts_every_disruptive_step_of_a_domain_after_the_previous_domains_last_step() -> None:
-    from offline.diff import _deployed
-
-    with _deployed(deployed_from(prod())):
+    with observing(settled_nodes(prod())):
         recording = run_stack("prod", config=bumped())
     waits = cross_domain_waits(recording)
     assert waits == {
@@ -97,29 +101,34 @@ def test_the_wave_graph_puts_every_disruptive_step_of_a_domain_after_the_previou
     )
 
 
+def resumed(nodes: dict[str, Any], domain: str, **status: str) -> dict[str, Any]:
+    """`nodes` with `domain`'s Node as a failed turn leaves it: cordoned by the wave, the turn's start recorded."""
+    nodes = copy.deepcopy(nodes)
+    item = next(i for i in nodes["items"] if i["metadata"]["labels"]["topology.kubernetes.io/zone"] == domain)
+    item["spec"]["unschedulable"] = True
+    item["metadata"]["annotations"] |= {
+        "gpu-pool.dev/wave-cordoned": domain,
+        "gpu-pool.dev/wave-turn": "2026-12-04T18:00:00Z",
+    }
+    item["status"]["nodeInfo"] |= status
+    return nodes
+
+
 def test_a_wave_that_stopped_at_a_domain_resumes_there_and_leaves_the_done_ones_alone() -> None:
-    after = validate_stack({k.split(":", 1)[1]: v for k, v in bumped().items() if k.startswith("gpu-pool:")})
-    before = deployed_from(prod())
-    done = {name: DeployedNode(entry["rollout"], entry["kubeletVersion"]) for name, entry in before.items()}
-    by_name = {d.name: d for d in after.failure_domains}
-    done["dc1"] = DeployedNode(rollout_state(by_name["dc1"], after), "v1.33.6+rke2r1")
-    waves = plan_waves(after, done)
-    assert waves.batches == [["dc2"], ["dc3"]]
-    assert waves.changes == {"dc2": ["rke2"], "dc3": ["rke2"]}
-
-
-def test_a_node_from_before_waves_rolls_only_what_it_shows_its_kubelet_version() -> None:
-    desired = {"rke2": "v1.33.6+rke2r1", "kernel": "", "vm": "x", "driver": "d", "sharing": "s"}
-    assert pending_changes(desired, DeployedNode(None, "v1.33.5+rke2r1")) == ["rke2"]
-    assert pending_changes(desired, DeployedNode(None, "v1.33.6+rke2r1")) == []
-    assert pending_changes(desired, None) == []
-
-
-def test_a_worker_upgraded_by_hand_is_not_upgraded_again_but_its_other_changes_still_roll() -> None:
-    desired = {"rke2": "v1.33.6+rke2r1", "kernel": "", "vm": "x", "driver": "d2", "sharing": "s"}
-    recorded = {**desired, "rke2": "v1.33.5+rke2r1", "driver": "d1"}
-    assert pending_changes(desired, DeployedNode(recorded, "v1.33.6+rke2r1")) == ["driver"]
-    assert pending_changes(desired, DeployedNode(recorded, None)) == ["rke2", "driver"]
+    """dc1 rolled and recorded; dc2's gate failed after its agent came back on the new release (WRONG-1)."""
+    after = bumped()
+    nodes = settled_nodes(prod())
+    done = settled_nodes(after)
+    nodes["items"][0] = done["items"][0]
+    comparison = compare_configs("prod", prod(), after, nodes=resumed(nodes, "dc2", kubeletVersion="v1.33.6+rke2r1"))
+    assert comparison.wave is not None
+    assert comparison.wave.batches == [["dc2"], ["dc3"]]
+    dc2 = comparison.wave.domains["dc2"]
+    assert dc2.turn == "resume"
+    # Its gate runs again before the uncordon; no second install: the kubelet already runs the pin.
+    assert [name for name, _ in dc2.steps] == ["wave-drain", "device-plugin-restart", "wave-gate", "rollout"]
+    assert comparison.wave.domains["dc3"].waits_for == ["dc2"]
+    assert "dc1" not in comparison.wave.domains
 
 
 @pytest.mark.parametrize(
@@ -143,11 +152,11 @@ def test_an_rke2_upgrade_on_a_domain_without_an_ssh_key_is_refused_naming_the_do
         compare_configs("prod", before, after)
 
 
-def test_a_worker_pin_newer_than_the_servers_is_refused_by_the_cluster_preflight(monkeypatch) -> None:
-    from components.gpu_failure_domain.rollout_state import ClusterState, rke2_problems
+def test_a_worker_pin_newer_than_the_servers_is_refused_by_the_cluster_preflight() -> None:
+    from components.gpu_failure_domain.plan import plan_wave
 
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in bumped("v1.34.1+rke2r1").items()})
-    problems = rke2_problems(cfg, ClusterState({}, "v1.33.5+rke2r1"), plan_waves(cfg, {}))
+    problems = plan_wave(cfg, {}, "v1.33.5+rke2r1").problems
     assert problems == [
         "gpu-pool:rke2.version: v1.34.1+rke2r1 is newer than the cluster's servers (v1.33.5+rke2r1); a kubelet must "
         "not be newer than kube-apiserver (Kubernetes version-skew policy): upgrade the servers first, then the "
@@ -176,20 +185,88 @@ def test_a_rollout_setting_that_cannot_be_a_wave_is_refused_naming_the_key(
     assert len(error.value.messages) == 1 and message in error.value.messages[0], error.value.messages
 
 
-def test_make_diff_writes_the_wave_into_diff_json(tmp_path) -> None:
+def write_stack(folder: Path, config: Config) -> Path:
     import yaml
 
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "Pulumi.prod.yaml"
+    path.write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
+    return path
+
+
+def test_make_diff_writes_the_wave_and_the_nodes_it_assumed(tmp_path: Path) -> None:
     from offline.diff import main
 
-    for name, config in (("before", prod()), ("after", bumped())):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
-    args = ["--before", str(tmp_path / "before/Pulumi.prod.yaml"), "--after", str(tmp_path / "after/Pulumi.prod.yaml")]
-    assert main([*args, "--out", str(tmp_path)]) == 0
+    before, after = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", bumped())
+    assert main(["--before", str(before), "--after", str(after), "--out", str(tmp_path)]) == 0
     wave = json.loads((tmp_path / "diff.json").read_text())["wave"]
     assert wave["batches"] == [["dc1"], ["dc2"], ["dc3"]]
     assert wave["domains"]["dc3"] == {
+        "turn": "roll",
+        "why": "serving; the Node records another rke2: drain, change, gate, uncordon and record",
         "changes": ["rke2"],
         "waitsFor": ["dc2"],
         "steps": ["rke2-login", "wave-drain", "rke2-upgrade", "wave-gate", "rollout"],
     }
+    assert wave["capacity"] == [
+        {"out": [], "slots": 9},
+        {"out": ["dc1"], "slots": 5},
+        {"out": ["dc2"], "slots": 5},
+        {"out": ["dc3"], "slots": 8},
+        {"out": [], "slots": 9},
+    ]
+    # The Nodes it planned against, as `kubectl get nodes -o json` lists them, to edit and pass back.
+    nodes = json.loads((tmp_path / "nodes.json").read_text())
+    assert nodes == settled_nodes(prod())
+
+
+def test_make_diff_plans_against_saved_nodes_and_says_what_up_will_do_now(tmp_path: Path, capsys) -> None:
+    from offline.diff import main
+
+    before, after = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", bumped())
+    saved = tmp_path / "nodes.json"
+    saved.write_text(json.dumps(resumed(settled_nodes(prod()), "dc1")), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["--before", str(before), "--after", str(after), "--nodes", str(saved), "--out", str(out)]) == 0
+    document = json.loads((out / "diff.json").read_text())
+    assert document["nodes"] == str(saved) and not (out / "nodes.json").exists()
+    assert document["wave"]["domains"]["dc1"]["turn"] == "resume"
+    assert document["wave"]["capacity"][0] == {"out": ["dc1"], "slots": 5}
+    printed = capsys.readouterr().out
+    assert f"planned against the Nodes in {saved}" in printed
+    assert "  1. dc1 (first, resume): RKE2 agent upgrade" in printed
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("not json", "is not JSON"), ('{"kind": "Node"}', "is not a `kubectl get nodes -o json` answer")],
+    ids=["not JSON", "not a node list"],
+)
+def test_make_diff_refuses_a_nodes_file_it_cannot_read_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    from offline.diff import main
+
+    before = write_stack(tmp_path / "before", prod())
+    saved = tmp_path / "nodes.json"
+    saved.write_text(content, encoding="utf-8")
+    assert main(["--before", str(before), "--after", str(before), "--nodes", str(saved)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: NODES: ") and message in error and "Traceback" not in error
+
+
+def test_max_unavailable_at_the_pool_size_is_a_danger_that_fails_the_diff_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from offline.diff import main
+
+    before = write_stack(tmp_path / "before", prod())
+    after = write_stack(tmp_path / "after", bumped(maxUnavailable=3))
+    args = ["--before", str(before), "--after", str(after), "--out", str(tmp_path)]
+    assert main([*args, "--fail-on-danger"]) == 1
+    document = json.loads((tmp_path / "diff.json").read_text())
+    assert document["dangers"] == 2 and len(document["waveDangers"]) == 2
+    printed = capsys.readouterr().out
+    assert "! gpu-pool:rollout.maxUnavailable is 3 with 3 failure domains" in printed
+    assert "! the pool has no schedulable GPU while dc1, dc2, dc3 are out in this wave" in printed
+    assert "       0 slots, out: dc1, dc2, dc3" in printed

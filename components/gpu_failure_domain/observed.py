@@ -1,0 +1,161 @@
+"""What the cluster says about a domain's GPU worker: its Node, read from `kubectl get nodes -o json`.
+
+The day-2 plan (plan.py) is a function of this and of the stack file. The same reader takes the live answer at
+preview and, offline, a saved answer (`make diff NODES=<file>`) or the Nodes an earlier stack file's `up` leaves
+(`settled_nodes`, written by `make diff` as `nodes.json` so that a user can edit one and pass it back).
+
+The Node's annotations are the contract between a wave and the next preview:
+- ROLLOUT_ANNOTATION: what the worker was last rolled to and gated on (written by the turn's last step).
+- WAVE_CORDON_ANNOTATION: the wave cordoned this node (only set when the drain found it schedulable), so only the
+  wave's last step uncordons it; a node someone else cordoned stays cordoned.
+- WAVE_TURN_ANNOTATION: when a turn's drain started; present until that turn's last step: a turn in progress.
+- WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.gpu_failure_domain.node_metadata import node_labels
+from components.shared.node_marking import GpuNodeMarking
+from config.stack import StackConfig
+from knowledge.gpu_operator import GPU_RESOURCE
+from knowledge.kubernetes import HOSTNAME_LABEL
+
+ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
+WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
+WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
+WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+# Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
+# (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
+NODES_ENV = "GPU_POOL_NODES"
+
+
+@dataclass(frozen=True)
+class ObservedNode:
+    """One GPU worker's Node as the API server reports it (None in a mapping: not registered)."""
+
+    rollout: Mapping[str, str] | None = None
+    kubelet_version: str | None = None
+    kernel_version: str | None = None
+    unschedulable: bool = False
+    wave_cordoned: str | None = None
+    wave_turn: str | None = None
+    wave_stopped: str | None = None
+
+    @property
+    def turn_in_progress(self) -> bool:
+        """A wave's drain ran on this node and its last step has not: the turn must finish before anything else.
+        A node a gpu-pool from before WAVE_TURN_ANNOTATION cordoned has only the cordon mark."""
+        return bool(self.wave_turn) or (self.unschedulable and bool(self.wave_cordoned))
+
+    @property
+    def resume_token(self) -> str:
+        """Unique to the drain that started the turn: the turn's steps are keyed on it, so a resumed turn re-runs
+        them even where an earlier turn left equal steps in the state."""
+        return self.wave_turn or f"cordoned by the wave of {self.wave_cordoned}"
+
+    @property
+    def cordoned_by_someone_else(self) -> bool:
+        return self.unschedulable and not self.wave_cordoned
+
+
+def _rollout(raw: object) -> Mapping[str, str] | None:
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in parsed.items()} if isinstance(parsed, dict) else None
+
+
+def observed_node(item: Mapping[str, Any]) -> ObservedNode:
+    metadata = item.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    info = (item.get("status") or {}).get("nodeInfo") or {}
+    return ObservedNode(
+        rollout=_rollout(annotations.get(ROLLOUT_ANNOTATION)),
+        kubelet_version=info.get("kubeletVersion") or None,
+        kernel_version=info.get("kernelVersion") or None,
+        unschedulable=bool((item.get("spec") or {}).get("unschedulable")),
+        wave_cordoned=annotations.get(WAVE_CORDON_ANNOTATION) or None,
+        wave_turn=annotations.get(WAVE_TURN_ANNOTATION) or None,
+        wave_stopped=annotations.get(WAVE_STOPPED_ANNOTATION) or None,
+    )
+
+
+def nodes_by_domain(stack: StackConfig, node_list: Mapping[str, Any]) -> dict[str, ObservedNode | None]:
+    """`kubectl get nodes -o json` -> each domain's Node (None where it is not registered)."""
+    items = {str((item.get("metadata") or {}).get("name")): item for item in node_list.get("items") or []}
+    return {
+        domain.name: observed_node(items[domain.hostname]) if domain.hostname in items else None
+        for domain in stack.failure_domains
+    }
+
+
+def node_document(
+    name: str,
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    kubelet: str,
+    kernel: str,
+    gpus: int,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A Node as `kubectl get nodes -o json` lists it, with what the plan reads (and what a valid Node needs)."""
+    spec: dict[str, Any] = {"taints": [dict(t) for t in taints]}
+    if unschedulable:
+        spec["unschedulable"] = True
+    resources = {"cpu": "8", "memory": "32Gi", "pods": "110", GPU_RESOURCE: str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {HOSTNAME_LABEL: name, **labels}, "annotations": dict(annotations)},
+        "spec": spec,
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": "",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kernelVersion": kernel,
+                "kubeProxyVersion": "",
+                "kubeletVersion": kubelet,
+                "machineID": "",
+                "operatingSystem": "linux",
+                "osImage": "Ubuntu 24.04 LTS",
+                "systemUUID": "",
+            },
+        },
+    }
+
+
+def settled_nodes(stack: StackConfig, rollout: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """The Nodes a stack's `up` leaves: every worker serving, its labels and taint, its kubelet on the pinned RKE2
+    and its kernel on the pin (empty where none), the state rolled out to (`rollout`, by domain) recorded."""
+    marking = GpuNodeMarking.from_kyverno(stack.kyverno)
+    items = [
+        node_document(
+            domain.hostname,
+            labels=node_labels(domain, marking),
+            annotations={
+                ROLLOUT_ANNOTATION: json.dumps(dict(rollout[domain.name]), sort_keys=True, separators=(",", ":"))
+            },
+            kubelet=stack.rke2.version,
+            kernel=domain.kernel or "",
+            gpus=stack.slots(domain),
+            taints=[
+                {"key": marking.taint_key, "value": marking.taint_value, "effect": marking.taint_effect},
+            ],
+        )
+        for domain in stack.failure_domains
+    ]
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}

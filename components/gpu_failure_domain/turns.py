@@ -1,0 +1,342 @@
+"""Day 2 as a state machine: each domain's *turn*, decided by what its Node says and what the stack file asks,
+and the wave that orders the turns, one batch of `rollout.maxUnavailable` domains at a time.
+
+| observed Node                      | stack vs the Node's record | the turn                                     |
+|------------------------------------|----------------------------|----------------------------------------------|
+| none (first install, or not read)  | -                          | `first-install`: built in parallel, no wave  |
+| serving                            | equal                      | `none`                                       |
+| serving                            | differs, to disrupt        | `roll`: drain, change, gate, uncordon, record|
+| serving                            | differs, already running   | `verify`: gate and record, no drain          |
+| cordoned by someone else           | differs                    | `roll`, and it stays cordoned (said so)      |
+| a turn in progress (its drain ran, | differs or equal           | `resume`: what is still needed, the plugin   |
+| its last step did not)             |                            | restart, gate, uncordon if the wave cordoned |
+|                                    |                            | it, record                                   |
+| kubelet or record newer than pin   | -                          | refused: RKE2 does not downgrade in place    |
+
+What runs is decided by what the Node shows, not only by its record: the RKE2 installer only where the kubelet
+is not on the pin, the kernel install only where the node does not run the pinned kernel. The gate and the
+record run in every turn, so a node is never uncordoned ungated.
+
+Domains already out (a turn in progress, or cordoned by someone else with a change) go first: they cost no more
+capacity, and the serving ones follow `rollout.order`. Each batch waits for the previous batch's last steps.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from components.gpu_failure_domain.observed import ObservedNode
+from components.gpu_failure_domain.rollout import CHANGE_KEYS, rollout_state
+from config.failure_domain import FailureDomainConfig
+from config.stack import StackConfig
+from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
+
+Kind = Literal["first-install", "none", "roll", "verify", "resume"]
+Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress"]
+# What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
+DISRUPTIVE = ("vm", "driver", "sharing")
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][^+]*?rke2r(\d+))?")
+
+
+def version_key(version: str) -> tuple[int, int, int, int] | None:
+    """`v1.33.6+rke2r2` -> (1, 33, 6, 2): the release and its RKE2 revision, compared in full (a patch or
+    revision downgrade is a downgrade)."""
+    match = _VERSION.match(version)
+    if not match:
+        return None
+    major, minor, patch, revision = match.groups()
+    return int(major), int(minor), int(patch or 0), int(revision or 0)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One domain's part of this `up`: what it is observed in, what differs, and what must run."""
+
+    domain: str
+    kind: Kind
+    situation: Situation
+    changes: tuple[str, ...] = ()
+    install_rke2: bool = False
+    install_kernel: bool = False
+    rebuild_driver: bool = False
+    restart_plugins: bool = False
+    # The turn ends with the node serving (the wave cordoned it) or, cordoned by someone else, still cordoned.
+    uncordons: bool = True
+    # Unique to the drain a resumed turn found (observed.py), '' for a fresh turn.
+    resume_token: str = ""
+    # Every step of the turn is keyed on it: where the node comes from, what it goes to, which attempt.
+    key: str = ""
+    # Why an earlier attempt stopped, as the node says (observed.WAVE_STOPPED_ANNOTATION).
+    stopped: str = ""
+
+    @property
+    def drains(self) -> bool:
+        return self.kind in ("roll", "resume")
+
+    @property
+    def gated(self) -> bool:
+        return self.kind in ("roll", "verify", "resume")
+
+    @property
+    def needs_ssh(self) -> bool:
+        return self.install_rke2 or self.install_kernel
+
+    def why(self) -> str:
+        """One line: why this domain has this turn, and how it ends."""
+        what = ", ".join(self.changes) or "nothing"
+        end = "" if self.uncordons else "; it stays cordoned: someone else cordoned it before the wave"
+        then = "uncordon and record" if self.uncordons else "record"
+        return {
+            "first-install": "no Node yet: created with the others, no wave",
+            "none": "the Node records what the stack asks",
+            "roll": f"{self.situation}; the Node records another {what}: drain, change, gate, {then}{end}",
+            "verify": f"{self.situation}; the Node records another {what}, but it already runs what the stack asks: "
+            "gate and record, no drain",
+            "resume": f"a turn in progress since {self.resume_token}"
+            + (f" ({self.stopped})" if self.stopped else "")
+            + f": finish what it still needs, gate, {then}{end}",
+        }[self.kind]
+
+
+def _changes(desired: Mapping[str, str], observed: ObservedNode, domain: FailureDomainConfig) -> list[str]:
+    recorded = observed.rollout
+    kubelet_off = bool(observed.kubelet_version) and observed.kubelet_version != desired["rke2"]
+    kernel_off = bool(domain.kernel) and observed.kernel_version != domain.kernel
+    if recorded is None:
+        # A Node from before waves records nothing: it rolls only what it shows.
+        found = {"rke2": kubelet_off, "kernel": kernel_off}
+    else:
+        found = {key: recorded.get(key) != desired[key] for key in CHANGE_KEYS}
+        found["rke2"] = found["rke2"] or kubelet_off
+        found["kernel"] = found["kernel"] or kernel_off
+    return [key for key in CHANGE_KEYS if found.get(key)]
+
+
+def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: ObservedNode | None) -> Turn:
+    """The domain's turn from its Node (None: not registered, or the cluster was not read)."""
+    if observed is None:
+        return Turn(domain.name, "first-install", "no Node")
+    desired = rollout_state(domain, stack)
+    changes = _changes(desired, observed, domain)
+    in_turn = observed.turn_in_progress
+    install_rke2 = "rke2" in changes and observed.kubelet_version != desired["rke2"]
+    install_kernel = bool(domain.kernel) and observed.kernel_version != domain.kernel
+    rebuild_driver = bool(domain.kernel) and (install_kernel or "kernel" in changes)
+    disrupts = install_rke2 or rebuild_driver or any(key in changes for key in DISRUPTIVE)
+    kind: Kind
+    situation: Situation
+    if in_turn:
+        kind, situation = "resume", "a turn in progress"
+    elif not changes:
+        return Turn(domain.name, "none", "cordoned by someone else" if observed.cordoned_by_someone_else else "serving")
+    else:
+        kind = "roll" if disrupts else "verify"
+        situation = "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
+    resume = observed.resume_token if in_turn else ""
+    key = json.dumps({"from": dict(observed.rollout or {}), "resume": resume, "to": desired}, sort_keys=True)
+    return Turn(
+        domain.name,
+        kind,
+        situation,
+        tuple(changes),
+        install_rke2=install_rke2,
+        install_kernel=install_kernel,
+        rebuild_driver=rebuild_driver,
+        # A resumed turn cannot know which profile the plugin read last (a change may have been reverted since):
+        # it restarts the plugin and GFD on the drained node, which costs nothing there.
+        restart_plugins="sharing" in changes or in_turn,
+        uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
+        resume_token=resume,
+        key=key,
+        stopped=(observed.wave_stopped or "") if in_turn else "",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- the wave
+
+
+def wave_order(stack: StackConfig) -> list[str]:
+    """rollout.order first, then the remaining domains in failureDomains order."""
+    listed = list(stack.rollout.order or [])
+    return listed + [d.name for d in stack.failure_domains if d.name not in listed]
+
+
+@dataclass(frozen=True)
+class CapacityPoint:
+    """A moment of the wave: the domains out (drained or cordoned) and the GPU slots still schedulable."""
+
+    out: tuple[str, ...]
+    slots: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"out": list(self.out), "slots": self.slots}
+
+
+@dataclass
+class Wave:
+    """Every domain's turn, the disruptive ones in batches (batch i starts once batch i-1 has ended), the GPU
+    capacity at each point, the dangers a user must see before `up`, and the refusals."""
+
+    turns: dict[str, Turn]
+    batches: list[list[str]] = field(default_factory=list)
+    capacity: list[CapacityPoint] = field(default_factory=list)
+    dangers: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def previous(self, domain: str) -> list[str]:
+        for index, batch in enumerate(self.batches):
+            if domain in batch:
+                return self.batches[index - 1] if index else []
+        return []
+
+    @property
+    def changes(self) -> dict[str, list[str]]:
+        return {name: list(turn.changes) for name, turn in self.turns.items() if turn.changes or turn.kind == "resume"}
+
+    @property
+    def active(self) -> bool:
+        """Anything for the wave to do or to warn about."""
+        return bool(self.changes) or bool(self.dangers)
+
+
+def _batches(stack: StackConfig, turns: Mapping[str, Turn], out: Sequence[str]) -> list[list[str]]:
+    size = stack.rollout.max_unavailable
+    draining = [name for name in wave_order(stack) if turns[name].drains]
+    first = [name for name in draining if name in out]
+    rest = [name for name in draining if name not in out]
+    if len(first) >= size:
+        # Already out: finishing them together costs no capacity and brings them back soonest.
+        return [first] + [rest[i : i + size] for i in range(0, len(rest), size)]
+    ordered = first + rest
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def _capacity(
+    stack: StackConfig, turns: Mapping[str, Turn], batches: list[list[str]], out: Sequence[str]
+) -> list[CapacityPoint]:
+    slots = {d.name: stack.slots(d) for d in stack.failure_domains}
+    names = [d.name for d in stack.failure_domains]
+    # Out for good: cordoned by someone else, and not uncordoned by their turn.
+    stays = [name for name in out if not (turns[name].drains and turns[name].uncordons)]
+
+    def point(domains: set[str]) -> CapacityPoint:
+        listed = tuple(name for name in names if name in domains)
+        return CapacityPoint(listed, sum(slots[name] for name in names if name not in domains))
+
+    points = [point(set(out))]
+    for index, batch in enumerate(batches):
+        waiting = {name for later in batches[index + 1 :] for name in later if name in out}
+        points.append(point(set(stays) | set(batch) | waiting))
+    points.append(point(set(stays)))
+    return points
+
+
+def _dangers(
+    stack: StackConfig, turns: Mapping[str, Turn], capacity: list[CapacityPoint], out: Sequence[str]
+) -> list[str]:
+    dangers: list[str] = []
+    count = len(stack.failure_domains)
+    size = stack.rollout.max_unavailable
+    if size >= count:
+        dangers.append(
+            f"gpu-pool:rollout.maxUnavailable is {size} with {count} failure domain{'s' if count > 1 else ''}: a wave "
+            "drains every domain at once and the pool has no GPU until they are back; set it below "
+            f"{count} (1 keeps all but one domain serving)"
+        )
+    seen: set[tuple[str, ...]] = set()
+    for point in capacity:
+        if point.slots == 0 and point.out and point.out not in seen:
+            seen.add(point.out)
+            dangers.append(
+                f"the pool has no schedulable GPU while {', '.join(point.out)} "
+                f"{'are' if len(point.out) > 1 else 'is'} out in this wave"
+            )
+    others = [name for name in out if turns[name].situation == "cordoned by someone else" or not turns[name].uncordons]
+    widest = max((len(point.out) for point in capacity), default=0)
+    if others and widest > size:
+        dangers.append(
+            f"{', '.join(others)} {'are' if len(others) > 1 else 'is'} cordoned by someone else and "
+            f"stay{'' if len(others) > 1 else 's'} out, so this wave has {widest} domains out at once while "
+            f"gpu-pool:rollout.maxUnavailable is {size}: uncordon {'them' if len(others) > 1 else 'it'} first, or "
+            "roll this change later"
+        )
+    return dangers
+
+
+def rke2_problems(
+    stack: StackConfig, observed: Mapping[str, ObservedNode | None], turns: Mapping[str, Turn], server: str | None
+) -> list[str]:
+    """The version-skew refusals (knowledge/kubernetes.py) on the full version: a worker newer than the servers, a
+    jump of more than one minor, a downgrade (patch and RKE2 revision included), and an upgrade that cannot log in
+    to its VM."""
+    pin = stack.rke2.version
+    target = version_key(pin)
+    problems: list[str] = []
+    server_key = version_key(server or "")
+    if target and server_key and target[:2] > server_key[:2]:
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is newer than the cluster's servers ({server}); a kubelet "
+            "must not be newer than kube-apiserver (Kubernetes version-skew policy): upgrade the servers first, "
+            "then the workers"
+        )
+    jumps: dict[str, list[str]] = {}
+    downgrades: dict[str, list[str]] = {}
+    for domain in stack.failure_domains:
+        node = observed.get(domain.name)
+        running = (node.kubelet_version or (node.rollout or {}).get("rke2")) if node else None
+        now = version_key(running or "")
+        if target is None or now is None or running is None:
+            continue
+        if target[0] != now[0] or target[1] - now[1] > KUBELET_MAX_MINORS_PER_UPGRADE:
+            jumps.setdefault(running, []).append(domain.name)
+        elif target < now:
+            downgrades.setdefault(running, []).append(domain.name)
+    for running, names in jumps.items():
+        now = version_key(running)
+        assert now is not None
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is more than one minor from {running}, which domain"
+            f"{'s' if len(names) > 1 else ''} {', '.join(names)} run{'' if len(names) > 1 else 's'}; RKE2 upgrades "
+            f"one minor at a time: pin the latest v{now[0]}.{now[1] + 1} release first, `pulumi up`, then the next"
+        )
+    for running, names in downgrades.items():
+        problems.append(
+            f"gpu-pool:rke2.version: {pin} is older than {running}, which domain{'s' if len(names) > 1 else ''} "
+            f"{', '.join(names)} run{'' if len(names) > 1 else 's'}; RKE2 does not downgrade a node in place (its "
+            f"patch and rke2r revision count too): pin {running} or newer, or roll that node back by RKE2's own "
+            "procedure first (https://docs.rke2.io/upgrades/roll-back)"
+        )
+    # A kernel pin without a key is refused with the config (config/cross_key.py); an RKE2 upgrade only needs one
+    # where the installer must run.
+    no_key = [d.name for d in stack.failure_domains if turns[d.name].install_rke2 and not d.ssh_authorized_keys]
+    if no_key:
+        problems.append(
+            f"gpu-pool:failureDomains[{no_key[0]}].sshAuthorizedKeys: the RKE2 upgrade to {pin} runs the installer "
+            f"on the VM over SSH, but domain{'s' if len(no_key) > 1 else ''} {', '.join(no_key)} "
+            f"ha{'ve' if len(no_key) > 1 else 's'} no key: a VM only trusts the keys it was created with, so "
+            "upgrade those workers by hand (INSTALL_RKE2_VERSION, then restart rke2-agent) or recreate them"
+        )
+    return problems
+
+
+def plan_wave(stack: StackConfig, observed: Mapping[str, ObservedNode | None], server: str | None = None) -> Wave:
+    by_name = {d.name: d for d in stack.failure_domains}
+    turns = {name: turn_for(by_name[name], stack, observed.get(name)) for name in wave_order(stack)}
+    out = [
+        name
+        for name in wave_order(stack)
+        if (node := observed.get(name)) is not None and (node.unschedulable or turns[name].kind == "resume")
+    ]
+    batches = _batches(stack, turns, out)
+    capacity = _capacity(stack, turns, batches, out) if batches else []
+    return Wave(
+        turns=turns,
+        batches=batches,
+        capacity=capacity,
+        dangers=_dangers(stack, turns, capacity, out),
+        problems=rke2_problems(stack, observed, turns, server),
+    )

@@ -1,0 +1,57 @@
+"""Read a `Pulumi.<stack>.yaml` as the Pulumi CLI hands its config to the program: YAML as Go's yaml.v3 resolves it
+(config/stack_yaml.py), keys namespaced as the CLI does, undecryptable ciphertexts refused naming their key
+(config/ciphertexts.py). Every tool reads stack files through here: the offline preview, `make diff`, and the
+day-2 command, which must not load the Pulumi SDKs to read one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config.ciphertexts import ciphertext_problems
+from config.stack_yaml import DuplicateKeyError, load_stack_yaml
+
+PROJECT = "gpu-pool"
+ROOT_DIR = Path(__file__).resolve().parent.parent
+
+
+class StackFileError(Exception):
+    pass
+
+
+def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
+    """The `config:` map of Pulumi.<stack>.yaml, as the CLI would hand it to the program."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise StackFileError(f"no stack file {path.name} in {root}")
+    try:
+        document = load_stack_yaml(path.read_text(encoding="utf-8"), path.name) or {}
+    except DuplicateKeyError as error:
+        raise StackFileError(str(error)) from None
+    except yaml.YAMLError as error:
+        raise StackFileError(f"{path.name} is not valid YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise StackFileError(f"{path.name}: the file must be a map with a `config:` key")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise StackFileError(f"{path.name}: `config` must be a map of keys")
+    problems = ciphertext_problems(document, path.name)
+    if problems:
+        raise StackFileError("\n".join(problems))
+    return namespaced(config, path.name)
+
+
+def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
+    """Keys as the CLI hands them to the program: a key without a namespace is this project's (`rke2` is
+    `gpu-pool:rke2`; pulumi sdk/v3 v3.276.0 go/common/workspace/loaders.go, `stackConfigNamespacedWithProject`)."""
+    keys: dict[str, Any] = {}
+    for key, value in config.items():
+        full = str(key) if ":" in str(key) else f"{PROJECT}:{key}"
+        if full in keys:
+            # The CLI keeps one of the two, whichever its map iteration meets last: refuse the guess.
+            raise StackFileError(f"{file_name}: {full} is given twice, once without its `{PROJECT}:` prefix: keep one")
+        keys[full] = value
+    return keys

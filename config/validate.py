@@ -1,0 +1,47 @@
+"""Validate a stack's `gpu-pool:` keys into a StackConfig, every problem of a run at once. Pure: the day-2 command
+and the offline tools validate stack files without loading a Pulumi SDK (config/loader.py reads the keys from
+the engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from config.base import nearest
+from config.cross_key import cross_key_problems, parts_from_raw, parts_of
+from config.errors import NAMESPACE, ConfigError, format_validation_error
+from config.stack import StackConfig
+
+SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
+
+
+def stack_keys() -> list[str]:
+    return [field.alias or name for name, field in StackConfig.model_fields.items()]
+
+
+def _dedupe(messages: list[str]) -> list[str]:
+    return list(dict.fromkeys(messages))
+
+
+def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate a `{key: value}` mapping of the stack's non-secret keys. Raises ConfigError with every problem:
+    single-key mistakes and the cross-key rules on whatever parses, in one run."""
+    valid = stack_keys() + list(SECRET_KEYS)
+    unknown = [
+        f"{NAMESPACE}:{key}: unknown config key"
+        + (f"; did you mean '{NAMESPACE}:{hint}'?" if (hint := nearest(key, valid)) else "")
+        for key in raw
+        if key not in valid
+    ]
+    known = {k: v for k, v in raw.items() if k in valid and k not in SECRET_KEYS}
+    try:
+        stack = StackConfig.model_validate(known)
+    except ValidationError as error:
+        messages = format_validation_error(error, raw=known, model=StackConfig)
+        raise ConfigError(_dedupe(unknown + messages + cross_key_problems(parts_from_raw(known)))) from None
+    problems = unknown + cross_key_problems(parts_of(stack))
+    if problems:
+        raise ConfigError(problems)
+    return stack
