@@ -17,7 +17,7 @@ import pulumi
 
 from components.gpu_failure_domain.cluster_state import read_cluster_state
 from components.gpu_failure_domain.component import GpuFailureDomain, GpuFailureDomainArgs
-from components.gpu_failure_domain.host_preflight import run_preflight
+from components.gpu_failure_domain.host_preflight import datastore_needs, run_preflight
 from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
@@ -65,6 +65,7 @@ try:
         ssh_port=cfg.proxmox.ssh.port,
         provider=proxmox_provider,
         offline=OFFLINE,
+        datastores=datastore_needs(cfg.proxmox),
     )
     cluster_preflight = run_cluster_preflight(
         cfg, kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), offline=OFFLINE

@@ -11,7 +11,7 @@ from offline.diff import observing, settled_nodes
 from offline.render import plan
 from offline.runner import PROJECT, read_stack_file, run_stack
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@bench"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGdwdS1wb29sIHRlc3Qga2V5LCBubyBwcml2YXRlIG9u ops@bench"
 BUMP = "v1.33.6+rke2r1"
 
 

@@ -3,8 +3,9 @@ single-key mistake still hears about its cross-key ones in the same run."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,16 +16,18 @@ from config.earlier_file import waived
 from config.errors import domain_label
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
+from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
+from config.monitoring import MonitoringConfig
 from config.proxmox import ProxmoxConfig
-from config.rke2 import RKE2_VERSION
+from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.driver_matrix import chart_deprecation
-from knowledge.gpu_operator import GPU_RESOURCE
+from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE
 from knowledge.rke2 import GPU_OPERATOR_RKE2_MINORS, RKE2_LINE_CONTAINERD
 
 DEFAULT_SSH_PORT = 22
@@ -33,7 +36,11 @@ PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, Sharing
 
 @dataclass
 class StackParts:
-    """The parts of a stack config the rules read; None (or a missing domain) where that part did not parse."""
+    """The parts of a stack config the rules read; None (or a missing domain) where that part did not parse.
+
+    A domain with a single-key mistake still takes part: the keys that failed are listed in `unknown` (by the
+    domain's label) and stand in with placeholders that no rule reads, so a duplicate hostname is still reported
+    beside a malformed PCI address of the same domain."""
 
     domains: list[tuple[str, FailureDomainConfig]] = field(default_factory=list)
     profiles: Mapping[str, SharingProfile] | None = None
@@ -44,6 +51,15 @@ class StackParts:
     smoke_namespace: str | None = None
     smoke_image: str | None = None
     rollout: RolloutConfig | None = None
+    rke2: Rke2Config | None = None
+    monitoring: MonitoringConfig | None = None
+    smoke: SmokeTestConfig | None = None
+    quotas: GpuQuotasConfig | None = None
+    unknown: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def known(self, label: str, attr: str) -> bool:
+        """Whether a domain's `attr` parsed (a placeholder stands in where it did not)."""
+        return attr not in self.unknown.get(label, frozenset())
 
 
 def parts_of(cfg: StackConfig) -> StackParts:
@@ -58,6 +74,10 @@ def parts_of(cfg: StackConfig) -> StackParts:
         smoke_namespace=cfg.smoke_test.namespace,
         smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
         rollout=cfg.rollout,
+        rke2=cfg.rke2,
+        monitoring=cfg.monitoring,
+        smoke=cfg.smoke_test,
+        quotas=cfg.gpu_quotas,
     )
 
 
@@ -68,15 +88,70 @@ def _parsed(parse: Any, value: Any) -> Any:
         return None
 
 
+_FIELD_BY_ALIAS = {(f.alias or name): name for name, f in FailureDomainConfig.model_fields.items()}
+# Values a required key of a domain takes while its own failed to parse: valid, and never read by a rule.
+_CARD_PLACEHOLDER = {
+    "pciAddress": "0000:00:00",
+    "vendorDeviceId": "10de:2204",
+    "model": "unknown",
+    "iommuGroup": 0,
+    "subsystemId": "10de:0000",
+}
+
+
+def _placeholder(alias: str, index: int) -> Any:
+    return {
+        "name": f"unparsed-{index}",
+        "proxmoxNode": f"unparsed-{index}",
+        "hostname": f"unparsed-{index}",
+        "vmId": 100 + index,
+        "sharing": f"unparsed-{index}",
+        "gpu": _CARD_PLACEHOLDER,
+    }.get(alias)
+
+
+def partial_domain(item: Any, index: int) -> tuple[FailureDomainConfig, frozenset[str]] | None:
+    """The domain with the keys that failed replaced by placeholders, and which those are (their attribute names);
+    None when the failure is not a key's own (a rule across the domain's keys, or not a map at all)."""
+    if not isinstance(item, Mapping):
+        return None
+    data = dict(item)
+    unknown: set[str] = set()
+    for _ in range(len(_FIELD_BY_ALIAS)):
+        try:
+            return FailureDomainConfig.model_validate(data), frozenset(unknown)
+        except ValidationError as error:
+            failed = {str(e["loc"][0]) for e in error.errors() if e["loc"] and isinstance(e["loc"][0], str)}
+            if not failed or not failed <= set(_FIELD_BY_ALIAS) or any(not e["loc"] for e in error.errors()):
+                return None
+            for alias in failed:
+                if alias in ("gpu", "gpus"):
+                    data.pop("gpus", None)
+                    data["gpu"] = _CARD_PLACEHOLDER
+                    unknown.add("cards")
+                    continue
+                replacement = _placeholder(alias, index)
+                if replacement is None:
+                    data.pop(alias, None)
+                else:
+                    data[alias] = replacement
+                unknown.add(_FIELD_BY_ALIAS[alias])
+    return None
+
+
 def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
     """What parses of a stack config that as a whole did not."""
     domains_raw = raw.get("failureDomains")
     domains: list[tuple[str, FailureDomainConfig]] = []
+    unknown: dict[str, frozenset[str]] = {}
     if isinstance(domains_raw, list):
         for index, item in enumerate(domains_raw):
-            domain = _parsed(FailureDomainConfig.model_validate, item)
-            if domain is not None:
-                domains.append((domain_label(domains_raw, index), domain))
+            found = partial_domain(item, index)
+            if found is not None:
+                label = domain_label(domains_raw, index)
+                domains.append((label, found[0]))
+                if found[1]:
+                    unknown[label] = found[1]
     operator = _parsed(GpuOperatorConfig.model_validate, raw.get("gpuOperator", {}))
     smoke = _parsed(SmokeTestConfig.model_validate, raw.get("smokeTest", {}))
     return StackParts(
@@ -89,15 +164,21 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         smoke_namespace=smoke.namespace if smoke else None,
         smoke_image=smoke.image if smoke and smoke.enabled else None,
         rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
+        rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
+        monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
+        smoke=smoke,
+        quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
+        unknown=unknown,
     )
 
 
 def _duplicates(parts: StackParts, attr: str, what: str, why: str) -> list[str]:
-    counts = Counter(getattr(domain, attr) for _, domain in parts.domains)
+    known = [(label, domain) for label, domain in parts.domains if parts.known(label, attr)]
+    counts = Counter(getattr(domain, attr) for _, domain in known)
     problems: list[str] = []
     seen: dict[Any, str] = {}
     alias = FailureDomainConfig.model_fields[attr].alias or attr
-    for label, domain in parts.domains:
+    for label, domain in known:
         value = getattr(domain, attr)
         if counts[value] > 1 and value in seen:
             problems.append(
@@ -133,82 +214,227 @@ def _card_problems(where: str, domain: FailureDomainConfig, profiles: Mapping[st
     return problems
 
 
-def cross_key_problems(parts: StackParts) -> list[str]:
-    """Each message names the key path of the offending entry (a domain by its name)."""
-    problems = [
-        *_duplicates(parts, "name", "domain names", ""),
-        *_duplicates(parts, "hostname", "hostnames", " (they are Kubernetes node names)"),
-        *_duplicates(parts, "vm_id", "VM ids", " (Proxmox VM ids are cluster-wide)"),
-        *_duplicates(
-            parts,
-            "proxmox_node",
-            "Proxmox nodes",
-            ": a failure domain is a physical host, and two GPU domains on one host both die with it",
-        ),
-    ]
+def _domains(parts: StackParts, *needs: str) -> Iterator[tuple[str, str, FailureDomainConfig]]:
+    """Each domain whose `needs` parsed, with its label and its key prefix for messages."""
     for label, domain in parts.domains:
-        where = f"gpu-pool:failureDomains[{label}]"
-        if parts.profiles is not None and domain.sharing not in parts.profiles:
-            defined = ", ".join(sorted(parts.profiles))
-            problems.append(
-                f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
-                f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
-                "takes that card from 1 schedulable GPU to 0"
-            )
-        if domain.kernel is not None and not domain.ssh_authorized_keys:
-            no_key = (
-                f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
-                "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
-                "in the secret gpu-pool:sshPrivateKey"
-            )
-            if not waived(no_key):
-                problems.append(no_key)
-        if (
-            parts.proxmox is not None
-            and parts.proxmox.ssh.port != DEFAULT_SSH_PORT
-            and domain.proxmox_node not in parts.proxmox.ssh.node_addresses
-        ):
-            # bpg takes a port only in an ssh.node {name, address, port} entry; nodes it finds on its own (the
-            # API's address for the node) get port 22 (proxmoxtf/provider/provider.go apiResolver, v0.111.1).
-            problems.append(
-                f"{where}.proxmoxNode: gpu-pool:proxmox.ssh.port is {parts.proxmox.ssh.port}, but node "
-                f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
-                f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
-            )
-        problems += _card_problems(where, domain, parts.profiles)
-        problems += card_driver_problems(where, domain, parts.operator)
+        if all(parts.known(label, attr) for attr in needs):
+            yield label, f"gpu-pool:failureDomains[{label}]", domain
+
+
+def _sharing_defined(parts: StackParts) -> list[str]:
+    if parts.profiles is None:
+        return []
+    defined = ", ".join(sorted(parts.profiles))
+    return [
+        f"{where}.sharing: {domain.sharing!r} is not a defined sharing profile "
+        f"(defined in gpu-pool:sharingProfiles: {defined}); a node label naming a missing profile "
+        "takes that card from 1 schedulable GPU to 0"
+        for _, where, domain in _domains(parts, "sharing")
+        if domain.sharing not in parts.profiles
+    ]
+
+
+def _kernel_needs_a_key(parts: StackParts) -> list[str]:
+    problems = []
+    for _, where, domain in _domains(parts, "ssh_authorized_keys"):
+        if domain.kernel is None or domain.ssh_authorized_keys:
+            continue
+        no_key = (
+            f"{where}.kernel: the kernel upgrade logs in to the VM over SSH as {domain.username!r}, but the "
+            "domain has no sshAuthorizedKeys: add the public key whose private half is in your ssh-agent or "
+            "in the secret gpu-pool:sshPrivateKey"
+        )
+        if not waived(no_key):
+            problems.append(no_key)
+    return problems
+
+
+def _ssh_port_needs_an_address(parts: StackParts) -> list[str]:
+    proxmox = parts.proxmox
+    if proxmox is None or proxmox.ssh.port == DEFAULT_SSH_PORT:
+        return []
+    # bpg takes a port only in an ssh.node {name, address, port} entry; nodes it finds on its own (the API's
+    # address for the node) get port 22 (proxmoxtf/provider/provider.go apiResolver, v0.111.1).
+    return [
+        f"{where}.proxmoxNode: gpu-pool:proxmox.ssh.port is {proxmox.ssh.port}, but node "
+        f"{domain.proxmox_node!r} has no address in gpu-pool:proxmox.ssh.nodeAddresses, so the provider "
+        f"would upload its snippet to port 22: add `{domain.proxmox_node}: <its address>` there"
+        for _, where, domain in _domains(parts, "proxmox_node")
+        if domain.proxmox_node not in proxmox.ssh.node_addresses
+    ]
+
+
+def _cards_of_a_domain(parts: StackParts) -> list[str]:
+    return [
+        problem
+        for _, where, domain in _domains(parts, "cards", "sharing")
+        for problem in _card_problems(where, domain, parts.profiles)
+    ]
+
+
+def _cards_the_driver_drives(parts: StackParts) -> list[str]:
+    return [
+        problem
+        for _, where, domain in _domains(parts, "cards")
+        for problem in card_driver_problems(where, domain, parts.operator)
+    ]
+
+
+def _raw_passthrough_needs_root(parts: StackParts) -> list[str]:
+    if parts.proxmox is None or parts.proxmox.auth == "rootPassword":
+        return []
+    problems = []
+    for _, where, domain in _domains(parts, "cards"):
         raw_keys = [domain.card_key(i) for i, card in enumerate(domain.cards) if card.passthrough == "raw"]
-        if raw_keys and parts.proxmox is not None and parts.proxmox.auth != "rootPassword":
+        if raw_keys:
             problems.append(
                 f"{where}.{raw_keys[0]}.passthrough: 'raw' assigns a raw PCI id, which Proxmox only allows root@pam "
                 "to do (an API token fails with an unhelpful error); use 'mapping', or set gpu-pool:proxmox.auth to "
                 "rootPassword"
             )
-    for name in parts.profiles or {}:
-        if not name or not LABEL_VALUE.match(name):
+    return problems
+
+
+def _profile_names_are_label_values(parts: StackParts) -> list[str]:
+    return [
+        f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
+        "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
+        "ending with a letter or digit"
+        for name in parts.profiles or {}
+        if not name or not LABEL_VALUE.match(name)
+    ]
+
+
+def _gpu_resource_advertised(parts: StackParts) -> list[str]:
+    if parts.kyverno is None or parts.kyverno.gpu_resource == GPU_RESOURCE:
+        return []
+    return [
+        f"gpu-pool:kyverno.gpuResource: {parts.kyverno.gpu_resource!r} is not what the device plugin advertises "
+        f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
+        "would never see a GPU pod"
+    ]
+
+
+def _smoke_test_steered(parts: StackParts) -> list[str]:
+    """With Kyverno on, the smoke Job carries no GPU toleration of its own: the policy must add it (the test proves
+    the mutation too), so the smoke namespace must not be one the policy leaves alone."""
+    kyverno, smoke = parts.kyverno, parts.smoke
+    if kyverno is None or smoke is None or not kyverno.enabled or not smoke.enabled:
+        return []
+    if smoke.namespace not in kyverno.excluded_namespaces:
+        return []
+    return [
+        f"gpu-pool:kyverno.excludedNamespaces: {smoke.namespace!r} is the smoke test's namespace, and its Job relies "
+        "on the policy for its GPU toleration and node rule: excluded, it would stay Pending on every node and fail "
+        f"`up`: remove {smoke.namespace} from the list"
+    ]
+
+
+def _no_quota_where_gpu_pool_asks_for_gpus(parts: StackParts) -> list[str]:
+    """The operator's validator starts a pod asking one nvidia.com/gpu in the operator's namespace on every node
+    (gpu-operator v26.7.0 cmd/nvidia-validator/main.go, plugin validation), and every domain's smoke Job asks one in
+    the smoke namespace at the same time: a GPU quota there keeps them Pending, and the operator never ready."""
+    if parts.quotas is None:
+        return []
+    ours: dict[str, str] = {}
+    if parts.operator_namespace is not None:
+        ours[parts.operator_namespace] = "the operator's validator starts a pod asking a GPU there on every node"
+    if parts.smoke is not None and parts.smoke.enabled:
+        ours[parts.smoke.namespace] = "every domain's smoke Job asks a GPU there, all at once"
+    return [
+        f"gpu-pool:gpuQuotas.namespaces.{namespace}: {why}, and a GPU quota would keep them Pending: leave "
+        f"{namespace} without one"
+        for namespace, why in ours.items()
+        if namespace in parts.quotas.namespaces
+    ]
+
+
+def _exporter_job_is_the_service_monitors(parts: StackParts) -> list[str]:
+    """With the operator's ServiceMonitor, the exporter's `job` is its Service's app label (jobLabel: app), so an
+    alert on another job never sees the exporter: DcgmExporterDown fires while it runs."""
+    monitoring, operator = parts.monitoring, parts.operator
+    if monitoring is None or operator is None or not monitoring.service_monitor:
+        return []
+    if monitoring.dcgm_exporter_job == DCGM_EXPORTER_APP:
+        return []
+    exporter = operator.extra_values.get("dcgmExporter")
+    monitor = exporter.get("serviceMonitor") if isinstance(exporter, Mapping) else None
+    if isinstance(monitor, Mapping) and monitor.get("relabelings"):
+        return []  # relabelings may rename the job: the user's own
+    return [
+        f"gpu-pool:monitoring.dcgmExporterJob: {monitoring.dcgm_exporter_job!r} is not the job the operator's "
+        f"ServiceMonitor gives the exporter ({DCGM_EXPORTER_APP}, from its jobLabel: app), so the GPU alerts and "
+        "the dashboard would see no exporter: leave it out, or rename the job with relabelings in "
+        "gpuOperator.extraValues.dcgmExporter.serviceMonitor"
+    ]
+
+
+def _smoke_test_restricted(parts: StackParts) -> list[str]:
+    if parts.smoke_namespace is None or parts.smoke_namespace != parts.operator_namespace:
+        return []
+    return [
+        f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
+        "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
+    ]
+
+
+CrossKeyRule = Callable[[StackParts], list[str]]
+
+
+def cross_key_problems(parts: StackParts) -> list[str]:
+    """Every rule across keys (CROSS_KEY_RULES), in order; each message names the key path of the offending entry
+    (a domain by its name)."""
+    return [problem for _, rule in CROSS_KEY_RULES for problem in rule(parts)]
+
+
+def _address_problems(parts: StackParts) -> list[str]:
+    """Static addresses across domains: two VMs with one address both lose their traffic (ARP decides per packet),
+    and a VM on another domain's gateway takes the subnet's route away; the Proxmox nodes' own addresses too."""
+    problems: list[str] = []
+    owners: dict[ipaddress.IPv4Address, str] = {}
+    gateways: dict[ipaddress.IPv4Address, str] = {}
+    statics = [
+        (label, domain)
+        for label, domain in parts.domains
+        if parts.known(label, "network") and domain.network.ipv4 != "dhcp"
+    ]
+    for label, domain in statics:
+        if domain.network.gateway is not None:
+            gateways.setdefault(ipaddress.IPv4Address(domain.network.gateway), label)
+    nodes: dict[ipaddress.IPv4Address, str] = {}
+    if parts.proxmox is not None:
+        for node, address in parts.proxmox.ssh.node_addresses.items():
+            try:
+                nodes[ipaddress.IPv4Address(address)] = node
+            except ValueError:
+                continue  # a host name: nothing to compare
+    for label, domain in statics:
+        ip = ipaddress.IPv4Interface(domain.network.ipv4).ip
+        key = f"gpu-pool:failureDomains[{label}].network.ipv4"
+        if ip in owners:
             problems.append(
-                f"gpu-pool:sharingProfiles.{name}: the profile name is also the value of the node label "
-                "nvidia.com/device-plugin.config: at most 63 letters, digits, '-', '_' or '.', starting and "
-                "ending with a letter or digit"
+                f"{key}: {ip} is already failureDomains[{owners[ip]}]'s address; two VMs with one address "
+                "both lose traffic: give each VM its own"
             )
-    if parts.kyverno is not None and parts.kyverno.gpu_resource != GPU_RESOURCE:
-        problems.append(
-            f"gpu-pool:kyverno.gpuResource: {parts.kyverno.gpu_resource!r} is not what the device plugin advertises "
-            f"({GPU_RESOURCE}; the time-slicing profiles keep renameByDefault false), so the policy "
-            "would never see a GPU pod"
-        )
-    problems += smoke_image_problems(parts.smoke_image, parts.operator)
-    if parts.smoke_namespace is not None and parts.smoke_namespace == parts.operator_namespace:
-        problems.append(
-            f"gpu-pool:smokeTest.namespace: {parts.operator_namespace!r} is the operator's privileged namespace; "
-            "the smoke test must prove a GPU pod works under the restricted Pod Security Standard"
-        )
-    return problems + _rollout_problems(parts)
+        elif ip in gateways and gateways[ip] != label:
+            problems.append(
+                f"{key}: {ip} is failureDomains[{gateways[ip]}]'s gateway: the VM would take the router's "
+                "address and cut that subnet off: give the VM a free address"
+            )
+        elif ip in nodes:
+            problems.append(
+                f"{key}: {ip} is the Proxmox node {nodes[ip]}'s address "
+                "(gpu-pool:proxmox.ssh.nodeAddresses): give the VM a free address"
+            )
+        owners.setdefault(ip, label)
+    return problems
 
 
-def _rollout_problems(parts: StackParts) -> list[str]:
+def _rollout_order(parts: StackParts) -> list[str]:
     if parts.rollout is None:
         return []
+    if any(not parts.known(label, "name") for label, _ in parts.domains):
+        return []  # a domain whose name did not parse: which names exist cannot be told
     names = [domain.name for _, domain in parts.domains]
     problems: list[str] = []
     for name, count in Counter(parts.rollout.order or []).items():
@@ -222,11 +448,6 @@ def _rollout_problems(parts: StackParts) -> list[str]:
                 f"gpu-pool:rollout.order: {name!r} is not a failure domain (the domains are {', '.join(names)}): "
                 "name domains by their name, or drop it"
             )
-    if parts.domains and parts.rollout.max_unavailable > len(parts.domains):
-        problems.append(
-            f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
-            f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
-        )
     return problems
 
 
@@ -248,6 +469,48 @@ def rke2_line_warnings(version: str) -> list[str]:
         "26.7 line is tested on (its platform support page): check the release's containerd is 2.x and that NVIDIA "
         "supports it before a wave rolls it"
     ]
+
+
+def _rollout_max_unavailable(parts: StackParts) -> list[str]:
+    if parts.rollout is None or not parts.domains or parts.rollout.max_unavailable <= len(parts.domains):
+        return []
+    return [
+        f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
+        f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
+    ]
+
+
+# Every rule across keys, by the id docs/validation.md lists it under (a test keeps the two in step).
+CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
+    ("unique-domain-names", lambda p: _duplicates(p, "name", "domain names", "")),
+    ("unique-hostnames", lambda p: _duplicates(p, "hostname", "hostnames", " (they are Kubernetes node names)")),
+    ("unique-vm-ids", lambda p: _duplicates(p, "vm_id", "VM ids", " (Proxmox VM ids are cluster-wide)")),
+    (
+        "unique-proxmox-nodes",
+        lambda p: _duplicates(
+            p,
+            "proxmox_node",
+            "Proxmox nodes",
+            ": a failure domain is a physical host, and two GPU domains on one host both die with it",
+        ),
+    ),
+    ("unique-vm-addresses", _address_problems),
+    ("defined-sharing-profile", _sharing_defined),
+    ("kernel-needs-an-ssh-key", _kernel_needs_a_key),
+    ("ssh-port-needs-node-addresses", _ssh_port_needs_an_address),
+    ("each-card-once-one-model-if-shared", _cards_of_a_domain),
+    ("cards-the-driver-drives", _cards_the_driver_drives),
+    ("raw-passthrough-needs-root", _raw_passthrough_needs_root),
+    ("profile-names-are-label-values", _profile_names_are_label_values),
+    ("gpu-resource-advertised", _gpu_resource_advertised),
+    ("smoke-image-runs-on-the-driver", lambda p: smoke_image_problems(p.smoke_image, p.operator)),
+    ("smoke-test-restricted", _smoke_test_restricted),
+    ("smoke-test-steered-by-kyverno", _smoke_test_steered),
+    ("no-gpu-quota-where-gpu-pool-asks-for-gpus", _no_quota_where_gpu_pool_asks_for_gpus),
+    ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
+    ("rollout-order", _rollout_order),
+    ("rollout-max-unavailable", _rollout_max_unavailable),
+)
 
 
 def config_warnings(cfg: StackConfig) -> list[str]:

@@ -72,6 +72,29 @@ def _clean(msg: str) -> str:
 SECRET_VALUE_ERROR = "secret_value"
 
 
+def _sharing_is_a_profile(got: int | float, raw: Mapping[str, Any] | None) -> str:
+    """`sharing: 2` meant two slots per card; sharing names a profile, whose replicas are the slots."""
+    profiles = (raw or {}).get("sharingProfiles")
+    names = sorted(str(name) for name in profiles) if isinstance(profiles, Mapping) else []
+    defined = f"one of gpu-pool:sharingProfiles ({', '.join(names)})" if names else "a gpu-pool:sharingProfiles entry"
+    count = int(got)
+    matching = [
+        str(name)
+        for name, profile in (profiles.items() if isinstance(profiles, Mapping) else [])
+        if isinstance(profile, Mapping) and profile.get("replicas") == count
+    ]
+    hint = (
+        f"sharing: {matching[0]} ({count} slots per card)"
+        if matching
+        else f"define a profile with replicas: {count} (e.g. sharingProfiles: {{x{count}: {{replicas: {count}}}}}) and "
+        f"write sharing: x{count}"
+    )
+    return (
+        f"names a sharing profile, not a number of slots (got {got!r}): use {defined}; for {count} slots per card, "
+        f"{hint}"
+    )
+
+
 def format_validation_error(
     error: ValidationError, raw: Mapping[str, Any] | None = None, model: type[BaseModel] | None = None
 ) -> list[str]:
@@ -91,6 +114,9 @@ def format_validation_error(
             messages.append(f"{key_path(loc, raw)}: is required but not set")
             continue
         got = item.get("input")
+        if loc and loc[-1] == "sharing" and isinstance(got, int | float) and not isinstance(got, bool):
+            messages.append(f"{key_path(loc, raw)}: {_sharing_is_a_profile(got, raw)}")
+            continue
         # A secret in the wrong place (a private key pasted as a public one) is never echoed back.
         hidden = item["type"] == SECRET_VALUE_ERROR
         shown = "" if hidden or isinstance(got, dict | list) or got is None else f" (got {got!r})"

@@ -18,13 +18,16 @@ from config.validators import (
     dns_1123_name,
     dns_label,
     pci_address,
+    ssh_public_key_problem,
     vendor_device_id,
 )
-from knowledge.vm_firmware import OVMF_CLASSIC_MMIO64_MIB, mmio64_window_mib
+from knowledge.gpu_cards import FUNCTION_NAMES, card_facts
+from knowledge.vm_firmware import OVMF_CLASSIC_MMIO64_MIB, aperture_mib, mmio64_window_mib, size_text, windows_mib
 
 NVIDIA_VENDOR_ID = "10de"
 SUBSYSTEM_ID = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
 KERNEL_RELEASE = re.compile(r"^\d+\.\d+\.\d+-\d+-[a-z0-9]+$")
+USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 # An RKE2 agent, the driver container compiling nvidia.ko (limit 4Gi) and a CUDA workload need
 # this much; below it the article's exit-137 trap returns through the back door.
@@ -69,6 +72,14 @@ class GpuConfig(ConfigModel):
         value = vendor_device_id(value)
         if not value.startswith(NVIDIA_VENDOR_ID + ":"):
             raise ValueError(f"is not an NVIDIA device; NVIDIA's PCI vendor id is {NVIDIA_VENDOR_ID}")
+        facts = card_facts(value)
+        if facts.function not in ("gpu", "unknown"):
+            # The card's audio (or USB) function comes with the card through the mapping; named as the card, the
+            # preview would pass and the host preflight or the driver would not find a GPU at that id.
+            raise ValueError(
+                f"is {FUNCTION_NAMES[facts.function]} ({facts.chip}), not the GPU: give the id of the card's function "
+                ".0, the display or 3D controller (`gpu-pool discover` prints it)"
+            )
         return value
 
     @field_validator("subsystem_id")
@@ -79,12 +90,26 @@ class GpuConfig(ConfigModel):
         return value.lower()
 
 
+# Proxmox's `bridge` (pve-common PVE/JSONSchema.pm, format pve-bridge-id: [-_.\w\d]+) names a Linux interface,
+# at most 15 characters (IFNAMSIZ 16 with its NUL).
+BRIDGE = re.compile(r"^[-_.A-Za-z0-9]{1,15}$")
+
+
 class NetworkConfig(ConfigModel):
-    bridge: str = Field(default="vmbr0", description="Proxmox bridge")
+    bridge: str = Field(default="vmbr0", description="Proxmox bridge", json_schema_extra={"pattern": BRIDGE.pattern})
     vlan_id: int | None = Field(default=None, ge=1, le=4094, description="VLAN tag")
     ipv4: str = Field(default="dhcp", description="dhcp or a CIDR address, e.g. 10.0.20.31/24")
     gateway: str | None = Field(default=None, description="IPv4 gateway (with a static address)")
     dns_servers: list[str] = Field(default_factory=list, description="DNS servers for cloud-init")
+
+    @field_validator("bridge")
+    @classmethod
+    def _bridge(cls, value: str) -> str:
+        if not BRIDGE.match(value):
+            raise ValueError(
+                "is not a Proxmox bridge name: letters, digits, '-', '_' and '.', at most 15 characters, e.g. vmbr0"
+            )
+        return value
 
     @field_validator("ipv4")
     @classmethod
@@ -92,11 +117,24 @@ class NetworkConfig(ConfigModel):
         if value == "dhcp":
             return value
         try:
-            ipaddress.IPv4Interface(value)
+            interface = ipaddress.IPv4Interface(value)
         except ValueError:
             raise ValueError("must be 'dhcp' or an IPv4 address with prefix, e.g. 10.0.20.31/24") from None
         if "/" not in value:
             raise ValueError("needs a prefix length, e.g. 10.0.20.31/24")
+        address, network = interface.ip, interface.network
+        if address.is_loopback or address.is_multicast or address.is_unspecified or address.is_link_local:
+            raise ValueError(
+                f"{address} is not an address a VM can have on a LAN; give the VM's own, e.g. 10.0.20.31/24"
+            )
+        # Below /31 the first and last address of a subnet are its network and broadcast address, which no host may
+        # take (RFC 3021 makes /31's two addresses usable).
+        if network.prefixlen <= 30 and address in (network.network_address, network.broadcast_address):
+            which = "network" if address == network.network_address else "broadcast"
+            raise ValueError(
+                f"{address} is the {which} address of {network}, which no host can have: give the VM an address "
+                f"between {network.network_address + 1} and {network.broadcast_address - 1}"
+            )
         return value
 
     @field_validator("gateway")
@@ -109,17 +147,52 @@ class NetworkConfig(ConfigModel):
                 raise ValueError("must be an IPv4 address") from None
         return value
 
+    @field_validator("dns_servers")
+    @classmethod
+    def _dns_servers(cls, value: list[str]) -> list[str]:
+        for server in value:
+            try:
+                ipaddress.ip_address(server)
+            except ValueError:
+                raise ValueError(
+                    f"{server!r} is not an IP address: cloud-init writes nameservers as addresses, e.g. 10.0.20.1"
+                ) from None
+        return value
+
     @model_validator(mode="after")
     def _gateway_in_subnet(self) -> NetworkConfig:
         # cloud-init writes the route as given; outside the VM's subnet the route is unreachable, the VM boots
         # without a default route, and the RKE2 install never downloads: a silent 30-minute node-ready timeout.
-        if self.gateway is not None and self.ipv4 != "dhcp":
-            subnet = ipaddress.IPv4Interface(self.ipv4).network
-            if ipaddress.IPv4Address(self.gateway) not in subnet:
+        if self.ipv4 == "dhcp":
+            if self.gateway is not None:
                 raise ValueError(
-                    f"gateway {self.gateway} is outside the VM's subnet {subnet} (ipv4: {self.ipv4}): the VM would "
-                    "have no route out; give the gateway of that subnet or fix the prefix length"
+                    f"gateway {self.gateway} has no effect with ipv4: dhcp (the DHCP server gives the route): "
+                    "remove the gateway, or give the VM a static ipv4 such as 10.0.20.31/24"
                 )
+            return self
+        interface = ipaddress.IPv4Interface(self.ipv4)
+        subnet = interface.network
+        if self.gateway is None:
+            raise ValueError(
+                f"ipv4 {self.ipv4} is static but no gateway is given: the VM would boot without a default route "
+                "and never download RKE2 (nor the driver container its kernel headers); add the subnet's gateway"
+            )
+        gateway = ipaddress.IPv4Address(self.gateway)
+        if gateway not in subnet:
+            raise ValueError(
+                f"gateway {self.gateway} is outside the VM's subnet {subnet} (ipv4: {self.ipv4}): the VM would "
+                "have no route out; give the gateway of that subnet or fix the prefix length"
+            )
+        if gateway == interface.ip:
+            raise ValueError(
+                f"gateway {self.gateway} is the VM's own address (ipv4: {self.ipv4}): the VM would route to itself; "
+                "give the router's address as gateway and the VM another address"
+            )
+        if subnet.prefixlen <= 30 and gateway in (subnet.network_address, subnet.broadcast_address):
+            raise ValueError(
+                f"gateway {self.gateway} is the {'network' if gateway == subnet.network_address else 'broadcast'} "
+                f"address of {subnet}, not a router: give the router's address"
+            )
         return self
 
 
@@ -177,6 +250,14 @@ class FailureDomainConfig(ConfigModel):
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VM's network (cloud-init)")
     firmware: Literal["seabios", "ovmf"] = Field(default="seabios", description="seabios (default) or ovmf (UEFI)")
+    host_address_bits: int | None = Field(
+        default=None,
+        ge=36,
+        le=57,
+        description="the Proxmox host CPU's physical address width (`grep -m1 'address sizes' /proc/cpuinfo`): the "
+        "VM inherits it, and it sizes the firmware's window for large-BAR cards; needed when the cards' BARs "
+        "need more than 32 GiB",
+    )
     secure_boot: bool = Field(default=False, description="UEFI Secure Boot in the VM (ovmf only)")
     module_signing: bool = Field(
         default=False, description="you enrol a key and sign nvidia.ko yourself: required for secure boot"
@@ -206,6 +287,23 @@ class FailureDomainConfig(ConfigModel):
                     "`ssh-keygen -y -f <key>` prints it) and treat that private key as leaked if this file was "
                     "committed",
                 )
+            # cloud-init writes each entry as an authorized_keys line once, at first boot: a key cut short is a VM
+            # nobody can log in to, found on day 2 when the kernel upgrade or a wave needs SSH.
+            problem = ssh_public_key_problem(key)
+            if problem:
+                raise ValueError(f"entry {index} {problem}")
+        return value
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str) -> str:
+        # shadow's useradd (chkname.c is_valid_user_name, as Ubuntu 24.04 builds it) takes [a-z_][a-z0-9_-]*, at most
+        # 32 characters; cloud-init creates the user with it, and a refused name is a VM without its login.
+        if not USERNAME.match(value):
+            raise ValueError(
+                "is not a Linux user name useradd accepts: lowercase letters, digits, '_' and '-', starting with a "
+                "letter or '_', at most 32 characters, e.g. ubuntu"
+            )
         return value
 
     @field_validator("kernel")
@@ -235,19 +333,41 @@ class FailureDomainConfig(ConfigModel):
         """The key a card is written under in the stack file, for messages: `gpu` or `gpus[1]`."""
         return "gpu" if self.gpu is not None else f"gpus[{index}]"
 
+    def bar_mib(self, index: int) -> int | None:
+        """A card's BARs in MiB: as the stack gives them, else as measured for its model (the card table)."""
+        card = self.cards[index]
+        return card.bar_mib if card.bar_mib is not None else card_facts(card.vendor_device_id).measured_bar_mib
+
     @model_validator(mode="after")
-    def _large_bar_fits_the_firmware(self) -> FailureDomainConfig:
-        for index, card in enumerate(self.cards):
-            bar_mib = card.bar_mib
-            if self.firmware != "ovmf" or bar_mib is None or mmio64_window_mib(bar_mib) <= OVMF_CLASSIC_MMIO64_MIB:
-                continue
-            window_gib = mmio64_window_mib(bar_mib) // 1024
+    def _large_bars_fit_the_firmware(self) -> FailureDomainConfig:
+        # Every card's window adds up in the one aperture (FIELD-REVIEW-4 WRONG-6): a card whose BAR stays
+        # unassigned has no driver, and `gpu-ready` times out 45 minutes into `up` (knowledge/vm_firmware.py).
+        sized = [(index, bar) for index in range(len(self.cards)) if (bar := self.bar_mib(index)) is not None]
+        if not sized:
+            return self
+        needed = windows_mib([bar for _, bar in sized])
+        if needed <= OVMF_CLASSIC_MMIO64_MIB:
+            return self  # within what both firmwares always have
+        cards = " + ".join(f"{self.card_key(index)} {size_text(mmio64_window_mib(bar))}" for index, bar in sized)
+        room = aperture_mib(self.firmware, self.host_address_bits, self.memory_mib)
+        if room is None or self.host_address_bits is None:
             raise ValueError(
-                f"{self.card_key(index)}.barMiB {bar_mib} needs a {window_gib} GiB 64-bit MMIO window and OVMF's "
-                "fixed window is 32 GiB "
-                "(a larger one only where the host CPU's address width allows, which neither the preview nor the "
-                "provider can set: it has no cpu phys-bits input, and kvmArguments is root@pam only); the card's "
-                "BARs would stay unassigned in the VM: use firmware: seabios, which sizes its window from the BARs"
+                f"the cards' BARs need a {size_text(needed)} 64-bit MMIO window ({cards}); whether {self.firmware} "
+                "can place it depends on the host CPU's physical address width, which the VM inherits (cpu host): "
+                f"set hostAddressBits to what `grep -m1 'address sizes' /proc/cpuinfo` prints on {self.proxmox_node}"
+            )
+        if needed > room:
+            other: Literal["seabios", "ovmf"] = "seabios" if self.firmware == "ovmf" else "ovmf"
+            other_room = aperture_mib(other, self.host_address_bits, self.memory_mib) or 0
+            fix = (
+                f"use firmware: {other}, which has {size_text(other_room)} on this host"
+                if needed <= other_room
+                else "put these cards on a host with a wider CPU address width, or fewer of them in one VM"
+            )
+            raise ValueError(
+                f"the cards' BARs need a {size_text(needed)} 64-bit MMIO window ({cards}), but {self.firmware} on a "
+                f"{self.host_address_bits}-bit host has {size_text(room)}: the BARs would stay unassigned and the "
+                f"driver find no GPU; {fix}"
             )
         return self
 

@@ -21,6 +21,7 @@ from config.chart_source import ChartSourceError, LocalChart, read_local_chart
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
 from config.earlier_file import waived
 from config.quantities import ComputeQuantities, ResourceRequirements
+from config.validators import own_namespace
 from knowledge.driver_matrix import driver_problem, is_branch
 from knowledge.gpu_operator_chart import CHART_NAME, DEAD_KEYS, KNOWN_CHART_SECTIONS, SECTIONS_SINCE
 from knowledge.gpu_operator_values import unknown_keys, values_tree
@@ -46,6 +47,21 @@ def _driver_resources_default() -> ResourceRequirements:
 def _dcgm_exporter_resources_default() -> ResourceRequirements:
     # Article trap: 256Mi OOM-kills the exporter right after it loads its whole field set.
     return ResourceRequirements(limits=ComputeQuantities(memory="1Gi"))
+
+
+def _over_default(value: Any, default: ResourceRequirements) -> Any:
+    """A resources block as given, over the default one: `limits: {memory: 8Gi}` keeps the default CPU limit,
+    where replacing the block would drop it silently; `cpu: null` removes a default on purpose."""
+    if not isinstance(value, Mapping):
+        return value
+    base = default.model_dump(by_alias=True)
+    merged: dict[str, Any] = dict(value)
+    for section, quantities in base.items():
+        given = value.get(section)
+        if section in value and not isinstance(given, Mapping):
+            continue  # a mistake (a scalar, null): the model says what is wrong with it
+        merged[section] = {**{k: v for k, v in quantities.items() if v is not None}, **(given or {})}
+    return merged
 
 
 # Settings earlier gpu-pool versions had under gpuOperator.toolkit, and why they are gone: a stack file that
@@ -175,6 +191,16 @@ class GpuOperatorConfig(ConfigModel):
         description="further chart values, deep-merged last; may not undo a value gpu-pool sets to prevent a trap",
     )
 
+    @field_validator("driver_resources", mode="before")
+    @classmethod
+    def _driver_resources_over_default(cls, value: Any) -> Any:
+        return _over_default(value, _driver_resources_default())
+
+    @field_validator("dcgm_exporter_resources", mode="before")
+    @classmethod
+    def _dcgm_resources_over_default(cls, value: Any) -> Any:
+        return _over_default(value, _dcgm_exporter_resources_default())
+
     @field_validator("chart_version")
     @classmethod
     def _chart_version_is_pinned(cls, value: str) -> str:
@@ -223,7 +249,7 @@ class GpuOperatorConfig(ConfigModel):
     def _namespace_is_dns_label(cls, value: str) -> str:
         if not _DNS_LABEL.match(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-', at most 63 characters")
-        return value
+        return own_namespace(value, "gpu-operator")
 
     @field_validator("driver_version")
     @classmethod

@@ -72,6 +72,15 @@ class KyvernoConfig(ConfigModel):
         ),
     )
 
+    def pod_spec_lines(self) -> str:
+        """What a GPU pod's spec carries itself when no policy adds it (README, "Without Kyverno"): the toleration
+        of the nodes' taint and the node selector of their label."""
+        return (
+            f'tolerations: [{{key: {self.taint_key}, operator: Equal, value: "{self.taint_value}", '
+            f"effect: {self.taint_effect}}}]\n"
+            f"nodeSelector: {{{self.gpu_node_label_key}: {self.gpu_node_label_value}}}\n"
+        )
+
     @field_validator("policy_name")
     @classmethod
     def _policy_name(cls, value: str) -> str:

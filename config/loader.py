@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pulumi
 
 from config.base import nearest
 from config.earlier_file import waived
-from config.errors import NAMESPACE, ConfigError
+from config.errors import NAMESPACE, ConfigError, key_path
 from config.secret_checks import secret_problems
 from config.stack import StackConfig
+from config.stack_yaml import surprising_numbers
 from config.validate import SECRET_KEYS, stack_keys, validate_stack
+
+# The stack file the config came from, where the offline preview says (it may read one outside the project);
+# otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
+STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,55 @@ class Secrets:
 class LoadedConfig:
     stack: StackConfig
     secrets: Secrets
+
+
+def _stack_file() -> Path | None:
+    named = os.environ.get(STACK_FILE_ENV)
+    path = Path(named) if named else Path.cwd() / f"Pulumi.{pulumi.get_stack()}.yaml"
+    return path if path.is_file() else None
+
+
+def _at(raw: Mapping[str, Any], path: tuple[str | int, ...]) -> Any:
+    node: Any = raw
+    for part in path:
+        in_list = isinstance(part, int) and isinstance(node, list) and part < len(node)
+        in_map = isinstance(part, str) and isinstance(node, Mapping) and part in node
+        if not (in_list or in_map):
+            return None
+        node = node[part]
+    return node
+
+
+def number_problems(text: str, raw: Mapping[str, Any]) -> list[str]:
+    """Integers written with a leading zero, which the CLI's YAML reads as another number (03101 is octal 1601).
+    Reported only where the config the program got holds that very number, so another file is never blamed."""
+    problems: list[str] = []
+    for path, written, value in surprising_numbers(text):
+        if len(path) < 2 or path[0] != "config":
+            continue
+        full = str(path[1]) if ":" in str(path[1]) else f"{NAMESPACE}:{path[1]}"
+        namespace, _, short = full.partition(":")
+        rest = tuple(path[2:])
+        if namespace != NAMESPACE or _at(raw, (short, *rest)) != value:
+            continue
+        digits = written.lstrip("+-").replace("_", "").lstrip("0") or "0"
+        how = f"the octal number {value}" if isinstance(value, int) else f"{value} (it is not even an octal number)"
+        problems.append(
+            f"{key_path((short, *rest), raw)}: written {written}, which YAML reads as {how}: a leading zero makes an "
+            f"integer octal for the Pulumi CLI; write {digits}, or quote it if the text is meant"
+        )
+    return problems
+
+
+def _stack_file_problems(raw: Mapping[str, Any]) -> list[str]:
+    path = _stack_file()
+    if path is None:
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return number_problems(text, raw)
 
 
 def _misplaced(full_key: str, keys: list[str]) -> str | None:
@@ -83,6 +139,7 @@ def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> str:
 def load_config() -> LoadedConfig:
     """Load and validate the whole stack config and its secrets; raises ConfigError listing every problem."""
     raw, secret_values, problems = _raw_config()
+    problems += _stack_file_problems(raw)
     stack: StackConfig | None = None
     try:
         stack = validate_stack(raw)

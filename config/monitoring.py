@@ -66,6 +66,11 @@ class MonitoringConfig(ConfigModel):
         strict=True,
         description="have the GPU Operator create the DCGM exporter's ServiceMonitor (needs the Prometheus CRDs)",
     )
+    service_monitor_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra labels on the DCGM exporter's ServiceMonitor, e.g. what the Prometheus "
+        "serviceMonitorSelector matches (kube-prometheus-stack: release: <its release name>)",
+    )
     dcgm_exporter_job: str = Field(
         default="nvidia-dcgm-exporter",
         description="Prometheus `job` label of the DCGM exporter targets (the operator's ServiceMonitor sets "
@@ -91,7 +96,7 @@ class MonitoringConfig(ConfigModel):
     def _namespace(cls, value: str) -> str:
         return dns_label(value)
 
-    @field_validator("dashboard_labels", "rule_labels")
+    @field_validator("dashboard_labels", "rule_labels", "service_monitor_labels")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         return labels(value)
@@ -119,6 +124,11 @@ class MonitoringConfig(ConfigModel):
     def _alerts_need_metrics(self) -> MonitoringConfig:
         # A dead alert is worse than none (DESIGN §3): without the ServiceMonitor nothing scrapes
         # dcgm-exporter, so every DCGM alert would stay silent while looking armed.
+        if self.service_monitor_labels and not self.service_monitor:
+            raise ValueError(
+                "serviceMonitorLabels has no effect with serviceMonitor false (there is no ServiceMonitor to label): "
+                "remove it, or set serviceMonitor to true"
+            )
         if self.alerts_enabled and not self.service_monitor:
             raise ValueError(
                 "alertsEnabled needs serviceMonitor: without it nothing scrapes the DCGM exporter and the "

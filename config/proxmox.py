@@ -11,7 +11,20 @@ from pydantic import Field, field_validator
 from config.base import ConfigModel
 from config.validators import https_url
 
+# A Proxmox volume id, `<datastore>:<content type>/<file>` (pve-storage src/PVE/Storage/Plugin.pm parse_volname).
 FILE_ID = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:(import|iso|vztmpl)/[^/\s]+$")
+# What the VM's disk can be imported from: qemu-server's `import-from` takes only an `images` or `import` volume
+# ("has wrong type '$vtype' - needs to be 'images' or 'import'", src/PVE/API2/Qemu.pm @ e6352be6), and an `import`
+# volume is one of .ova, .ovf, .qcow2, .raw or .vmdk, case as written (pve-storage src/PVE/Storage.pm
+# IMPORT_EXT_RE_1 and Plugin.pm parse_volname @ 0c56bad8); a disk image, not an .ova or .ovf appliance.
+SSH_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+# A host name (RFC 1123 labels) or an IPv4/IPv6 address, nothing else.
+HOST = re.compile(
+    r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*|[0-9a-fA-F:]+)$"
+)
+# pve-common PVE/JSONSchema.pm parse_storage_id: "storage ID '...' contains illegal characters".
+STORAGE_ID = re.compile(r"^[a-zA-Z][-a-zA-Z0-9_.]*[a-zA-Z0-9]$")
+IMPORT_DISK = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*:import/[-A-Za-z0-9.+=_]+\.(qcow2|raw|vmdk)$")
 
 
 class ProxmoxSshConfig(ConfigModel):
@@ -22,6 +35,29 @@ class ProxmoxSshConfig(ConfigModel):
     node_addresses: dict[str, str] = Field(
         default_factory=dict, description="Proxmox node name -> address, where the node name does not resolve"
     )
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str) -> str:
+        if not SSH_USER.match(value):
+            raise ValueError(
+                "is not a user name to log in to the Proxmox nodes with: lowercase letters, digits, '_' and '-', "
+                "e.g. root"
+            )
+        return value
+
+    @field_validator("node_addresses")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for node, address in value.items():
+            # The provider opens an SSH connection to exactly this (with proxmox.ssh.port): a host name or an IP.
+            if not HOST.match(address):
+                raise ValueError(
+                    f"{node}: {address!r} is not a host name or IP address to SSH to (no scheme, port or path: the "
+                    "port is proxmox.ssh.port), e.g. 10.0.0.5"
+                )
+        return value
+
     port: int = Field(
         default=22,
         ge=1,
@@ -43,11 +79,19 @@ class ProxmoxConfig(ConfigModel):
         default="apiToken",
         description="apiToken (secret gpu-pool:proxmoxApiToken) or rootPassword (root@pam, only for raw PCI ids)",
     )
-    snippets_datastore: str = Field(default="local", description="datastore with the `snippets` content type")
-    disk_datastore: str = Field(default="local-lvm", description="datastore for VM disks and the cloud-init drive")
+    snippets_datastore: str = Field(
+        default="local",
+        description="datastore with the `snippets` content type",
+        json_schema_extra={"pattern": STORAGE_ID.pattern},
+    )
+    disk_datastore: str = Field(
+        default="local-lvm",
+        description="datastore for VM disks and the cloud-init drive (content type `images`)",
+        json_schema_extra={"pattern": STORAGE_ID.pattern},
+    )
     cloud_image: str = Field(
         description="file id of the cloud image the VM disk is imported from, e.g. local:import/noble.qcow2",
-        json_schema_extra={"pattern": FILE_ID.pattern},
+        json_schema_extra={"pattern": IMPORT_DISK.pattern},
     )
     ssh: ProxmoxSshConfig = Field(
         default_factory=ProxmoxSshConfig, description="how the provider reaches the nodes over SSH (snippet upload)"
@@ -66,11 +110,39 @@ class ProxmoxConfig(ConfigModel):
             )
         return url + "/"
 
+    @field_validator("snippets_datastore", "disk_datastore")
+    @classmethod
+    def _datastore(cls, value: str) -> str:
+        if ":" in value or "/" in value:
+            raise ValueError(
+                f"names a volume or path, not a datastore: give the datastore's id alone, e.g. {value.split(':')[0]}"
+            )
+        if not STORAGE_ID.match(value):
+            raise ValueError("is not a Proxmox datastore id: letters, digits, '-', '_' and '.', e.g. local-lvm")
+        return value
+
     @field_validator("cloud_image")
     @classmethod
     def _cloud_image(cls, value: str) -> str:
         if not FILE_ID.match(value):
             raise ValueError(
                 "is not a Proxmox file id; expected <datastore>:import/<file>, e.g. local:import/noble.qcow2"
+            )
+        datastore, _, volume = value.partition(":")
+        kind, _, name = volume.partition("/")
+        stem, dot, extension = name.rpartition(".")
+        disk = name if dot and extension in ("qcow2", "raw", "vmdk") else f"{stem or name}.qcow2"
+        renamed = "" if disk == name else f" renamed {disk} (Ubuntu's cloud image .img is a qcow2)"
+        if kind != "import":
+            raise ValueError(
+                f"is a volume of content type {kind!r}, and Proxmox imports a VM disk only from an 'import' (or "
+                f"'images') volume: enable the import content type on {datastore}, put the image in its import "
+                f"folder{renamed} and write {datastore}:import/{disk}"
+            )
+        if not IMPORT_DISK.match(value):
+            raise ValueError(
+                f"{name!r} is not a disk image Proxmox imports: the file must end in .qcow2, .raw or .vmdk: put it in "
+                f"the import folder{renamed or ' under a name of letters, digits and -._+='} and write "
+                f"{datastore}:import/{disk}"
             )
         return value

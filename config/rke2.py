@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
@@ -58,7 +59,13 @@ class Rke2Config(ConfigModel):
     @field_validator("server_url")
     @classmethod
     def _server_url(cls, value: str) -> str:
-        return https_url(value, port=9345)
+        url = https_url(value, port=9345)
+        parts = urlsplit(url)
+        if parts.path.strip("/") or parts.query:
+            # The agent appends its own paths (/cacerts, /v1-rke2/...) to the server URL: a path of its own makes
+            # every one of them a 404 and the node never joins.
+            raise ValueError(f"must be the server alone, https://{parts.netloc} (the agent adds its own paths)")
+        return url
 
     @field_validator("version")
     @classmethod

@@ -7,7 +7,7 @@ import re
 from pydantic import Field, field_validator
 
 from config.base import ConfigModel
-from config.validators import dns_label
+from config.validators import own_namespace
 
 # The article's proof: NVIDIA's CUDA sample, pinned by tag.
 ARTICLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
@@ -32,7 +32,7 @@ class SmokeTestConfig(ConfigModel):
         "starts; the first driver build (image pull, headers, compiling nvidia.ko) happens in this wait",
     )
 
-    _namespace = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+    _namespace = field_validator("namespace")(classmethod(lambda cls, v: own_namespace(v, "gpu-smoke-test")))
 
     @field_validator("image")
     @classmethod

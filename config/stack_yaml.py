@@ -121,3 +121,35 @@ def load_stack_yaml(text: str, where: str) -> Any:
     """The document as the Pulumi CLI decodes it. Raises DuplicateKeyError or yaml.YAMLError."""
     node = yaml.compose(text, Loader=_Composer)
     return None if node is None else _value(node, where)
+
+
+# A plain integer written with a leading zero: yaml.v3 reads 03101 as the octal 1601 (Go's ParseInt with base 0),
+# and 0899, which is no octal, as the float 899.0. Nobody writing a VM id or an IOMMU group means either.
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]*[0-9][0-9_]*$")
+
+Path_ = tuple[str | int, ...]
+
+
+def surprising_numbers(text: str) -> list[tuple[Path_, str, Any]]:
+    """Every plain scalar of the document the CLI would read as another number than it shows: (its path in the
+    document, the text as written, the value the CLI reads). Parse errors are the reader's to report: none here."""
+    try:
+        root = yaml.compose(text, Loader=_Composer)
+    except yaml.YAMLError:
+        return []
+    found: list[tuple[Path_, str, Any]] = []
+
+    def walk(node: yaml.Node, path: Path_) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            if node.style is None and _LEADING_ZERO.match(node.value):
+                found.append((path, node.value, resolve_plain(node.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(value, (*path, str(key.value)))
+
+    if root is not None:
+        walk(root, ())
+    return found

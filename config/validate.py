@@ -10,8 +10,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from config.base import nearest
-from config.cross_key import cross_key_problems, parts_from_raw, parts_of
+from config.cross_key import StackParts, cross_key_problems, parts_from_raw, parts_of
+from config.earlier_file import waived
 from config.errors import NAMESPACE, ConfigError, format_validation_error
+from config.rendered_checks import rendered_problems
 from config.stack import StackConfig
 
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
@@ -40,8 +42,16 @@ def validate_stack(raw: Mapping[str, Any]) -> StackConfig:
         stack = StackConfig.model_validate(known)
     except ValidationError as error:
         messages = format_validation_error(error, raw=known, model=StackConfig)
-        raise ConfigError(_dedupe(unknown + messages + cross_key_problems(parts_from_raw(known)))) from None
-    problems = unknown + cross_key_problems(parts_of(stack))
+        parts = parts_from_raw(known)
+        raise ConfigError(_dedupe(unknown + messages + cross_key_problems(parts) + _rendered(parts))) from None
+    parts = parts_of(stack)
+    problems = unknown + cross_key_problems(parts) + _rendered(parts)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(_dedupe(problems))
     return stack
+
+
+def _rendered(parts: StackParts) -> list[str]:
+    """The rendered plan's rules (config/rendered_checks.py: registered by the components, which render the plan);
+    on an earlier stack file (make diff) they are waived like the other rules that guard the next `up`."""
+    return [problem for problem in rendered_problems(parts) if not waived(problem)]

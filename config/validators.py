@@ -42,6 +42,14 @@ def pci_address(value: str) -> str:
         raise ValueError(f"is lspci's short form; Proxmox wants the PCI domain too: '0000:{value.lower()}'")
     if not PCI_ADDRESS.match(value):
         raise ValueError("is not a PCI address; expected DDDD:BB:DD or DDDD:BB:DD.F in hex, e.g. 0000:01:00")
+    slot, dot, function = value.lower().partition(".")
+    if dot and function != "0":
+        # A card's GPU is its function 0; .1 is its HDMI audio (or USB) function, which a mapping of that path alone
+        # would pass into the VM without the GPU.
+        raise ValueError(
+            f"names function .{function} of the card, and its GPU is function .0: write {slot} (the whole card, its "
+            "audio function with it) or " + f"{slot}.0"
+        )
     return value.lower()
 
 
@@ -99,3 +107,69 @@ def dns_labels(values: Iterable[str], what: str = "namespace") -> None:
             dns_label(item)
         except ValueError as error:
             raise ValueError(f"{what} {item!r} {error}") from None
+
+
+# OpenSSH's public key algorithms for authorized_keys (sshd(8), "AUTHORIZED_KEYS FILE FORMAT"; ssh-dss is left
+# out: OpenSSH disables DSA keys by default since 7.0, and Ubuntu 24.04 ships 9.6).
+SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+
+def ssh_public_key_problem(line: str) -> str | None:
+    """Why an authorized_keys line is not a usable public key, or None.
+
+    A line is `[options] <type> <base64 key blob> [comment]`; the blob starts with the type again, as an SSH string
+    (RFC 4253 section 6.6: uint32 length, then the name), so a key cut short or pasted into the wrong type fails
+    here instead of in `ssh` on day 2, when cloud-init has long run.
+    """
+    import base64
+    import binascii
+
+    tokens = line.split()
+    types = [index for index, token in enumerate(tokens) if token in SSH_KEY_TYPES]
+    if not types:
+        return (
+            "is not an SSH public key: expected `<type> <key> [comment]`, e.g. `ssh-ed25519 AAAAC3Nz... me@laptop` "
+            f"(the .pub file's one line), with a type of {', '.join(SSH_KEY_TYPES[:3])}..."
+        )
+    index = types[0]
+    key_type = tokens[index]
+    if index + 1 >= len(tokens):
+        return f"is only the key type {key_type!r}, without the key: paste the whole line of the .pub file"
+    blob = tokens[index + 1]
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return f"has an {key_type} key that is not valid base64 (cut short or wrapped?): paste the .pub line whole"
+    length = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else -1
+    embedded = raw[4 : 4 + length].decode("ascii", "replace") if length > 0 else ""
+    if embedded != key_type or len(raw) < 4 + length + 16:
+        return (
+            f"has an {key_type} key whose data does not hold a {key_type} key (cut short, or another key's type): "
+            "paste the .pub file's line whole"
+        )
+    return None
+
+
+# Namespaces every cluster has. gpu-pool creates the namespaces it runs in (the operator's, the smoke test's) and a
+# destroy deletes them: one of these would fail `up` ("already exists"), or worse, be deleted with the stack.
+CLUSTER_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def own_namespace(value: str, example: str) -> str:
+    """A namespace the stack creates and owns: a DNS label, and not one the cluster already has."""
+    dns_label(value)
+    if value in CLUSTER_NAMESPACES:
+        raise ValueError(
+            f"{value!r} is a namespace every cluster has, and gpu-pool creates this namespace and deletes it with "
+            f"the stack: `up` would fail ('already exists'), a destroy would take {value} with it; name one of its "
+            f"own, e.g. {example}"
+        )
+    return value

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from day2.errors import Day2Error
+from knowledge.gpu_cards import card_facts
 
 NVIDIA = "10de"
 # PCI base class 03 (display): 0300 VGA, 0302 3D controller (data-centre and most workstation cards).
@@ -100,10 +101,36 @@ class Card:
     in_stack: str | None = None
     # The Proxmox PCI mapping that already names this card on this node, if any.
     mapped_as: str | None = None
+    # What the card table (knowledge/gpu_cards.py) knows of the model: chip, architecture, modules, MIG.
+    facts: str = ""
 
     @property
     def passable(self) -> bool:
         return not self.problems
+
+
+def card_summary(vendor_device_id: str) -> str:
+    """`GA107GL, Ampere; open or proprietary kernel modules` from the one card table."""
+    table = card_facts(vendor_device_id)
+    if table.chip is None:
+        return f"not in the card table ({table.architecture.name} by its id)"
+    modules = {
+        "never": "proprietary kernel modules only",
+        "optional": "open or proprietary kernel modules",
+        "only": "open kernel modules only",
+    }[table.open_modules]
+    last = f"; last driver branch R{table.architecture.last_branch}" if table.architecture.last_branch else ""
+    mig = "; MIG capable (gpu-pool passes it whole or time-sliced)" if table.mig else ""
+    return f"{table.chip}, {table.architecture.name}; {modules}{last}{mig}"
+
+
+def bars_mib(resource: str) -> int:
+    """The memory BARs of a sysfs `resource` file (the host's /sys/bus/pci/devices/<address>/resource), added up
+    in MiB, rounded up: what `barMiB` takes."""
+    from day2.node_facts import parse_resource  # node-check's reader of the same file
+
+    total = sum(bar.size for bar in parse_resource(resource) if bar.is_memory)
+    return -(-total // (1 << 20))
 
 
 def _property_string(text: str) -> dict[str, str]:
@@ -133,22 +160,38 @@ def proxmox_mappings(answer: Any, source: str) -> dict[str, str]:
 
 
 def find_cards(
-    node: str, devices: Sequence[Device], mapped: Mapping[str, str], in_proxmox: Mapping[str, str] | None = None
+    node: str,
+    devices: Sequence[Device],
+    mapped: Mapping[str, str],
+    in_proxmox: Mapping[str, str] | None = None,
+    bars: Mapping[str, int] | None = None,
 ) -> list[Card]:
     """Each NVIDIA display or 3D controller (function 0) of the node, with why it cannot be passed through."""
     cards = []
     gpus = [d for d in devices if d.vendor == NVIDIA and d.pci_class[:4] in DISPLAY_CLASSES]
     for gpu in sorted(gpus, key=lambda d: d.id):
         functions = sorted(d.id for d in devices if d.slot == gpu.slot)
-        entry = {
+        card_id = f"{gpu.vendor}:{gpu.device}"
+        entry: dict[str, Any] = {
             "pciAddress": gpu.slot,
-            "vendorDeviceId": f"{gpu.vendor}:{gpu.device}",
+            "vendorDeviceId": card_id,
             "subsystemId": gpu.subsystem,
             "iommuGroup": gpu.iommu_group,
             "model": model_name(gpu),
         }
+        # The BARs the host shows (its sysfs `resource`), else what was measured for the model (the card table).
+        bar = (bars or {}).get(gpu.slot) or (bars or {}).get(gpu.id) or card_facts(card_id).measured_bar_mib
+        if bar is not None:
+            entry["barMiB"] = bar
         key = f"{node}/{gpu.slot}"
-        card = Card(node, entry, functions, in_stack=mapped.get(key), mapped_as=(in_proxmox or {}).get(key))
+        card = Card(
+            node,
+            entry,
+            functions,
+            in_stack=mapped.get(key),
+            mapped_as=(in_proxmox or {}).get(key),
+            facts=card_summary(card_id),
+        )
         if gpu.iommu_group < 0:
             card.problems.append("in no IOMMU group: IOMMU is off on the host (intel_iommu=on iommu=pt, reboot)")
         else:
@@ -211,6 +254,7 @@ def report_json(nodes: Mapping[str, Sequence[Card]]) -> dict[str, Any]:
                         "problems": card.problems,
                         "inStack": card.in_stack,
                         "proxmoxMapping": card.mapped_as,
+                        "card": card.facts,
                     }
                     for card in cards
                 ],
@@ -234,6 +278,8 @@ def report_text(nodes: Mapping[str, Sequence[Card]]) -> str:
             out.append(
                 f"#   {card.entry['pciAddress']} {card.entry['model']}: functions {', '.join(card.functions)}{note}\n"
             )
+            if card.facts:
+                out.append(f"#     {card.facts}\n")
             out += [f"#     NOT USABLE: {problem}\n" for problem in card.problems]
         if passable:
             out.append(f"# paste under the domain with proxmoxNode: {node}\n")

@@ -13,8 +13,18 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from day2.discover import Card, find_cards, parse_answer, proxmox_mappings, report_json, report_text, stack_cards
+from day2.discover import (
+    Card,
+    bars_mib,
+    find_cards,
+    parse_answer,
+    proxmox_mappings,
+    report_json,
+    report_text,
+    stack_cards,
+)
 from day2.errors import Day2Error
+from knowledge.gpu_cards import card_facts, driver_listing
 
 TOKEN_ENV = "GPU_POOL_SECRET_PROXMOXAPITOKEN"
 
@@ -34,6 +44,13 @@ def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> No
         "--mappings",
         metavar="FILE",
         help="with --from: a saved `pvesh get /cluster/mapping/pci --output-format json`, to name cards mapped already",
+    )
+    discover.add_argument(
+        "--resource",
+        action="append",
+        default=[],
+        metavar="ADDRESS=FILE",
+        help="a card's BARs: the host's /sys/bus/pci/devices/<ADDRESS>/resource, saved (fills barMiB; repeatable)",
     )
     discover.add_argument("--stack", metavar="NAME", help="read Pulumi.NAME.yaml: its endpoint, nodes and cards")
     discover.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
@@ -90,9 +107,44 @@ def _api_answer(endpoint: str, insecure: bool, path: str) -> Any:
         raise Day2Error(f"{url}: no answer from the Proxmox API ({reason}){hint}") from None
 
 
+def _bars(resources: list[str]) -> dict[str, int]:
+    """`0000:01:00.0=FILE` -> {`0000:01:00`: MiB}: the card's BARs from a saved sysfs `resource` of the host."""
+    found: dict[str, int] = {}
+    for item in resources:
+        address, sep, path = item.partition("=")
+        if not sep or not path:
+            raise Day2Error(f"--resource {item}: expected ADDRESS=FILE, e.g. 0000:01:00.0=resource-01.txt")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise Day2Error(f"--resource {item}: cannot read it: {error.strerror}") from None
+        slot = (address.lower() if address.count(":") == 2 else f"0000:{address.lower()}").split(".")[0]
+        mib = bars_mib(text)
+        if mib == 0:
+            raise Day2Error(
+                f"--resource {item}: no memory BAR in it; save it with `cat /sys/bus/pci/devices/{address}/resource`"
+            )
+        found[slot] = mib
+    return found
+
+
+def _driver_notes(cards: list[Card], raw: dict[str, Any]) -> None:
+    """With a stack: a card its pinned driver does not list is said at once, before the preview refuses it."""
+    operator = raw.get("gpu-pool:gpuOperator")
+    driver = operator.get("driverVersion") if isinstance(operator, dict) else None
+    if not isinstance(driver, str):
+        return
+    for card in cards:
+        listing = driver_listing(card.entry["vendorDeviceId"], driver)
+        if listing.verdict in ("later", "never") and card_facts(card.entry["vendorDeviceId"]).open_modules != "never":
+            since = f" (first listed in {listing.first})" if listing.first else ""
+            card.facts += f"; the stack's driver {driver} does not list it{since}"
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     raw = _read_stack(args.stack, Path(args.stack_dir)) if args.stack else {}
     mapped = stack_cards(raw.get("gpu-pool:failureDomains"))
+    bars = _bars(args.resource)
     nodes: dict[str, list[Card]] = {}
     if args.mappings and args.answer is None:
         raise Day2Error("--mappings goes with --from: against the API, discover reads /cluster/mapping/pci itself")
@@ -107,7 +159,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             else {}
         )
         answer = parse_answer(_load_json(args.answer), args.answer)
-        nodes[args.node] = find_cards(args.node, answer, mapped, in_proxmox)
+        nodes[args.node] = find_cards(args.node, answer, mapped, in_proxmox, bars)
     else:
         proxmox = raw.get("gpu-pool:proxmox")
         domains = raw.get("gpu-pool:failureDomains")
@@ -123,7 +175,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         in_proxmox = proxmox_mappings(_api_answer(endpoint, insecure, "cluster/mapping/pci"), "cluster/mapping/pci")
         for node in wanted:
             answer = _api_answer(endpoint, insecure, f"nodes/{quote(node)}/hardware/pci")
-            nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped, in_proxmox)
+            nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped, in_proxmox, bars)
+    for found in nodes.values():
+        _driver_notes(found, raw)
     if args.output == "json":
         json.dump(report_json(nodes), out, indent=2)
         out.write("\n")

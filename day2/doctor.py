@@ -21,7 +21,7 @@ from day2.floors_operands import (
 )
 from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
 from day2.floors_types import Check, Fix, NodeContext
-from day2.node_report import NodeCheck
+from day2.node_report import GPU_PRODUCT_LABEL, NodeCheck, NodeExpectations, recheck
 from day2.pool import PoolFacts
 
 FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
@@ -69,12 +69,22 @@ def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str, below: NodeCheck
     `below` is node-check's report from the node itself: its floors (pci ... health) stand below the driver pod,
     so a card that never arrived in the VM is named instead of the driver pod it makes crash."""
     ctx = NodeContext.of(snapshot, facts, node)
+    if below is not None:
+        below = recheck(below, _expectations(ctx))
     floors: list[Floor] = []
     broken: tuple[str, Check] | None = None
     for name, check in FLOORS:
         if name == NODE_FLOORS_BEFORE and below is not None:
+            notes = "".join(f"; note: {note}" for note in below.notes)
             floors += [
-                Floor(f"node:{f.name}", *((f.ok, f.detail) if broken is None else (None, NOT_CHECKED)))
+                Floor(
+                    f"node:{f.name}",
+                    *(
+                        (f.ok, f.detail + (notes if f.name == "pci" and f.ok else ""))
+                        if broken is None
+                        else (None, NOT_CHECKED)
+                    ),
+                )
                 for f in below.floors
             ]
             if broken is None and below.first_broken is not None:
@@ -90,6 +100,22 @@ def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str, below: NodeCheck
         return Diagnosis(node, tuple(floors), None, None)
     name, result = broken
     return Diagnosis(node, tuple(floors), name, result.fix or Fix((), f"kubectl describe node {node}"))
+
+
+def _expectations(ctx: NodeContext) -> NodeExpectations:
+    """What the stack and the cluster's Node say of the node, for re-checking node-check's report."""
+    info: Mapping[str, Any] = {}
+    if ctx.node is not None:
+        status = ctx.node.get("status")
+        found = status.get("nodeInfo") if isinstance(status, Mapping) else None
+        info = found if isinstance(found, Mapping) else {}
+    return NodeExpectations(
+        cards=ctx.domain.cards if ctx.domain is not None else (),
+        driver=ctx.facts.driver_version if ctx.facts.stack else None,
+        machine_id=str(info["machineID"]) if info.get("machineID") else None,
+        boot_id=str(info["bootID"]) if info.get("bootID") else None,
+        product=o.labels(ctx.node).get(GPU_PRODUCT_LABEL) if ctx.node is not None else None,
+    )
 
 
 def gpu_nodes(snapshot: o.Snapshot, facts: PoolFacts) -> list[str]:

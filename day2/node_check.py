@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from day2.node_facts import NodeFacts, NodeInputError, read_devices, read_kernel_log, read_module, read_nvml_json
+from day2.node_facts import (
+    NodeFacts,
+    NodeInputError,
+    read_devices,
+    read_identity,
+    read_kernel_log,
+    read_module,
+    read_nvml_json,
+)
 from day2.node_floors import Expected, report_json, table, walk
 from day2.node_nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
 
@@ -35,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     read.add_argument("--sysfs-root", type=Path, default=LIVE_SYSFS, metavar="DIR", help="/sys or a copy of it")
     read.add_argument("--proc-root", type=Path, default=Path("/proc"), metavar="DIR", help="/proc or a copy")
     read.add_argument("--run-root", type=Path, default=Path("/run"), metavar="DIR", help="/run or a copy")
+    read.add_argument(
+        "--etc-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="/etc or a copy, for its machine-id (default: /etc live, not read from copies)",
+    )
     read.add_argument(
         "--kernel-log", type=Path, metavar="FILE", help="saved `dmesg` output (default: run dmesg when live)"
     )
@@ -124,12 +139,17 @@ def read_facts(args: argparse.Namespace) -> NodeFacts:
             args.save_nvml.write_text(json.dumps(reading, indent=2) + "\n", encoding="utf-8")
         except OSError as error:
             raise NodeInputError(f"--save-nvml {args.save_nvml}: {error.strerror}") from None
+    # The machine and boot ids say which machine a saved report is from: never this machine's for a copy.
+    etc_root = args.etc_root or (Path("/etc") if live else None)
+    machine_id, boot_id = read_identity(etc_root, args.proc_root)
     return NodeFacts(
         devices=devices,
         module=read_module(args.sysfs_root, args.proc_root, args.run_root),
         kernel_log=log,
         nvml=reading,
         nvml_missing=missing,
+        machine_id=machine_id,
+        boot_id=boot_id,
     )
 
 

@@ -87,6 +87,10 @@ class NodeFacts:
     # The NVML reading (the shape nvml_reading() writes) or None with the reason it is missing.
     nvml: Mapping[str, Any] | None
     nvml_missing: str | None = None
+    # Which machine and boot this is: /etc/machine-id and /proc/sys/kernel/random/boot_id, what the kubelet
+    # reports as the Node's status.nodeInfo machineID and bootID; doctor compares them with the cluster's Node.
+    machine_id: str | None = None
+    boot_id: str | None = None
 
     @property
     def gpus(self) -> tuple[PciDevice, ...]:
@@ -269,3 +273,10 @@ def enumerated_bars(log: Sequence[str], address: str) -> set[int]:
         if match and match["addr"].lower() == address.lower():
             bars.add(int(match["bar"]))
     return bars
+
+
+def read_identity(etc_root: Path | None, proc_root: Path) -> tuple[str | None, str | None]:
+    """(machine id, boot id) of the machine the files come from; None where a copy lacks them."""
+    machine = _read(etc_root / "machine-id") if etc_root is not None else None
+    boot = _read(proc_root / "sys" / "kernel" / "random" / "boot_id")
+    return (machine.strip() or None) if machine else None, (boot.strip() or None) if boot else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from day2.node_facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
 from knowledge import nvml as nv
 from knowledge import pci
+from knowledge.gpu_cards import card_facts, driver_listing
 from knowledge.xid import XID_LINE, lookup
 
 NOT_CHECKED = "not checked: a floor below is broken"
@@ -52,6 +53,9 @@ class NodeReport:
     floors: tuple[NodeFloor, ...]
     first_broken: str | None
     fix: str | None
+    # What was found, for doctor to re-check against the stack and the cluster's Node: the GPUs (address, id,
+    # subsystem), the loaded driver, and which machine and boot the report is from.
+    facts: dict[str, object] | None = None
 
     @property
     def healthy(self) -> bool:
@@ -115,15 +119,17 @@ def pci_floor(facts: NodeFacts, expected: Expected) -> Verdict:
                 False,
                 f"{card.address} {card.id}: memory BAR not assigned: {'; '.join(problems)}",
                 (
-                    "the VM firmware could not map the card's BARs: a large-BAR card needs a 64-bit MMIO window at "
-                    "least as large as its BARs (OVMF's fixed window is 32 GiB); give the stack the card's barMiB "
-                    f"and use firmware: seabios, or see docs/design.md (large BARs), then {power_cycle(expected)}"
+                    "the VM firmware could not map the card's BARs: its 64-bit MMIO window follows the host CPU's "
+                    "address width; give the stack the card's barMiB and the host's hostAddressBits, and the preview "
+                    f"says which firmware fits (docs/design.md, large BARs), then {power_cycle(expected)}"
                 ),
             )
         bars = ", ".join(f"BAR{b.index} {_size(b.size)}" for b in card.bars if b.is_memory)
         name = pci.CLASS_NAMES.get(card.class_code >> 8, f"class {card.class_code:06x}")
         subsystem = f" subsystem {card.subsystem}" if card.subsystem else ""
-        parts.append(f"{card.address} {card.id}{subsystem} {name}, {bars}")
+        table = card_facts(card.id)
+        chip = f" ({table.chip}, {table.architecture.name})" if table.chip else ""
+        parts.append(f"{card.address} {card.id}{chip}{subsystem} {name}, {bars}")
     return Verdict(True, "; ".join(parts))
 
 
@@ -209,6 +215,23 @@ def driver_floor(facts: NodeFacts, expected: Expected) -> Verdict:
         else "not from the GPU Operator (no /run/nvidia/driver)"
     )
     detail = f"nvidia {version}{kind}, {where}"
+    open_module = bool(module.proc_version and "Open Kernel Module" in module.proc_version)
+    for card in cards:
+        table = card_facts(card.id)
+        if table.open_modules == "only" and module.proc_version and not open_module:
+            return Verdict(
+                False,
+                f"{detail}; {card.address} {card.id} is {table.described}, which only the open kernel modules drive",
+                (f"load the open flavour: gpuOperator.kernelModuleType open (or auto), then {power_cycle(expected)}"),
+            )
+        listing = driver_listing(card.id, version)
+        if table.open_modules != "never" and listing.verdict in ("later", "never"):
+            since = f" (first listed in {listing.first})" if listing.first else ""
+            return Verdict(
+                False,
+                f"{detail}; driver {version} does not list {card.id} ({table.described}){since}",
+                (f"pin a driver that lists the card (gpuOperator.driverVersion), then {power_cycle(expected)}"),
+            )
     if expected.driver and not _pinned(version, expected.driver):
         return Verdict(
             False,
@@ -381,7 +404,24 @@ def walk(facts: NodeFacts, expected: Expected, node: str) -> NodeReport:
         if verdict.ok is False:
             first = first or (name, verdict.fix)
             stopped = not verdict.walk_on
-    return NodeReport(node, tuple(floors), first[0] if first else None, first[1] if first else None)
+    return NodeReport(node, tuple(floors), first[0] if first else None, first[1] if first else None, facts_json(facts))
+
+
+def facts_json(facts: NodeFacts) -> dict[str, object]:
+    version = facts.module.sys_version or _proc_version(facts.module.proc_version)
+
+    def name(address: str) -> str | None:
+        gpu = nvml_gpu(facts.nvml, address) if facts.nvml else None
+        return str(gpu["name"]) if gpu and gpu.get("name") else None
+
+    return {
+        "cards": [
+            {"address": g.address, "id": g.id, "subsystem": g.subsystem, "name": name(g.address)} for g in facts.gpus
+        ],
+        "driver": version,
+        "machineId": facts.machine_id,
+        "bootId": facts.boot_id,
+    }
 
 
 def report_json(report: NodeReport) -> dict[str, object]:
@@ -396,6 +436,7 @@ def report_json(report: NodeReport) -> dict[str, object]:
         "floors": [{"name": f.name, "ok": f.ok, "detail": f.detail} for f in report.floors],
         "firstBroken": report.first_broken,
         "fix": None if report.fix is None else {"traps": traps, "command": report.fix},
+        "facts": report.facts,
     }
 
 

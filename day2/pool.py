@@ -31,6 +31,8 @@ class Domain:
     hostname: str
     sharing: str
     slots: int
+    # Every card's vendor:device id, in the stack's order (node-check's report is re-checked against them).
+    cards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,10 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
         operator_namespace=cfg.gpu_operator.namespace,
         smoke_namespace=cfg.smoke_test.namespace,
         smoke_test_enabled=cfg.smoke_test.enabled,
-        domains=tuple(Domain(d.name, d.hostname, d.sharing, cfg.slots(d)) for d in cfg.failure_domains),
+        domains=tuple(
+            Domain(d.name, d.hostname, d.sharing, cfg.slots(d), tuple(c.vendor_device_id for c in d.cards))
+            for d in cfg.failure_domains
+        ),
         profile_slots={name: profile.replicas for name, profile in cfg.sharing_profiles.items()},
         driver_version=cfg.gpu_operator.driver_version,
         kubeconfig=cfg.kubernetes.kubeconfig,

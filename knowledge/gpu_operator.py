@@ -75,3 +75,19 @@ DCGM_NAMESPACE_LABEL: Final = "namespace"
 DCGM_EXPORTED_POD_LABEL: Final = "exported_pod"
 DCGM_EXPORTED_NAMESPACE_LABEL: Final = "exported_namespace"
 DCGM_HOSTNAME_LABEL: Final = "Hostname"
+
+# Node labels others write, which a stack's own GPU node label must not be: the operator's (nvidia.com/gpu.present,
+# nvidia.com/gpu.deploy.*, nvidia.com/gpu.workload.config, nvidia.com/mig.config: gpu-operator v26.7.0
+# controllers/state_manager.go and object_controls.go), GPU Feature Discovery's (nvidia.com/gpu.*, cuda.*, mig.*,
+# vgpu.*, gfd.timestamp: NVIDIA/k8s-device-plugin README, "Generated Labels"), the device plugin's profile label,
+# and NFD's feature.node.kubernetes.io/*. Whichever writes last wins, and the steering selector misses the node.
+MANAGED_LABEL_PREFIXES: Final = (
+    "nvidia.com/gpu.",
+    "nvidia.com/gpu-",
+    "nvidia.com/cuda.",
+    "nvidia.com/mig.",
+    "nvidia.com/vgpu.",
+    "nvidia.com/gfd.",
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    "feature.node.kubernetes.io/",
+)

@@ -97,6 +97,10 @@ GPU_TAINT_TOLERATION: Final[Mapping[str, str]] = {
 # instead of merging them, so setting either list without these would silently drop them.
 DAEMONSETS_DEFAULT_TOLERATIONS: Final[tuple[Mapping[str, str], ...]] = (GPU_TAINT_TOLERATION,)
 NFD_MASTER_DEFAULT_TOLERATIONS: Final[tuple[Mapping[str, str], ...]] = (CONTROL_PLANE_TOLERATION,)
+# The parent chart's own `node-feature-discovery.worker.tolerations` (v26.3.2 and v26.7.0 values.yaml): NFD's
+# worker labels each node (feature.node.kubernetes.io/pci-10de.present), and every operand is scheduled only where
+# that label is; a worker that does not tolerate the GPU nodes' taint labels nothing, so nothing else runs there.
+NFD_WORKER_DEFAULT_TOLERATIONS: Final[tuple[Mapping[str, str], ...]] = (CONTROL_PLANE_TOLERATION, GPU_TAINT_TOLERATION)
 
 # The operator's own Deployment in the chart (templates/operator.yaml) and the label on its pods: what the
 # platform waits for after the release (the contract test reads both from the pinned chart).

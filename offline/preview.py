@@ -46,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         # The command line wins for a key given both ways; the environment and the secrets file are never echoed.
         secrets = {**current(ROOT_DIR), **dict(args.secret)}
     except SecretSourceError as error:
-        print(f"error: {error}", file=sys.stderr)
+        for line in str(error).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     try:
-        config = read_stack_file(args.stack, args.stack_dir or ROOT_DIR)
-        recording = run_stack(args.stack, config=config, secrets=secrets)
+        stack_dir = args.stack_dir or ROOT_DIR
+        config = read_stack_file(args.stack, stack_dir)
+        recording = run_stack(
+            args.stack, config=config, secrets=secrets, stack_file=stack_dir / f"Pulumi.{args.stack}.yaml"
+        )
     except StackFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -76,7 +80,26 @@ def main(argv: list[str] | None = None) -> int:
     unused = f"{PROJECT}:proxmoxApiToken" if auth == "rootPassword" else f"{PROJECT}:proxmoxRootPassword"
     placeholders = [key for key in placeholder_keys(config, secrets) if key != unused]
     print(summary(args.stack, out, document, placeholders), end="")
+    print(steering_note(config), end="")
     return 0
+
+
+def steering_note(config: dict[str, Any]) -> str:
+    """With Kyverno off, the lines every GPU pod's spec needs, with this stack's taint and label."""
+    from pydantic import ValidationError
+
+    from config.kyverno import KyvernoConfig
+
+    try:
+        kyverno = KyvernoConfig.model_validate(config.get(f"{PROJECT}:kyverno") or {})
+    except ValidationError:
+        return ""
+    if kyverno.enabled:
+        return ""
+    lines = kyverno.pod_spec_lines()
+    return "Kyverno is off (gpu-pool:kyverno.enabled): every GPU pod's spec carries these itself:\n" + "".join(
+        f"  {line}\n" for line in lines.splitlines()
+    )
 
 
 def summary(stack: str, out: Path, document: dict[str, Any], placeholders: list[str]) -> str:

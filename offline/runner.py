@@ -24,6 +24,8 @@ __all__ = ["PROJECT", "ROOT_DIR", "StackFileError", "namespaced", "read_stack_fi
 
 PROGRAM = ROOT_DIR / "__main__.py"
 OFFLINE_ENV = "GPU_POOL_OFFLINE"
+# Where the program finds the stack file's text (config.loader reads how its numbers were written).
+STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 # The secrets a stack may need; each gets a placeholder unless given. Optional ones (sshPrivateKey) only when the
 # stack file sets them, as `pulumi preview` would only see them then.
 SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
@@ -128,23 +130,32 @@ def run_stack(
     secrets: Mapping[str, str] | None = None,
     invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
     program: Path = PROGRAM,
+    stack_file: Path | None = None,
 ) -> Recording:
-    """Preview a stack offline: its stack file (or `config`), given secrets or placeholders.
+    """Preview a stack offline: its stack file (or `config`, read from `stack_file`), given secrets or placeholders.
 
     The program is told it runs offline (GPU_POOL_OFFLINE=1): no Proxmox API, cluster or ssh-agent to ask, so
     it reports its preflights as skipped rather than passed.
     """
     raw = read_stack_file(stack) if config is None else dict(config)
+    if config is None:
+        stack_file = ROOT_DIR / f"Pulumi.{stack}.yaml"
     engine, secret_keys = to_engine_config(raw, secrets or {})
     monitor = install_mocks(stack, preview=True, invoke=invoke)
     set_config(engine, secret_keys)
-    previous = os.environ.get(OFFLINE_ENV)
-    os.environ[OFFLINE_ENV] = "1"
+    settings = {OFFLINE_ENV: "1", STACK_FILE_ENV: str(stack_file) if stack_file is not None else None}
+    previous = {name: os.environ.get(name) for name in settings}
+    for name, value in settings.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         run_main(program)
     finally:
-        if previous is None:
-            os.environ.pop(OFFLINE_ENV, None)
-        else:
-            os.environ[OFFLINE_ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return monitor.recording

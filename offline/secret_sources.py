@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from config.secret_checks import wrapping_problem
+
 PREFIX = "GPU_POOL_SECRET_"
 FILE_ENV = "GPU_POOL_SECRETS_FILE"
 KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
@@ -46,25 +48,47 @@ def _from_file(path: Path, repo: Path) -> dict[str, str]:
     except OSError as error:
         raise SecretSourceError(f"{FILE_ENV}={path}: cannot read it: {error.strerror}") from None
     found: dict[str, str] = {}
+    problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         key, sep, value = line.partition("=")
         if not sep:
-            raise SecretSourceError(f"{FILE_ENV}={path}: line {number} is not KEY=VALUE (value not shown)")
-        found[_short(key.strip())] = value.strip().replace("\\n", "\n")
+            problems.append(f"{FILE_ENV}={path}: line {number} is not KEY=VALUE (value not shown)")
+            continue
+        short = _short(key.strip())
+        # The file is read as written, not by a shell: quotes around a value would become part of the secret.
+        problem = wrapping_problem(value.strip(), key_file=short == "sshPrivateKey")
+        if problem:
+            problems.append(
+                f"{FILE_ENV}={path}: line {number} ({short}) {problem}; this file is KEY=VALUE lines read as "
+                "written, not shell (value not shown)"
+            )
+        found[short] = value.strip().replace("\\n", "\n")
+    if problems:
+        raise SecretSourceError("\n".join(problems))
     return found
 
 
 def secrets_from_environment(environ: Mapping[str, str], repo: Path) -> dict[str, str]:
-    """Secret short name -> value, from the file first and the environment over it."""
+    """Secret short name -> value, from the file first and the environment over it. Every problem of both
+    sources comes back in one SecretSourceError, one line each, never with a value."""
     found: dict[str, str] = {}
+    problems: list[str] = []
     if environ.get(FILE_ENV):
-        found.update(_from_file(Path(environ[FILE_ENV]), repo))
+        try:
+            found.update(_from_file(Path(environ[FILE_ENV]), repo))
+        except SecretSourceError as error:
+            problems.append(str(error))
     for key in KEYS:
         value = environ.get(env_name(key))
         if value:
+            problem = wrapping_problem(value, key_file=key == "sshPrivateKey")
+            if problem:
+                problems.append(f"{env_name(key)} (the environment variable) {problem} (value not shown)")
             found[key] = value
+    if problems:
+        raise SecretSourceError("\n".join(problems))
     return found
 
 

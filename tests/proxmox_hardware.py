@@ -9,6 +9,7 @@ from typing import Any
 from pulumi.runtime.mocks import MockCallArgs
 
 GET_PCI = "proxmoxve:hardware/getPci:getPci"
+GET_DATASTORES = "proxmoxve:index/getDatastores:getDatastores"
 LOCAL_RUN = "command:local:run"
 
 
@@ -42,6 +43,29 @@ def ms01_host(*, gpu_group: int = 14, audio_group: int = 14, gpu_at: str = "0000
 Invoke = Callable[[MockCallArgs], dict[str, Any]]
 
 
+def datastore(name: str, kind: str, content: str, *, enabled: bool = True, active: bool = True) -> dict[str, Any]:
+    """One datastore as the bpg provider's getDatastores gives it (its Read of pve-storage's `GET /nodes/{node}/
+    storage`: storage -> id, content -> contentTypes, type, enabled, active, shared)."""
+    return {
+        "id": name,
+        "nodeName": "",
+        "type": kind,
+        "contentTypes": content.split(","),
+        "enabled": enabled,
+        "active": active,
+        "shared": False,
+    }
+
+
+def pve_storage() -> list[dict[str, Any]]:
+    """A default Proxmox install's two datastores, with snippets and import turned on for `local` as
+    docs/prerequisites.md asks."""
+    return [
+        datastore("local", "dir", "backup,import,iso,snippets,vztmpl"),
+        datastore("local-lvm", "lvmthin", "images,rootdir"),
+    ]
+
+
 ALL_CRDS = (
     "servicemonitors.monitoring.coreos.com",
     "prometheusrules.monitoring.coreos.com",
@@ -57,6 +81,8 @@ SERVED: dict[str, tuple[str, str]] = {
     "mutatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
     "generatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
     "validatingpolicies.policies.kyverno.io": ("v1alpha1,v1beta1,v1", "v1beta1"),
+    # Node Feature Discovery's own CRD (its chart's crds/nfd-api-crds.yaml), on a cluster that runs an NFD.
+    "nodefeatures.nfd.k8s-sigs.io": ("v1alpha1", "v1alpha1"),
 }
 
 
@@ -91,10 +117,23 @@ def cluster_namespaces(names: tuple[str, ...] = PROD_NAMESPACES) -> dict[str, An
     return object_list([namespace(name) for name in names])
 
 
-def prometheus(name: str, ns: str, rule_selector: Any, rule_namespace_selector: Any = None) -> dict[str, Any]:
+def prometheus(
+    name: str,
+    ns: str,
+    rule_selector: Any,
+    rule_namespace_selector: Any = None,
+    *,
+    monitor_selector: Any = None,
+    monitor_namespace_selector: Any = None,
+) -> dict[str, Any]:
+    """A Prometheus object; a selector left None is absent (null), as the Prometheus Operator reads it."""
     spec: dict[str, Any] = {"ruleSelector": rule_selector}
     if rule_namespace_selector is not None:
         spec["ruleNamespaceSelector"] = rule_namespace_selector
+    if monitor_selector is not None:
+        spec["serviceMonitorSelector"] = monitor_selector
+    if monitor_namespace_selector is not None:
+        spec["serviceMonitorNamespaceSelector"] = monitor_namespace_selector
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "Prometheus",
@@ -104,8 +143,15 @@ def prometheus(name: str, ns: str, rule_selector: Any, rule_namespace_selector: 
 
 
 def prometheus_loading_every_rule() -> dict[str, Any]:
-    """ruleSelector and ruleNamespaceSelector both empty: every PrometheusRule in every namespace."""
-    return prometheus("rancher-monitoring-prometheus", "cattle-monitoring-system", {}, {})
+    """Rancher Monitoring's: every selector empty, so every PrometheusRule and ServiceMonitor in every namespace."""
+    return prometheus(
+        "rancher-monitoring-prometheus",
+        "cattle-monitoring-system",
+        {},
+        {},
+        monitor_selector={},
+        monitor_namespace_selector={},
+    )
 
 
 def answering(
@@ -118,6 +164,7 @@ def answering(
     server_version: str | None = None,
     existing: list[dict[str, Any]] | None = None,
     deployments: list[dict[str, Any]] | None = None,
+    storage: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Invoke:
     """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check, for
     the cluster's CRDs (default: all present), its Nodes (default: none, a first install) and its version."""
@@ -126,6 +173,10 @@ def answering(
         if args.token == GET_PCI:
             node = args.args.get("nodeName", "")
             return {"devices": (tables or {}).get(node, ms01_host()), "nodeName": node, "id": node}
+        if args.token == GET_DATASTORES:
+            node = args.args.get("nodeName", "")
+            stores = [{**d, "nodeName": node} for d in (storage or {}).get(node, pve_storage())]
+            return {"datastores": stores, "nodeName": node, "id": node}
         if args.token == LOCAL_RUN:
             command = str(args.args.get("command", ""))
             if " get namespaces " in command:

@@ -7,13 +7,14 @@ IOMMU group, fails late (at VM start) and says little. This runs at preview time
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.failure_domain import NVIDIA_VENDOR_ID, FailureDomainConfig, GpuConfig
+from config.proxmox import ProxmoxConfig
 
 SKIPPED_DISABLED = "skipped: gpu-pool:preflight.enabled is false"
 
@@ -169,6 +170,72 @@ def host_check_problems(domain: FailureDomainConfig, stdout: str) -> list[str]:
     return problems
 
 
+@dataclass(frozen=True)
+class DatastoreNeed:
+    """A datastore the plan writes to or reads from on every node, and the content type that must be on for it."""
+
+    key: str
+    datastore: str
+    content: str
+    what: str
+
+
+def datastore_needs(proxmox: ProxmoxConfig) -> list[DatastoreNeed]:
+    """What the VMs need of each node's storage: the snippet upload (`snippets`), the disk and cloud-init drive
+    (`images`), and the cloud image the disk is imported from (`import`; qemu-server takes nothing else)."""
+    image_store = proxmox.cloud_image.partition(":")[0]
+    return [
+        DatastoreNeed(
+            "gpu-pool:proxmox.snippetsDatastore", proxmox.snippets_datastore, "snippets", "the cloud-init user data"
+        ),
+        DatastoreNeed(
+            "gpu-pool:proxmox.diskDatastore", proxmox.disk_datastore, "images", "the VM disk and cloud-init drive"
+        ),
+        DatastoreNeed("gpu-pool:proxmox.cloudImage", image_store, "import", "the cloud image the disk is made from"),
+    ]
+
+
+def _field(raw: Mapping[str, Any] | Any, *names: str) -> Any:
+    for name in names:
+        value = raw.get(name) if isinstance(raw, Mapping) else getattr(raw, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def datastore_problems(node: str, needs: Iterable[DatastoreNeed], datastores: Iterable[Any]) -> list[str]:
+    """The bpg provider's `getDatastores` answer for one node (pve-storage's `GET /nodes/{node}/storage`, the
+    storages the token may see: Datastore.Audit or Datastore.AllocateSpace) against what the plan needs."""
+    found = {str(_field(d, "id", "storage")): d for d in datastores}
+    problems: list[str] = []
+    for need in needs:
+        store = found.get(need.datastore)
+        if store is None:
+            listed = ", ".join(sorted(found)) or "none"
+            problems.append(
+                f"{need.key}: node {node} has no datastore {need.datastore!r} it lets the API token see (its "
+                f"datastores: {listed}); {need.what} needs one with the {need.content} content type: name one, or "
+                f"give the token Datastore.Audit on /storage/{need.datastore}"
+            )
+            continue
+        content = [str(c) for c in _field(store, "content_types", "contentTypes", "content") or []]
+        if isinstance(_field(store, "content"), str):
+            content = str(_field(store, "content")).split(",")
+        if _field(store, "enabled") is False or _field(store, "active") is False:
+            problems.append(
+                f"{need.key}: datastore {need.datastore!r} is disabled or not active on node {node}; {need.what} "
+                "goes there: enable it (Datacenter > Storage) or name another"
+            )
+        if need.content not in content:
+            wanted = ",".join(sorted({*content, need.content}))
+            problems.append(
+                f"{need.key}: datastore {need.datastore!r} on node {node} has the content types "
+                f"{','.join(sorted(content)) or 'none'}, not {need.content}, which {need.what} needs: "
+                f"pvesm set {need.datastore} --content {wanted} (or Datacenter > Storage > {need.datastore} > Content)"
+            )
+    return problems
+
+
 def run_preflight(
     domains: Iterable[FailureDomainConfig],
     *,
@@ -179,8 +246,10 @@ def run_preflight(
     provider: Any,
     ssh_port: int = 22,
     offline: bool,
+    datastores: Sequence[DatastoreNeed] = (),
 ) -> dict[str, str]:
-    """Look every card up on its host (provider invokes, read-only). Raises PreflightError with every problem."""
+    """Look every card up on its host and, with `datastores` (`datastore_needs(cfg.proxmox)`), each node's storage
+    (provider invokes, read-only). Raises PreflightError with every problem."""
     import pulumi
     import pulumi_proxmoxve as proxmoxve
 
@@ -191,6 +260,10 @@ def run_preflight(
         return {domain.name: SKIPPED_DISABLED for domain in domains}
     problems: list[str] = []
     report: dict[str, str] = {}
+    if datastores:
+        for node in dict.fromkeys(domain.proxmox_node for domain in domains):
+            stores = proxmoxve.get_datastores(node_name=node, opts=pulumi.InvokeOptions(provider=provider))
+            problems += datastore_problems(node, datastores, stores.datastores or [])
     for domain in domains:
         result = proxmoxve.hardware.get_pci(
             node_name=domain.proxmox_node,

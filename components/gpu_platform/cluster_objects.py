@@ -4,8 +4,13 @@ fails `up` with 'namespaces "katib-sweeps" not found' after the GPU nodes came u
 Prometheus selects is created fine and never evaluated: the alerts are silently not there.
 
 Selector semantics (prometheus-operator v0.93.0, pkg/apis/monitoring/v1/prometheus_types.go, the RuleSelector and
-RuleNamespaceSelector doc comments): `ruleSelector` empty matches every rule, null matches none;
-`ruleNamespaceSelector` empty matches every namespace, null (the default) only the Prometheus's own namespace.
+RuleNamespaceSelector doc comments, and the same for ServiceMonitorSelector and ServiceMonitorNamespaceSelector):
+a selector empty matches everything, null matches nothing; a namespace selector empty matches every namespace, null
+(the default) only the Prometheus's own namespace. The same holds for the DCGM exporter's ServiceMonitor, which
+the operator creates in its own namespace labelled app=nvidia-dcgm-exporter plus
+`dcgmExporter.serviceMonitor.additionalLabels` (gpu-operator v26.7.0 assets/state-dcgm-exporter/
+0500_service_monitor.yaml, controllers/object_controls.go applyServiceMonitorCustomEdits): a Prometheus that
+selects neither scrapes no GPU metric, and DcgmExporterDown fires although the exporter runs fine.
 kube-prometheus-stack renders `ruleSelector: {matchLabels: {release: <its release name>}}` unless
 `prometheusSpec.ruleSelectorNilUsesHelmValues` is false (templates/prometheus/prometheus.yaml), so a rule
 without that label is ignored there; the check reads the cluster's own Prometheus objects, whichever chart made
@@ -20,7 +25,9 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from components.gpu_platform.alert_rules import prometheus_rule_labels
+from components.gpu_platform.namespaces import build_operator_namespace
 from config.stack import StackConfig
+from knowledge.gpu_operator import DCGM_EXPORTER_APP
 
 EXIT_MARK = "kubectl-exit="
 PROMETHEUSES = "get prometheuses.monitoring.coreos.com -A -o json"
@@ -174,4 +181,72 @@ def rule_selector_problems(
         f"{key}: no Prometheus in the cluster loads the GPU alerts (a PrometheusRule in {namespace} labelled "
         f"{', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}), so they would be created and never fire: "
         + "; ".join(hints)
+    ]
+
+
+def dcgm_service_monitor_labels(cfg: StackConfig) -> dict[str, str]:
+    """The labels the operator gives the DCGM exporter's ServiceMonitor."""
+    return {"app": DCGM_EXPORTER_APP, **cfg.monitoring.service_monitor_labels}
+
+
+def _operator_namespace_labels(cfg: StackConfig, existing: Mapping[str, Mapping[str, str]]) -> Mapping[str, str]:
+    """The operator namespace's labels: as the cluster has them, else as the program will create it (the API
+    server adds kubernetes.io/metadata.name)."""
+    namespace = cfg.gpu_operator.namespace
+    if namespace in existing:
+        return existing[namespace]
+    labels = build_operator_namespace(namespace)["metadata"]["labels"]
+    return {**labels, "kubernetes.io/metadata.name": namespace}
+
+
+def _selects_monitor(prometheus: Mapping[str, Any], labels: Mapping[str, str], namespace: str, ns_labels: Any) -> bool:
+    spec = _spec(prometheus)
+    namespace_selector = spec.get("serviceMonitorNamespaceSelector")
+    in_scope = (
+        _metadata(prometheus).get("namespace") == namespace
+        if namespace_selector is None
+        else selects(namespace_selector, ns_labels)
+    )
+    return in_scope and selects(spec.get("serviceMonitorSelector"), labels)
+
+
+def service_monitor_selector_problems(
+    cfg: StackConfig, prometheuses: list[Mapping[str, Any]], existing: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The DCGM exporter's ServiceMonitor must be selected by at least one Prometheus, or nothing scrapes the GPUs."""
+    if not cfg.monitoring.service_monitor:
+        return []
+    if not prometheuses:
+        if cfg.monitoring.alerts_enabled:
+            return []  # the alerts' check says the cluster has no Prometheus
+        return [
+            "gpu-pool:monitoring.serviceMonitor: the cluster has no Prometheus object, so the DCGM exporter's "
+            "ServiceMonitor would scrape nothing and the dashboard stay empty: install Rancher Monitoring or "
+            "kube-prometheus-stack, or set serviceMonitor (and dashboardEnabled) to false"
+        ]
+    labels = dcgm_service_monitor_labels(cfg)
+    namespace = cfg.gpu_operator.namespace
+    ns_labels = _operator_namespace_labels(cfg, existing)
+    if any(_selects_monitor(p, labels, namespace, ns_labels) for p in prometheuses):
+        return []
+    hints: list[str] = []
+    for p in prometheuses:
+        meta, spec = _metadata(p), _spec(p)
+        name = f"{meta.get('namespace')}/{meta.get('name')}"
+        selector = spec.get("serviceMonitorSelector")
+        wanted = (selector or {}).get("matchLabels") if isinstance(selector, Mapping) else None
+        if selector is None:
+            hints.append(f"{name} has no serviceMonitorSelector (it selects no ServiceMonitor)")
+        elif not selects(selector, labels):
+            shown = ", ".join(f"{k}: {v}" for k, v in sorted((wanted or {}).items())) or json.dumps(selector)
+            hints.append(f"{name} selects ServiceMonitors labelled {{{shown}}}: add them to serviceMonitorLabels")
+        else:
+            hints.append(
+                f"{name} does not look for ServiceMonitors in namespace {namespace} (serviceMonitorNamespaceSelector): "
+                "widen that selector on the Prometheus"
+            )
+    return [
+        "gpu-pool:monitoring.serviceMonitorLabels: no Prometheus in the cluster selects the DCGM exporter's "
+        f"ServiceMonitor (in {namespace}, labelled {', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}), so "
+        "no GPU metric is scraped and DcgmExporterDown fires while the exporter runs: " + "; ".join(hints)
     ]

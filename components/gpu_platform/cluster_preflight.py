@@ -23,6 +23,7 @@ from components.gpu_platform.cluster_objects import (
     parse_answer,
     query_command,
     rule_selector_problems,
+    service_monitor_selector_problems,
 )
 from components.gpu_platform.existing_objects import (
     adoption_notice,
@@ -32,6 +33,7 @@ from components.gpu_platform.existing_objects import (
     planned_objects,
 )
 from components.gpu_platform.kyverno_version import KYVERNO_QUERY, kyverno_version_problems
+from components.gpu_platform.release_values import nfd_enabled
 from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
 from config.stack import StackConfig
@@ -109,6 +111,18 @@ def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
         ),
     ]
     needed += _kyverno_crds(cfg, kyverno_users)
+    if not nfd_enabled(cfg.gpu_operator):
+        # The chart's NFD is off: another NFD must label the nodes (feature.node.kubernetes.io/pci-10de.present),
+        # which every operand is scheduled by. NFD's own CRDs (the subchart's crds/nfd-api-crds.yaml) show one is
+        # installed.
+        needed.append(
+            NeededCrd(
+                "nodefeatures.nfd.k8s-sigs.io",
+                "gpu-pool:gpuOperator.extraValues.nfd.enabled is false (the chart's Node Feature Discovery off), and "
+                "without an NFD nothing labels the GPU nodes, so no operand is ever scheduled there",
+                "install Node Feature Discovery, or remove nfd.enabled: false",
+            )
+        )
     chart = cfg.gpu_operator.local_chart()
     if chart is not None:
         for crd in chart.crds():
@@ -199,19 +213,23 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> C
         return ClusterPreflight("skipped: gpu-pool:preflight.clusterCheck is false")
     if crds:
         ran = run_quietly(crd_check_command(kubectl, crds))
-        if problems := crd_problems(crds, ran.stdout):
-            raise PreflightError(problems)
+        if missing := crd_problems(crds, ran.stdout):
+            raise PreflightError(missing)
     passed = [crd.name for crd in crds if crd.required]
-    problems = []
+    problems: list[str] = []
+    existing: dict[str, Any] = {}
     if namespaces:
         passed.append("namespaces " + ", ".join(sorted({n.name for n in namespaces})))
         existing = namespace_labels(_kubectl_list(kubectl, namespaces_query(namespaces), "namespaces"))
         problems += namespace_problems(namespaces, existing)
+    if cfg.monitoring.alerts_enabled or cfg.monitoring.service_monitor:
+        prometheuses = _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects")
         if cfg.monitoring.alerts_enabled:
-            problems += rule_selector_problems(
-                cfg, _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects"), existing
-            )
+            problems += rule_selector_problems(cfg, prometheuses, existing)
             passed.append("a Prometheus loads the GPU alerts")
+        if cfg.monitoring.service_monitor:
+            problems += service_monitor_selector_problems(cfg, prometheuses, existing)
+            passed.append("a Prometheus scrapes the DCGM exporter")
     if any(crd.name.endswith("kyverno.io") for crd in crds):
         problems += kyverno_version_problems(cfg.kyverno, _kubectl_list(kubectl, KYVERNO_QUERY, "Deployments"))
     planned = planned_objects(cfg)

@@ -17,23 +17,17 @@ from components.gpu_platform.cel_policies import (
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
-from components.gpu_platform.dcgm_metrics import (
-    DCGM_METRICS_CONFIGMAP,
-    build_dcgm_metrics_configmap,
-    build_dcgm_metrics_csv,
-    metrics_digest,
-)
+from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
-from components.gpu_platform.operator_crds import build_operator_crds, crd_resource_suffix
-from components.gpu_platform.operator_values import build_gpu_operator_values
+from components.gpu_platform.operator_crds import crd_resource_suffix
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
+from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.steering_policy import build_gpu_steering_policy
-from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
+from components.gpu_platform.time_slicing import build_time_slicing_configmap
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_object
-from components.shared.node_marking import GpuNodeMarking
 from components.shared.platform_handles import PlatformHandles
 from config.stack import StackConfig
 from knowledge.gpu_operator_chart import CHART_NAME
@@ -55,7 +49,6 @@ class GpuPlatform(pulumi.ComponentResource):
         cfg = args.stack
         operator_cfg = cfg.gpu_operator
         k8s = pulumi.ResourceOptions(parent=self, provider=args.kubernetes_provider)
-        marking = GpuNodeMarking.from_kyverno(cfg.kyverno)
 
         def after(*deps: pulumi.Resource) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=list(deps)))
@@ -72,28 +65,14 @@ class GpuPlatform(pulumi.ComponentResource):
             f"{name}-dcgm-metrics", build_dcgm_metrics_configmap(operator_cfg.namespace), after(namespace)
         )
         local_chart = operator_cfg.local_chart()
-        crds: list[pulumi.Resource] = []
-        if local_chart is not None:
-            nfd = operator_cfg.extra_values.get("nfd")
-            nfd_enabled = not (isinstance(nfd, dict) and nfd.get("enabled") is False)
-            # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
-            # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
-            crd_opts = pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(retain_on_delete=True))
-            crds = [
-                register_object(f"{name}-{crd_resource_suffix(crd)}", crd, crd_opts)
-                for crd in build_operator_crds(local_chart, nfd_enabled=nfd_enabled)
-            ]
-        values = build_gpu_operator_values(
-            operator_cfg,
-            time_slicing_configmap=TIME_SLICING_CONFIGMAP,
-            default_profile=None,
-            dcgm_metrics_configmap=DCGM_METRICS_CONFIGMAP,
-            dcgm_metrics_digest=metrics_digest(build_dcgm_metrics_csv()),
-            service_monitor=cfg.monitoring.service_monitor,
-            # Operands must tolerate the taint the GPU nodes really carry (Exists: any value).
-            gpu_node_tolerations=[{"key": marking.taint_key, "operator": "Exists", "effect": marking.taint_effect}],
-            crds_registered=bool(crds),
-        )
+        # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
+        # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
+        crd_opts = pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(retain_on_delete=True))
+        crds = [
+            register_object(f"{name}-{crd_resource_suffix(crd)}", crd, crd_opts)
+            for crd in registered_crds(operator_cfg)
+        ]
+        values = release_values(operator_cfg, cfg.kyverno, cfg.monitoring, crds_registered=bool(crds))
         # helm.v3.Release, not helm.v4.Chart: the chart's pre-delete hooks (and, with a remote chart, its CRD
         # upgrade hook) must run. A chart on disk is named by its path as the stack file gives it (relative to the
         # project): an absolute path differs between machines and shows a chart change on every preview

@@ -17,6 +17,7 @@ from knowledge.gpu_operator_chart import (
     CONTROL_PLANE_TOLERATION,
     DAEMONSETS_DEFAULT_TOLERATIONS,
     NFD_MASTER_DEFAULT_TOLERATIONS,
+    NFD_WORKER_DEFAULT_TOLERATIONS,
 )
 from knowledge.rke2 import RKE2_NVIDIA_RUNTIMES
 
@@ -72,6 +73,7 @@ def build_gpu_operator_values(
     service_monitor: bool,
     gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
     crds_registered: bool = False,
+    service_monitor_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -167,7 +169,23 @@ def build_gpu_operator_values(
             }
         },
     }
+    _tolerate_the_nodes_taint_in_nfd_worker(values, gpu_node_tolerations)
+    if service_monitor_labels:
+        # A Prometheus selects ServiceMonitors by label (kube-prometheus-stack: release=<its name>); the operator
+        # copies these onto the DCGM exporter's (object_controls.go applyServiceMonitorCustomEdits).
+        values["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(sorted(service_monitor_labels.items()))
     return deep_merge(values, cfg.extra_values)
+
+
+def _tolerate_the_nodes_taint_in_nfd_worker(
+    values: dict[str, Any], gpu_node_tolerations: Sequence[Mapping[str, str]]
+) -> None:
+    """NFD's worker with the chart's tolerations plus the nodes' real taint, set only where the chart's list does
+    not already cover it (a taint key or effect other than nvidia.com/gpu:NoSchedule): an NFD worker that cannot
+    land on the GPU nodes never labels them, and no operand is ever scheduled there."""
+    worker = _tolerations(NFD_WORKER_DEFAULT_TOLERATIONS, gpu_node_tolerations)
+    if worker != [dict(t) for t in NFD_WORKER_DEFAULT_TOLERATIONS]:
+        values["node-feature-discovery"]["worker"] = {"tolerations": worker}
 
 
 def set_value_paths(values: Mapping[str, Any]) -> list[str]:

@@ -52,7 +52,7 @@ def test_a_proxmox_endpoint_with_the_api_path_is_refused_saying_which_part_to_dr
     [
         ("rke2Token", "", "gpu-pool:rke2Token: the RKE2 join token is empty"),
         ("rke2Token", "K10deadbeef::server:abc", "expected K10<64 hex digits>::<user>:<password>"),
-        ("rke2Token", "my-token\n", "contains a space or a line break"),
+        ("rke2Token", "my-token\n", "starts or ends with whitespace"),
         ("proxmoxApiToken", "pulumi@pve!gpu-pool", "has no '=<secret>' part"),
         ("proxmoxApiToken", "root@pam=hunter2", "expected user@realm!tokenid=<uuid>"),
     ],

@@ -126,12 +126,21 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
         ["gpu-pool:failureDomains[dc1]: UEFI Secure Boot refuses the unsigned NVIDIA kernel module"],
     ),
     (
-        "a large-BAR card under OVMF, whose fixed 64-bit MMIO window cannot map it",
+        "a large-BAR card whose host CPU address width is not given",
         lambda c: domain(c, 0).update({"firmware": "ovmf", "gpu": {**domain(c, 0)["gpu"], "barMiB": 262144 + 48}}),
         [
-            "gpu-pool:failureDomains[dc1]: gpu.barMiB 262192 needs a 512 GiB 64-bit MMIO window",
-            "OVMF's fixed window is 32 GiB",
-            "use firmware: seabios",
+            "gpu-pool:failureDomains[dc1]: the cards' BARs need a 512 GiB 64-bit MMIO window (gpu 512 GiB)",
+            "set hostAddressBits to what `grep -m1 'address sizes' /proc/cpuinfo` prints on pve-dc1",
+        ],
+    ),
+    (
+        "a large-BAR card under OVMF on a 39-bit host, whose 64 GiB window cannot map it",
+        lambda c: domain(c, 0).update(
+            {"firmware": "ovmf", "hostAddressBits": 39, "gpu": {**domain(c, 0)["gpu"], "barMiB": 262144 + 48}}
+        ),
+        [
+            "gpu-pool:failureDomains[dc1]: the cards' BARs need a 512 GiB 64-bit MMIO window (gpu 512 GiB), but ovmf "
+            "on a 39-bit host has 64 GiB",
         ],
     ),
     (

@@ -12,7 +12,7 @@ from config.card_driver import card_driver_problems, smoke_image_problems
 from config.failure_domain import FailureDomainConfig
 from config.gpu_operator import GpuOperatorConfig
 from knowledge.cuda import cuda_major_of_image
-from knowledge.gpu_architectures import generation
+from knowledge.gpu_cards import card_facts
 from tests.config.refusal import FD, Run, refused
 
 V100 = {"vendorDeviceId": "10de:1db1", "model": "Tesla V100-SXM2-16GB"}
@@ -27,18 +27,32 @@ def _card(prod_config: dict[str, Any], index: int, **changes: Any) -> None:
 @pytest.mark.parametrize(
     ("device", "name"),
     [
-        ("10de:102d", "Kepler or older"),
-        ("10de:13bb", "Maxwell, Pascal or Volta"),
-        ("10de:1bb3", "Maxwell, Pascal or Volta"),
-        ("10de:1db1", "Maxwell, Pascal or Volta"),
-        ("10de:1e02", "Turing or newer"),
-        ("10de:2331", "Turing or newer"),
-        ("10de:25b0", "Turing or newer"),
+        ("10de:102d", "Kepler"),
+        ("10de:13bb", "Maxwell"),
+        ("10de:1bb3", "Pascal"),
+        ("10de:1db1", "Volta"),
+        ("10de:1e02", "Turing"),
+        ("10de:2331", "Hopper"),
+        ("10de:25b0", "Ampere"),
+        ("10de:2805", "Ada Lovelace"),
+        ("10de:2b85", "Blackwell"),
+        ("10de:3fff", "Turing or newer"),
     ],
-    ids=["K80", "Quadro K620 is Maxwell", "P4", "V100", "TITAN RTX", "H100 PCIe", "RTX A1000"],
+    ids=[
+        "K80",
+        "Quadro K620 is Maxwell",
+        "P4",
+        "V100",
+        "TITAN RTX",
+        "H100 PCIe",
+        "RTX A1000",
+        "RTX 4060 Ti",
+        "RTX 5090",
+        "an id newer than the table",
+    ],
 )
-def test_a_cards_generation_follows_from_its_pci_device_id(device: str, name: str) -> None:
-    assert generation(device).name == name
+def test_a_cards_architecture_follows_from_its_pci_device_id(device: str, name: str) -> None:
+    assert card_facts(device).architecture.name == name
 
 
 def test_a_volta_card_under_a_driver_newer_than_r580_is_refused_with_the_580_pin(
@@ -49,7 +63,7 @@ def test_a_volta_card_under_a_driver_newer_than_r580_is_refused_with_the_580_pin
 
     message = refused(run_stack_program, prod_config, monitor)
 
-    assert f"{FD}[dc2].gpu.vendorDeviceId: 10de:1db1 (Tesla V100-SXM2-16GB) is a Maxwell, Pascal or Volta" in message
+    assert f"{FD}[dc2].gpu.vendorDeviceId: 10de:1db1 (Tesla V100-SXM2-16GB) is a Volta card (GV100GL)" in message
     assert "R580 is the last driver branch that supports it" in message
     assert "driverVersion 595.91.07 is R595: set driverVersion to 580.173.02" in message
 
@@ -71,7 +85,7 @@ def test_a_pre_turing_card_under_the_open_kernel_modules_is_refused_with_proprie
 
     message = refused(run_stack_program, prod_config, monitor)
 
-    assert f"{FD}[dc3].gpu.vendorDeviceId: 10de:1bb3 (Tesla P4) is a Maxwell, Pascal or Volta card" in message
+    assert f"{FD}[dc3].gpu.vendorDeviceId: 10de:1bb3 (Tesla P4) is a Pascal card (GP104GL)" in message
     assert "open kernel modules drive only Turing or newer" in message
     assert "set kernelModuleType to proprietary (or auto)" in message
 
@@ -84,7 +98,7 @@ def test_a_kepler_card_is_refused_because_no_driver_the_chart_supports_drives_it
 
     message = refused(run_stack_program, prod_config, monitor)
 
-    assert "is a Kepler or older card, last supported by driver branch R470" in message
+    assert "is a Kepler card (GK210GL), last supported by driver branch R470" in message
     assert f"chart {chart} supports (R535 and newer): pass a Turing or newer card" in message
 
 

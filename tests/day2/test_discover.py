@@ -128,3 +128,60 @@ def test_asking_the_api_without_the_token_in_the_environment_is_a_usage_error(mo
     monkeypatch.delenv("GPU_POOL_SECRET_PROXMOXAPITOKEN", raising=False)
     result = run("discover", "--stack", "prod", "--stack-dir", str(ROOT))
     assert result.code == 2 and "GPU_POOL_SECRET_PROXMOXAPITOKEN" in result.err
+
+
+# --- the card table: what discover says of each card, and the BARs it fills in ---------------------------------
+
+H200_RESOURCE = ROOT / "tests" / "fixtures" / "node_check" / "h200" / "sys" / "devices" / "pci0000:00" / "0000:00:06.0"
+
+
+def test_each_card_is_described_from_the_card_table() -> None:
+    result = run("discover", "--from", str(MS01), "--node", "pve-dc1")
+
+    assert "#     GA107GL, Ampere; open or proprietary kernel modules\n" in result.out
+
+
+def test_a_saved_sysfs_resource_of_the_host_fills_bar_mib_with_what_the_preview_reads() -> None:
+    result = run(
+        "discover", "--from", str(MS01), "--node", "pve-dc1", "--resource", f"0000:01:00.0={H200_RESOURCE / 'resource'}"
+    )
+
+    assert result.code == 0, result.err
+    assert pasted(result.out)["gpu"]["barMiB"] == 16 + 256 * 1024 + 32
+
+
+def test_a_resource_file_without_a_memory_bar_is_a_usage_error(tmp_path: Path) -> None:
+    empty = tmp_path / "resource"
+    empty.write_text("0x0000000000000000 0x0000000000000000 0x0000000000000000\n")
+
+    result = run("discover", "--from", str(MS01), "--node", "pve-dc1", "--resource", f"0000:01:00.0={empty}")
+
+    assert result.code == 2 and "no memory BAR in it" in result.err
+
+
+def test_an_h200_gets_its_measured_bars_from_the_card_table(tmp_path: Path) -> None:
+    answer = json.loads(MS01.read_text())
+    for device in answer:
+        if device["id"].startswith("0000:01:00.0"):
+            device.update(device="0x2335", device_name="GH100 [H200 SXM 141GB]")
+    result = run("discover", "--from", str(saved(tmp_path, answer)), "--node", "pve-dc1")
+
+    assert pasted(result.out)["gpu"]["barMiB"] == 16 + 256 * 1024 + 32
+    assert "GH100, Hopper; open or proprietary kernel modules; MIG capable" in result.out
+
+
+def test_with_a_stack_a_card_its_pinned_driver_does_not_list_is_said_at_once(tmp_path: Path) -> None:
+    answer = json.loads(MS01.read_text())
+    for device in answer:
+        if device["id"].startswith("0000:01:00.0"):
+            device.update(device="0x2b85", device_name="GB202 [GeForce RTX 5090]")
+    stack = tmp_path / "Pulumi.lab.yaml"
+    stack.write_text('config:\n  gpu-pool:gpuOperator:\n    driverVersion: "535.309.01"\n', encoding="utf-8")
+
+    result = run(
+        "discover", "--from", str(saved(tmp_path, answer)), "--node", "pve-dc1", "--stack", "lab",
+        "--stack-dir", str(tmp_path),
+    )  # fmt: skip
+
+    assert "GB202, Blackwell; open kernel modules only" in result.out
+    assert "the stack's driver 535.309.01 does not list it (first listed in 570.86.16)" in result.out

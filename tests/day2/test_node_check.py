@@ -50,7 +50,10 @@ def test_the_healthy_h200_passes_every_floor_from_pci_to_health() -> None:
     assert states(report) == {"pci": True, "link": True, "driver": True, "nvml": True, "health": True}
     assert report["firstBroken"] is None and report["fix"] is None
     detail = {f["name"]: f["detail"] for f in report["floors"]}
-    assert "BAR2 256 GiB" in detail["pci"] and "10de:2335 subsystem 10de:18bf 3D controller" in detail["pci"]
+    assert (
+        "BAR2 256 GiB" in detail["pci"]
+        and "10de:2335 (GH100, Hopper) subsystem 10de:18bf 3D controller" in detail["pci"]
+    )
     assert detail["link"] == "0000:00:06.0 32.0 GT/s PCIe x16 (= max)"
     assert "580.159.04, open kernel module" in detail["driver"]
     assert "pass-through" in detail["nvml"]
@@ -59,8 +62,57 @@ def test_the_healthy_h200_passes_every_floor_from_pci_to_health() -> None:
 def test_the_json_has_doctors_shape() -> None:
     _, report, _ = check(H200)
 
-    assert list(report) == ["node", "floors", "firstBroken", "fix"]
+    assert list(report) == ["node", "floors", "firstBroken", "fix", "facts"]
     assert [f["name"] for f in report["floors"]] == ["pci", "link", "driver", "nvml", "health"]
+
+
+def test_the_json_names_what_it_found_for_doctor_to_recheck_and_never_this_machines_ids_for_a_copy() -> None:
+    _, report, _ = check(H200)
+
+    assert report["facts"] == {
+        "cards": [{"address": "0000:00:06.0", "id": "10de:2335", "subsystem": "10de:18bf", "name": "NVIDIA H200"}],
+        "driver": "580.159.04",
+        "machineId": None,
+        "bootId": None,
+    }
+
+
+def _check_as(root: Path, card: str, driver: str) -> tuple[int, dict[str, Any]]:
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        "--sysfs-root", str(root / "sys"), "--proc-root", str(root / "proc"), "--run-root", str(root),
+        "--kernel-log", str(root / "dmesg.txt"), "--node", "h200-vm", "-o", "json", "--expect-id", card,
+        "--expect-driver", driver,
+    ]  # fmt: skip
+    code = main(argv, out=out, err=err)
+    return code, json.loads(out.getvalue())
+
+
+def test_a_blackwell_card_under_the_proprietary_module_breaks_the_driver_floor(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    (root / GPU / "device").write_text("0x2b85\n")
+    version = root / "proc" / "driver" / "nvidia" / "version"
+    version.write_text(version.read_text().replace("Open Kernel Module for x86_64", "x86_64 Kernel Module"))
+    code, report = _check_as(root, "10de:2b85", "580.159.04")
+
+    assert code == 1 and report["firstBroken"] == "driver"
+    assert (
+        "10de:2b85 is a Blackwell card (GB202), which only the open kernel modules drive"
+        in report["floors"][2]["detail"]
+    )
+
+
+def test_a_card_the_running_driver_does_not_list_breaks_the_driver_floor(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    (root / GPU / "device").write_text("0x2b85\n")  # an RTX 5090 under R580.159: listed since 570.86.16
+    (root / "sys" / "module" / "nvidia" / "version").write_text("535.288.01\n")
+    code, report = _check_as(root, "10de:2b85", "535.288.01")
+
+    assert code == 1 and report["firstBroken"] == "driver"
+    assert (
+        "driver 535.288.01 does not list 10de:2b85 (a Blackwell card (GB202)) (first listed in 570.86.16)"
+        in (report["floors"][2]["detail"])
+    )
 
 
 def test_an_unassigned_bar_in_sysfs_breaks_the_pci_floor_and_names_the_mmio_window(tmp_path: Path) -> None:
@@ -324,8 +376,9 @@ def test_a_malformed_expected_id_is_a_usage_error() -> None:
 def on_a_gpu_worker(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """What a node has: python3, no venv, the files the docs say to copy; -S -E -s hide every site package."""
     for name in ("day2/__init__.py", "knowledge/__init__.py", "knowledge/pci.py", "knowledge/xid.py",
-                 "knowledge/nvml.py", *(f"day2/{p.name}" for p in (ROOT / "day2").glob("node_*.py"))):  # fmt: skip
-        (tmp_path / name).parent.mkdir(exist_ok=True)
+                 "knowledge/nvml.py", "knowledge/gpu_cards.py", "knowledge/data/nvidia_cards.json",
+                 *(f"day2/{p.name}" for p in (ROOT / "day2").glob("node_*.py"))):  # fmt: skip
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     command = [sys.executable, "-S", "-E", "-s", "-m", "day2.node_check", *argv]
     return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)

@@ -16,9 +16,9 @@ def test_the_prod_stack_gives_each_domains_node_profile_and_slots() -> None:
     facts = load_stack("prod", ROOT)
 
     assert facts.domains == (
-        Domain("dc1", "rke2-worker-dc1-gpu-a", "a1000-x4", 4),
-        Domain("dc2", "rke2-worker-dc2-gpu-a", "a1000-x4", 4),
-        Domain("dc3", "rke2-worker-dc3-gpu-a", "whole", 1),
+        Domain("dc1", "rke2-worker-dc1-gpu-a", "a1000-x4", 4, ("10de:25b0",)),
+        Domain("dc2", "rke2-worker-dc2-gpu-a", "a1000-x4", 4, ("10de:25b0",)),
+        Domain("dc3", "rke2-worker-dc3-gpu-a", "whole", 1, ("10de:25b0",)),
     )
     assert facts.expected_slots() == {
         "rke2-worker-dc1-gpu-a": 4,

@@ -41,5 +41,10 @@ def rancher_monitoring_prometheus(namespace: str) -> dict[str, Any]:
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "Prometheus",
         "metadata": {"name": "rancher-monitoring-prometheus", "namespace": namespace},
-        "spec": {"ruleSelector": {}, "ruleNamespaceSelector": {}},
+        "spec": {
+            "ruleSelector": {},
+            "ruleNamespaceSelector": {},
+            "serviceMonitorSelector": {},
+            "serviceMonitorNamespaceSelector": {},
+        },
     }

@@ -15,7 +15,12 @@ define; the source of every endpoint is named by its handler below:
 - pve-manager `PVE/API2/Cluster.pm` (`GET /cluster/resources?type=vm`), `PVE/API2/Tasks.pm`
   (`GET /nodes/{node}/tasks/{upid}/status`: `{status: stopped, exitstatus: OK}`), `PVE/API2/Network.pm`
   (`GET /nodes/{node}/network`), `PVE/API2.pm` (`GET /version`).
-- pve-storage `PVE/API2/Storage/Config.pm` (`GET /storage/{storage}`: `path`, `content`) and
+- pve-storage `PVE/API2/Storage/Config.pm` (`GET /storage/{storage}`: `path`, `content`),
+  `PVE/API2/Storage/Status.pm` (index, `GET /nodes/{node}/storage[?content=..&storage=..&enabled=1]`: one
+  `{storage, type, content, enabled, active, shared, total, used, avail, used_fraction}` per datastore, `content`
+  a comma list; with `content`, only the enabled datastores allowing one of those types, PVE/Storage.pm
+  storage_info; at proxmox/pve-storage 0c56bad8), what the bpg provider's getDatastores reads
+  (proxmox/nodes/storage/storage.go ListDatastores, v0.111.1), and
   `PVE/API2/Storage/Content.pm` (`GET/DELETE /nodes/{node}/storage/{storage}/content[/{volume}]`).
 
 The VM lifecycle is a state machine, not a hypervisor: a VM "runs" the moment it is started, its disk import
@@ -142,12 +147,27 @@ def _typed(key: str, value: str) -> Any:
     return value
 
 
+# A default Proxmox install's two datastores (the `dir` at /var/lib/vz and the LVM-thin pool), with snippets and
+# import turned on for `local` as docs/prerequisites.md asks: name -> (type, content types).
+DEFAULT_DATASTORES: dict[str, tuple[str, str]] = {
+    "local": ("dir", "backup,import,iso,snippets,vztmpl"),
+    "local-lvm": ("lvmthin", "images,rootdir"),
+}
+
+
 class ProxmoxState:
     """The cluster's VMs, mappings and files, and the answer to each request."""
 
-    def __init__(self, nodes: dict[str, list[PciFunction]], storage_dir: Path, address: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        nodes: dict[str, list[PciFunction]],
+        storage_dir: Path,
+        address: str = "127.0.0.1",
+        datastores: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
         self.nodes = nodes
         self.storage_dir = storage_dir
+        self.datastores = dict(DEFAULT_DATASTORES if datastores is None else datastores)
         self.address = address
         self.vms: dict[int, Vm] = {}
         self.mappings: dict[str, dict[str, Any]] = {}
@@ -279,6 +299,8 @@ class ProxmoxState:
                 ]
             case ["tasks", upid, "status"]:
                 return {"upid": upid, "status": "stopped", "exitstatus": "OK", "pid": 1, "node": node}
+            case ["storage"]:
+                return self._storage_status(one)
             case ["storage", datastore, "content"]:
                 return self._content(datastore, one.get("content"))
             case ["storage", datastore, "content", volume]:
@@ -286,6 +308,35 @@ class ProxmoxState:
             case ["qemu", vmid, *what]:
                 return self._vm_get(self._vm(node, vmid), what)
         raise ApiError(501, f"GET /nodes/{node}/{'/'.join(rest)} not implemented by the gpu-pool stand-in")
+
+    def _storage_status(self, one: dict[str, str]) -> list[dict[str, Any]]:
+        """pve-storage Status.pm index: every datastore with its content types, sizes in bytes."""
+        wanted = [c for c in re.split(r"[,;]", one.get("content", "")) if c]
+        if one.get("storage") and one["storage"] not in self.datastores:
+            raise ApiError(400, "Parameter verification failed. storage: No such storage.")
+        found = []
+        for name, (kind, content) in sorted(self.datastores.items()):
+            types = content.split(",")
+            if wanted and not set(wanted) & set(types):
+                continue
+            if one.get("storage") not in (None, name):
+                continue
+            total = 100 << 30
+            found.append(
+                {
+                    "storage": name,
+                    "type": kind,
+                    "content": content,
+                    "enabled": 1,
+                    "active": 1,
+                    "shared": 0,
+                    "total": total,
+                    "used": total // 4,
+                    "avail": total - total // 4,
+                    "used_fraction": 0.25,
+                }
+            )
+        return found
 
     def _content(self, datastore: str, content: str | None) -> list[dict[str, Any]]:
         found = []

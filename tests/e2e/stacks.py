@@ -15,6 +15,7 @@ from config.stack import StackConfig
 from config.validate import validate_stack
 from offline import preview
 from offline.runner import PROJECT, ROOT_DIR, read_stack_file
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 OPTIONS_STACK = "e2e-options"
 # Custom marking: the node label, the taint and everything steered by them must follow the config, not the
@@ -31,7 +32,7 @@ def options_config(prod: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
     config[key + "sharingProfiles"]["a1000-x2"] = {"replicas": 2}
     domains = config[key + "failureDomains"]
     domains[0]["kernel"] = "6.8.0-60-generic"
-    domains[0]["sshAuthorizedKeys"] = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2eE2e e2e"]
+    domains[0]["sshAuthorizedKeys"] = [TEST_PUBLIC_KEY]
     domains[1]["sharing"] = "a1000-x2"
     config[key + "kyverno"] = {
         "policyName": "gpu-workloads-to-gpu-workers",
@@ -82,6 +83,12 @@ def options_config(prod: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
         "extraValues": {
             "nodeStatusExporter": {"enabled": True},
             "validator": {"plugin": {"env": [{"name": "WITH_WORKLOAD", "value": "false"}]}},
+            # The alerts' job (monitoring.dcgmExporterJob) is the one the ServiceMonitor's relabeling writes.
+            "dcgmExporter": {
+                "serviceMonitor": {
+                    "relabelings": [{"action": "replace", "targetLabel": "job", "replacement": "dcgm-exporter"}]
+                }
+            },
         },
     }
     config[key + "smokeTest"] = {"namespace": "gpu-smoke", "timeoutSeconds": 900, "gpuReadyTimeoutMinutes": 60}

@@ -38,6 +38,13 @@ HARDWARE = {
         "pve-dc1": a1000_host(slot="0000:02:00")
     },
 }
+# The datastores a row's lab has besides a default install's: a disk moves only to one that exists (the live
+# preview's datastore preflight refuses a name the hosts do not have, before the provider is asked).
+DATASTORES = {
+    "a disk moved to another datastore is refused by the provider on a running VM, which is flagged": {
+        "fast-nvme": ("zfspool", "images,rootdir")
+    },
+}
 
 
 def split_secrets(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -112,17 +119,22 @@ def row_state(deployed: Deployed, row: Row, charts: dict[str, Path]) -> Iterator
         )
     hosts = deployed.pve.state.nodes
     saved = dict(hosts)
+    datastores = deployed.pve.state.datastores
+    saved_datastores = dict(datastores)
     deployed_before = before != deployed.base
     try:
         if deployed_before:
             apply(deployed, before)
             up_settled(deployed)
         hosts.update(HARDWARE.get(row.name, {}))
+        datastores.update(DATASTORES.get(row.name, {}))
         apply(deployed, after)
         yield before, after
     finally:
         hosts.clear()
         hosts.update(saved)
+        datastores.clear()
+        datastores.update(saved_datastores)
         apply(deployed, deployed.base)
         if deployed_before:
             up_settled(deployed)

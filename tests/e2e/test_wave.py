@@ -30,9 +30,10 @@ from tests.e2e.nodes import KUBELET, registered_nodes
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner
 from tests.e2e.wave_engine import run_wave
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 QUICK = {"GPU_POOL_POLL_SECONDS": "0.1", "GPU_POOL_PROGRESS_SECONDS": "0", "TIMEOUT_MINUTES": "0.05"}
 WAVE_STEPS = ("-wave-drain", "-device-plugin-restart", "-wave-gate", "-rollout")
 

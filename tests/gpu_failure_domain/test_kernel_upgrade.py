@@ -11,9 +11,10 @@ import pulumi
 import pytest
 
 from offline.recording import Recording, is_secret, reveal
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 Run = Callable[..., Recording]
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 
 
 def job(recording: Recording, domain: str) -> dict[str, Any]:
@@ -27,9 +28,7 @@ def test_no_kernel_upgrade_steps_without_a_pinned_kernel(run_stack_program: Run,
 def test_a_new_worker_with_a_pinned_kernel_runs_the_ordered_upgrade_for_that_domain_only(
     run_stack_program: Run, prod_config
 ):
-    prod_config["gpu-pool:failureDomains"][1].update(
-        {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"]}
-    )
+    prod_config["gpu-pool:failureDomains"][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]})
     recording = run_stack_program(prod_config)
     steps = [r for r in recording.registrations if "-kernel-" in r.name]
     assert {r.name for r in steps} == {

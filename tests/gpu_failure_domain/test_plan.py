@@ -34,8 +34,9 @@ from components.gpu_failure_domain.turns import Wave, version_key
 from config.stack import StackConfig
 from config.validate import validate_stack
 from offline.runner import read_stack_file
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KERNEL = "6.8.0-60-generic"
 Raw = dict[str, Any]

@@ -10,6 +10,7 @@ import pytest
 
 from offline.recording import Recording
 from tests.proxmox_hardware import ms01_host
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 Run = Callable[..., Recording]
 
@@ -92,7 +93,7 @@ def test_smoke_test_name_changes_exactly_when_what_it_validates_changes(run_stac
     assert _job_names(run_stack_program(prod_config)) == base
     monitor.recording.registrations.clear()
     prod_config["gpu-pool:failureDomains"][0].update(
-        {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"]}
+        {"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [TEST_PUBLIC_KEY]}
     )
     after_kernel = _job_names(run_stack_program(prod_config))
     assert after_kernel["dc1"] != base["dc1"] and after_kernel["dc2"] == base["dc2"]

@@ -24,8 +24,16 @@ from tests.proxmox_hardware import (
 )
 
 Run = Callable[..., Recording]
-# kube-prometheus-stack's default: ruleSelectorNilUsesHelmValues true renders release: <release name>.
-KPS = prometheus("kps-prometheus", "monitoring", {"matchLabels": {"release": "kps"}}, {})
+# kube-prometheus-stack's default: ruleSelectorNilUsesHelmValues and serviceMonitorSelectorNilUsesHelmValues true
+# render release: <release name> for both, and both namespace selectors empty (every namespace).
+KPS = prometheus(
+    "kps-prometheus",
+    "monitoring",
+    {"matchLabels": {"release": "kps"}},
+    {},
+    monitor_selector={"matchLabels": {"release": "kps"}},
+    monitor_namespace_selector={},
+)
 
 
 def _refused(run: Run, config: dict[str, Any], **answers: Any) -> str:
@@ -83,11 +91,13 @@ def test_with_the_release_label_kube_prometheus_stack_loads_them_and_the_preflig
     prod_config["gpu-pool:monitoring"] = {
         **prod_config.get("gpu-pool:monitoring", {}),
         "ruleLabels": {"release": "kps"},
+        "serviceMonitorLabels": {"release": "kps"},
     }
 
     outcome = _preflight(run_stack_program, prod_config, prometheuses_stdout=object_list([KPS]))
 
     assert outcome.startswith("passed: ") and "a Prometheus loads the GPU alerts" in outcome
+    assert "a Prometheus scrapes the DCGM exporter" in outcome
     assert "namespaces cattle-dashboards, cattle-monitoring-system, katib-sweeps" in outcome
 
 
@@ -102,18 +112,65 @@ def test_a_prometheus_that_only_looks_in_its_own_namespace_gets_the_namespace_to
     assert "set gpu-pool:monitoring.rulesNamespace to monitoring" in message
 
 
+def test_a_dcgm_service_monitor_kube_prometheus_stack_would_not_scrape_is_refused_naming_the_labels_it_wants(
+    run_stack_program: Run, prod_config
+) -> None:
+    prod_config["gpu-pool:monitoring"] = {"ruleLabels": {"release": "kps"}}
+
+    message = _refused(run_stack_program, prod_config, prometheuses_stdout=object_list([KPS]))
+
+    assert "gpu-pool:monitoring.serviceMonitorLabels: no Prometheus in the cluster selects the DCGM" in message
+    assert "(in gpu-operator, labelled app=nvidia-dcgm-exporter)" in message
+    assert "monitoring/kps-prometheus selects ServiceMonitors labelled {release: kps}" in message
+    assert "ruleLabels" not in message.split("serviceMonitorLabels:", 1)[0]
+
+
+def test_a_prometheus_without_a_service_monitor_selector_scrapes_nothing_and_says_so(
+    run_stack_program: Run, prod_config
+) -> None:
+    rules_only = prometheus("rules-only", "cattle-monitoring-system", {}, {})
+
+    message = _refused(run_stack_program, prod_config, prometheuses_stdout=object_list([rules_only]))
+
+    assert "cattle-monitoring-system/rules-only has no serviceMonitorSelector (it selects no ServiceMonitor)" in message
+
+
+def test_a_service_monitor_label_reaches_the_exporters_service_monitor_through_the_chart() -> None:
+    from components.gpu_platform.release_values import release_values
+    from config.stack import StackConfig
+    from offline.runner import read_stack_file
+
+    raw = {k.removeprefix("gpu-pool:"): v for k, v in read_stack_file("prod").items()}
+    raw["monitoring"] = {"serviceMonitorLabels": {"release": "kps"}}
+    cfg = StackConfig.model_validate(raw)
+
+    values = release_values(cfg.gpu_operator, cfg.kyverno, cfg.monitoring)
+
+    assert values["dcgmExporter"]["serviceMonitor"] == {"enabled": True, "additionalLabels": {"release": "kps"}}
+
+
 def test_a_cluster_without_any_prometheus_is_refused_when_alerts_are_on(run_stack_program: Run, prod_config) -> None:
     message = _refused(run_stack_program, prod_config, prometheuses_stdout=object_list([]))
 
     assert "the cluster has no Prometheus object, so the GPU alerts would never be evaluated" in message
 
 
-def test_alerts_off_ask_nothing_of_prometheus(run_stack_program: Run, prod_config) -> None:
-    prod_config["gpu-pool:monitoring"] = {"alertsEnabled": False}
+def test_alerts_and_service_monitor_off_ask_nothing_of_prometheus(run_stack_program: Run, prod_config) -> None:
+    prod_config["gpu-pool:monitoring"] = {"alertsEnabled": False, "serviceMonitor": False}
 
     outcome = _preflight(run_stack_program, prod_config, prometheuses_stdout=object_list([]))
 
     assert outcome.startswith("passed: ") and "Prometheus" not in outcome
+
+
+def test_a_service_monitor_on_a_cluster_without_any_prometheus_is_refused_even_with_alerts_off(
+    run_stack_program: Run, prod_config
+) -> None:
+    prod_config["gpu-pool:monitoring"] = {"alertsEnabled": False}
+
+    message = _refused(run_stack_program, prod_config, prometheuses_stdout=object_list([]))
+
+    assert "gpu-pool:monitoring.serviceMonitor: the cluster has no Prometheus object" in message
 
 
 def test_a_prometheus_loading_every_rule_passes(run_stack_program: Run, prod_config) -> None:

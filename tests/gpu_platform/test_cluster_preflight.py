@@ -131,3 +131,17 @@ def test_no_preflight_prints_what_it_reads_into_the_engines_output(prod_config, 
     runs = [call for call in recording.invocations if call.token == "command:local:run"]
     assert len(runs) >= 4, [call.args.get("command") for call in runs]
     assert {call.args.get("logging") for call in runs} == {"none"}
+
+
+def test_the_charts_nfd_turned_off_on_a_cluster_without_nfd_is_refused(run_stack_program, prod_config, monitor):
+    from offline.runner import install_mocks
+    from tests.proxmox_hardware import answering, crd_listing
+
+    prod_config["gpu-pool:gpuOperator"]["extraValues"] = {"nfd": {"enabled": False}}
+    install_mocks("test", invoke=answering(crd_stdout=crd_listing()))
+
+    with pytest.raises(pulumi.RunError) as raised:
+        run_stack_program(prod_config)
+
+    assert "the cluster has no nodefeatures.nfd.k8s-sigs.io CRD" in str(raised.value)
+    assert "install Node Feature Discovery, or remove nfd.enabled: false" in str(raised.value)

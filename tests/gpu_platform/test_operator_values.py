@@ -65,7 +65,24 @@ def test_driver_resources_follow_the_config_including_requests() -> None:
         {"driverResources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "6Gi"}}}
     )
 
-    assert values["driver"]["resources"] == {"limits": {"memory": "6Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert values["driver"]["resources"] == {
+        "limits": {"cpu": "2", "memory": "6Gi"},
+        "requests": {"cpu": "500m", "memory": "1Gi"},
+    }
+
+
+def test_setting_the_driver_memory_keeps_the_default_cpu_limit_and_null_removes_it() -> None:
+    kept = values_for({"driverResources": {"limits": {"memory": "8Gi"}}})
+    removed = values_for({"driverResources": {"limits": {"memory": "8Gi", "cpu": None}}})
+
+    assert kept["driver"]["resources"] == {"limits": {"cpu": "2", "memory": "8Gi"}}
+    assert removed["driver"]["resources"] == {"limits": {"memory": "8Gi"}}
+
+
+def test_setting_dcgm_exporter_requests_keeps_its_default_memory_limit() -> None:
+    values = values_for({"dcgmExporterResources": {"requests": {"cpu": "100m"}}})
+
+    assert values["dcgmExporter"]["resources"] == {"limits": {"memory": "1Gi"}, "requests": {"cpu": "100m"}}
 
 
 def test_driver_requests_above_limits_are_refused_before_kubernetes_refuses_the_pod() -> None:

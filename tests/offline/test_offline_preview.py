@@ -143,3 +143,36 @@ def test_the_console_ends_with_the_outputs_and_what_the_offline_preview_could_no
     assert "Outputs:" in lines and "  schedulableGpuSlots: 9" in lines
     assert lines[-2].startswith("Secrets not given, placeholders used: gpu-pool:proxmoxApiToken, gpu-pool:rke2Token")
     assert lines[-1].startswith("Host and cluster preflight skipped")
+
+
+def test_with_kyverno_off_the_preview_prints_the_pod_lines_with_the_stacks_own_taint_and_label() -> None:
+    from offline.preview import steering_note
+
+    config = {
+        "gpu-pool:kyverno": {
+            "enabled": False,
+            "taintKey": "gpu.example.com/dedicated",
+            "taintEffect": "NoExecute",
+            "gpuNodeLabelKey": "accelerator",
+            "gpuNodeLabelValue": "nvidia",
+        }
+    }
+
+    note = steering_note(config)
+
+    assert 'key: gpu.example.com/dedicated, operator: Equal, value: "true", effect: NoExecute' in note
+    assert "nodeSelector: {accelerator: nvidia}" in note
+    assert steering_note({}) == ""
+
+
+def test_the_readmes_without_kyverno_snippet_is_the_default_marking_the_program_prints() -> None:
+    import re
+
+    from config.kyverno import KyvernoConfig
+    from offline.runner import ROOT_DIR
+
+    readme = (ROOT_DIR / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Without Kyverno or Prometheus", 1)[1]
+    snippet = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
+
+    assert snippet is not None and snippet.group(1) == KyvernoConfig().pod_spec_lines()

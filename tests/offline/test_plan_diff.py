@@ -21,9 +21,10 @@ from offline.diff import DiffError, diff_configs, main, settled_nodes
 from offline.plan_diff import Change, diff_recordings
 from offline.runner import read_stack_file
 from tests.chart_archive import package_chart
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 FD = "gpu-pool:failureDomains"
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpu ops@lab"
+KEY = TEST_PUBLIC_KEY
 Config = dict[str, Any]
 
 

@@ -1,0 +1,55 @@
+"""Every rule the program checks before anything is registered, by kind, under the id docs/validation.md lists it
+(tests/test_validation_catalog.py keeps the two in step). Each id maps to the code that enforces it, so a rule
+renamed or removed in the code fails the import or the test, not silently the docs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from components.gpu_failure_domain.host_preflight import datastore_problems, host_check_problems, pci_problems
+from components.gpu_failure_domain.turns import rke2_problems
+from components.gpu_platform.cluster_objects import (
+    namespace_problems,
+    rule_selector_problems,
+    service_monitor_selector_problems,
+)
+from components.gpu_platform.cluster_preflight import crd_problems
+from components.rendered_plan import RULES
+from config.cross_key import CROSS_KEY_RULES
+from config.loader import number_problems
+from config.run_environment import ENVIRONMENT_RULES
+from config.secret_checks import SHAPES, secret_problems, wrapping_problem
+from config.stack import StackConfig
+from config.stack_yaml import DuplicateKeyError
+from config.validate import validate_stack
+
+RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
+    # How the stack file is written, before any key is read.
+    "stack file": {
+        "duplicate-key": DuplicateKeyError,
+        "leading-zero-integer": number_problems,
+        "unknown-key": validate_stack,
+    },
+    # One key at a time: each top-level key's model carries its own rules (config-reference.md has each key's).
+    "single key": {(field.alias or name): field.annotation for name, field in StackConfig.model_fields.items()},
+    "across keys": dict(CROSS_KEY_RULES),
+    "rendered plan": {rule.id: rule.check for rule in RULES},
+    "secrets": {
+        "secret-missing": secret_problems,
+        "secret-in-plain-text": secret_problems,
+        "secret-wrapped-in-quotes-or-whitespace": wrapping_problem,
+        **{f"{key}-shape": check for key, (_, check) in SHAPES.items()},
+    },
+    "this machine": dict(ENVIRONMENT_RULES),
+    "preflights": {
+        "card-at-its-address-alone-in-its-group": pci_problems,
+        "card-bound-to-vfio": host_check_problems,
+        "datastore-content-types": datastore_problems,
+        "crds-served": crd_problems,
+        "namespaces-exist": namespace_problems,
+        "prometheus-loads-the-alerts": rule_selector_problems,
+        "prometheus-scrapes-the-exporter": service_monitor_selector_problems,
+        "rke2-version-skew": rke2_problems,
+    },
+}
