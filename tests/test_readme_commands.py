@@ -117,8 +117,18 @@ def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return clone
 
 
+def make_overrides(makeflags: str) -> set[str]:
+    """The variables given on an outer make's command line (`make test ARGS=-x`): make puts them in the
+    environment as well as in MAKEFLAGS, where a user's own `make preview` would never see them."""
+    _, _, assignments = f" {makeflags}".partition(" -- ")
+    return {word.split("=", 1)[0] for word in shlex.split(assignments) if "=" in word}
+
+
 def run_in(clone: Path, line: str, *, check: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "GPU_POOL_SECRET", "MAKEFLAGS"))}
+    outer = make_overrides(os.environ.get("MAKEFLAGS", "")) | {"MAKELEVEL", "MFLAGS", "MAKEFLAGS"}
+    env = {
+        k: v for k, v in os.environ.items() if k not in outer and not k.startswith(("VIRTUAL_ENV", "GPU_POOL_SECRET"))
+    }
     env.update({"UV_OFFLINE": "1", "MAKEFLAGS": ""})
     done = subprocess.run(
         ["/bin/sh", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=600, check=False
@@ -149,3 +159,9 @@ def test_the_readme_command_works_as_written_on_a_fresh_clone(command: Command, 
     if command.shown is not None:
         assert done.stdout == command.shown, f"{line} printed what the README does not show:\n{done.stdout}"
     assert shlex.split(line)
+
+
+def test_an_outer_makes_command_line_variables_stay_out_of_the_users_commands() -> None:
+    assert make_overrides("w -j2 -- ARGS=-q\\ -x STACK=prod") == {"ARGS", "STACK"}
+    assert make_overrides("-- ARGS=x") == {"ARGS"}
+    assert make_overrides("w") == set()
