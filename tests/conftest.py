@@ -50,17 +50,30 @@ def upstream() -> Path:
     return path
 
 
+def missing_data_line(skipped: int) -> str:
+    return (
+        f"{skipped} contract tests skipped: {NO_UPSTREAM} here; `{FETCH_HINT.split(' (')[0]}` fetches it from its "
+        "public sources, `make upstream UPSTREAM_FROM=<mirror>` from a mirror"
+    )
+
+
 @pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say, in the last lines, how many tests the missing upstream data skipped and what brings them in."""
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Count the tests the missing upstream data skipped (said last, by pytest_unconfigure)."""
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_UPSTREAM in str(r.longrepr)]
-    if skipped:
-        terminalreporter.write_line(
-            f"{len(skipped)} contract tests skipped: {NO_UPSTREAM} here; `{FETCH_HINT.split(' (')[0]}` fetches it "
-            f"from its public sources, `make upstream UPSTREAM_FROM=<mirror>` from a mirror",
-            yellow=True,
-            bold=True,
-        )
+    config.stash[_MISSING_DATA] = len(skipped)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Say it in the very last line, after pytest's own short summary and counts: a long list of skip reasons
+    above would otherwise push it out of sight."""
+    skipped = config.stash.get(_MISSING_DATA, 0)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if skipped and reporter is not None:
+        reporter.write_line(missing_data_line(skipped), yellow=True, bold=True)
+
+
+_MISSING_DATA = pytest.StashKey[int]()
 
 
 @pytest.fixture
