@@ -97,7 +97,9 @@ module_dir_at() {
 }
 
 k8s_stamp="$(lock_hash "$ENGINE_DIR/kubernetes")-$(tree_hash "$PB/pulumi-kubernetes/provider" "$ENGINE_DIR/dotnetstub")"
-if ! up_to_date pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$k8s_stamp"; then
+if up_to_date pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$k8s_stamp"; then
+  echo "up to date: pulumi-resource-kubernetes $KUBERNETES_VERSION"
+else
   k8s_root="$SRC_DIR/kubernetes"
   rm -rf "$k8s_root" && mkdir -p "$k8s_root"
   cp -R "$PB/pulumi-kubernetes/provider" "$ENGINE_DIR/dotnetstub" "$k8s_root/"
