@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.settings import without_make_variables
 from tests.conftest import upstream_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,17 +118,12 @@ def fresh_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return clone
 
 
-def make_overrides(makeflags: str) -> set[str]:
-    """The variables given on an outer make's command line (`make test ARGS=-x`): make puts them in the
-    environment as well as in MAKEFLAGS, where a user's own `make preview` would never see them."""
-    _, _, assignments = f" {makeflags}".partition(" -- ")
-    return {word.split("=", 1)[0] for word in shlex.split(assignments) if "=" in word}
-
-
 def run_in(clone: Path, line: str, *, check: bool = False) -> subprocess.CompletedProcess[str]:
-    outer = make_overrides(os.environ.get("MAKEFLAGS", "")) | {"MAKELEVEL", "MFLAGS", "MAKEFLAGS"}
+    # Not the variables of an outer `make test ARGS=...`, which a user's own `make preview` never sees.
     env = {
-        k: v for k, v in os.environ.items() if k not in outer and not k.startswith(("VIRTUAL_ENV", "GPU_POOL_SECRET"))
+        k: v
+        for k, v in without_make_variables(dict(os.environ)).items()
+        if not k.startswith(("VIRTUAL_ENV", "GPU_POOL_SECRET"))
     }
     env.update({"UV_OFFLINE": "1", "MAKEFLAGS": ""})
     done = subprocess.run(
@@ -159,9 +155,3 @@ def test_the_readme_command_works_as_written_on_a_fresh_clone(command: Command, 
     if command.shown is not None:
         assert done.stdout == command.shown, f"{line} printed what the README does not show:\n{done.stdout}"
     assert shlex.split(line)
-
-
-def test_an_outer_makes_command_line_variables_stay_out_of_the_users_commands() -> None:
-    assert make_overrides("w -j2 -- ARGS=-q\\ -x STACK=prod") == {"ARGS", "STACK"}
-    assert make_overrides("-- ARGS=x") == {"ARGS"}
-    assert make_overrides("w") == set()
