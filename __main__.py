@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -21,6 +22,7 @@ from components.gpu_failure_domain.host_preflight import datastore_needs, run_pr
 from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
+from components.gpu_platform.health_check import HealthCheckBundle
 from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
@@ -29,6 +31,9 @@ from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
+from day2.bundle import health_check_zip
+from day2.health_check import facts_document
+from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
@@ -86,7 +91,18 @@ if wave.problems:
 for danger in wave.dangers:
     pulumi.log.warn(danger)
 
-platform = GpuPlatform("gpu-platform", GpuPlatformArgs(stack=cfg, kubernetes_provider=kubernetes_provider))
+# The in-cluster health check's code and the pool's facts, from this checkout and the stack (repair.healthCheck).
+health_check = None
+if cfg.repair.health_check.enabled:
+    health_check = HealthCheckBundle(
+        code=health_check_zip(), facts=json.dumps(facts_document(facts_of(cfg, pulumi.get_stack())), indent=2)
+    )
+platform = GpuPlatform(
+    "gpu-platform",
+    GpuPlatformArgs(
+        stack=cfg, kubernetes_provider=kubernetes_provider, health_check=health_check, stack_name=pulumi.get_stack()
+    ),
+)
 credential_env = proxmox_credential_env(loaded)
 by_name = {domain.name: domain for domain in cfg.failure_domains}
 plans = {name: plan_domain(by_name[name], cfg, wave.turns[name]) for name in wave_order(cfg)}

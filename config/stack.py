@@ -12,6 +12,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
+from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -53,6 +54,11 @@ class StackConfig(ConfigModel):
     rollout: RolloutConfig = Field(
         default_factory=RolloutConfig,
         description="day-2 waves: the order in which changes that drain GPU workers go through the domains",
+    )
+    repair: RepairConfig = Field(
+        default_factory=RepairConfig,
+        description="`gpu-pool repair`: its daily power-cycle budget per domain, and the optional in-cluster "
+        "health check",
     )
     preflight: PreflightConfig = Field(
         default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"

@@ -1,9 +1,10 @@
-"""`gpu-pool claims`, `doctor` and `discover`: who holds which card, which floor of a GPU node is broken, and
-which cards a Proxmox node has.
+"""`gpu-pool claims`, `doctor`, `discover` and `repair`: who holds which card, which floor of a GPU node is
+broken, which cards a Proxmox node has, and a faulted card's VM power-cycled one domain at a time.
 
-Exit codes: 0 the answer was obtained; 1 `doctor` found a broken floor, or `discover` a card that cannot be
-passed through (or none); 2 a usage, input or connection error, reported as one line on stderr (never a
-traceback).
+Exit codes: 0 the answer was obtained (`repair`: it would repair, or did); 1 `doctor` found a broken floor,
+`discover` a card that cannot be passed through (or none), `repair` nothing a power cycle fixes (or a step of
+it failed); 2 a usage, input or connection error, or a repair's guard rail, reported as one line on stderr
+(never a traceback).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from day2 import discover_cli
+from day2 import discover_cli, repair_cli
 from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
 from day2.doctor import diagnose_all, require_known_node
 from day2.errors import Day2Error
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_node_check_arguments(node_check)
     discover_cli.add_parser(commands, _Parser)
+    repair_cli.add_parser(commands, _Parser, timestamp)
     return parser
 
 
@@ -229,6 +231,8 @@ def main(
             return run_node_check(args, ctx.out)
         if args.command == "discover":
             return discover_cli.run(args, ctx.out)
+        if args.command == "repair":
+            return repair_cli.run(args, ctx.out, ctx.err, args.now or ctx.clock())
         facts = load_stack(args.stack, Path(args.stack_dir)) if args.stack else PoolFacts()
         if args.command == "claims":
             return _run_claims(args, facts, ctx)

@@ -57,6 +57,8 @@ class Diagnosis:
     floors: tuple[Floor, ...]
     first_broken: str | None
     fix: Fix | None
+    # node-check's report as the walk read it (re-checked against the stack and the Node), if one was given.
+    below: NodeCheck | None = None
 
     @property
     def healthy(self) -> bool:
@@ -97,9 +99,9 @@ def diagnose(snapshot: o.Snapshot, facts: PoolFacts, node: str, below: NodeCheck
         if not result.ok:
             broken = (name, result)
     if broken is None:
-        return Diagnosis(node, tuple(floors), None, None)
+        return Diagnosis(node, tuple(floors), None, None, below)
     name, result = broken
-    return Diagnosis(node, tuple(floors), name, result.fix or Fix((), f"kubectl describe node {node}"))
+    return Diagnosis(node, tuple(floors), name, result.fix or Fix((), f"kubectl describe node {node}"), below)
 
 
 def _expectations(ctx: NodeContext) -> NodeExpectations:

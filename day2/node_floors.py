@@ -38,6 +38,9 @@ class Verdict:
     fix: str | None = None
     # True where a failure does not hide the floors above it (a degraded link).
     walk_on: bool = False
+    # True where a power cycle of the VM from Proxmox is the fix (a card off the bus, a driver that cannot
+    # initialise the card, an Xid whose catalogue action resets the GPU): what `gpu-pool repair` acts on.
+    power_cycle: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class NodeReport:
     floors: tuple[NodeFloor, ...]
     first_broken: str | None
     fix: str | None
+    # The first broken floor's fix is a power cycle of the VM (Verdict.power_cycle).
+    power_cycle: bool = False
     # What was found, for doctor to re-check against the stack and the cluster's Node: the GPUs (address, id,
     # subsystem), the loaded driver, and which machine and boot the report is from.
     facts: dict[str, object] | None = None
@@ -106,6 +111,9 @@ def pci_floor(facts: NodeFacts, expected: Expected) -> Verdict:
                 "the card did not arrive in the VM: on the Proxmox host `qm config <vmid> | grep hostpci` and "
                 f"`lspci -nnk -s <host address>` (bound to vfio-pci?), then {power_cycle(expected)}"
             ),
+            # A card that vanished from the bus (a host event, Xid 79) comes back with a cold start; another model
+            # or board than the stack's does not.
+            power_cycle="is not on the PCI bus" in missing or not expected.ids,
         )
     parts = []
     for card in cards:
@@ -289,6 +297,7 @@ def nvml_floor(facts: NodeFacts, expected: Expected) -> Verdict:
                     "the kernel sees the card, NVML does not: check dmesg for NVRM errors (RmInitAdapter failed) and "
                     f"nvidia-smi; then {power_cycle(expected)}"
                 ),
+                power_cycle=True,
             )
         pci_info = gpu.get("pci") or {}
         device_id = pci_info.get("pciDeviceId")
@@ -326,7 +335,8 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
         return Verdict(
             None, "skipped: no kernel log (pass --kernel-log FILE, e.g. from sudo dmesg) and no NVML reading"
         )
-    problems: list[tuple[str, str]] = []
+    # (what, what to do, whether a power cycle of the VM is that)
+    problems: list[tuple[str, str, bool]] = []
     notes: list[str] = []
     addresses = {xid_addresses(c.address) for c in cards}
     if facts.kernel_log is None:
@@ -339,7 +349,7 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
         text = f"Xid {xid.code} at {match['addr']}: {xid.meaning}"
         if xid.node_problem:
             action = f"{xid.action}: {power_cycle(expected)}" if "power cycle" in xid.action else xid.action
-            problems.append((text, action))
+            problems.append((text, action, xid.power_cycle_fixes))
         else:
             notes.append(f"{text} ({xid.action})")
     for card in cards:
@@ -348,16 +358,17 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
             continue
         rows = gpu.get("remappedRows") or []
         if len(rows) == 4 and rows[3]:
-            problems.append((f"{card.address}: row remapping failed", "the card's memory is failing: RMA"))
+            problems.append((f"{card.address}: row remapping failed", "the card's memory is failing: RMA", False))
         elif len(rows) == 4 and rows[2]:
             problems.append(
-                (f"{card.address}: row remapping pending", "reset the GPU to apply it: " + power_cycle(expected))
+                (f"{card.address}: row remapping pending", "reset the GPU to apply it: " + power_cycle(expected), True)
             )
         if gpu.get("eccVolatileUncorrected"):
             problems.append(
                 (
                     f"{card.address}: {gpu['eccVolatileUncorrected']} uncorrectable ECC errors since boot",
                     "drain the node and " + power_cycle(expected),
+                    True,
                 )
             )
         reasons = gpu.get("throttleReasons")
@@ -365,7 +376,7 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
             active = [text for bit, text in nv.EVENT_REASONS.items() if reasons & bit]
             if reasons & nv.HARDWARE_SLOWDOWN:
                 problems.append(
-                    (f"{card.address}: {', '.join(active)}", "check the host's cooling and power to the card")
+                    (f"{card.address}: {', '.join(active)}", "check the host's cooling and power to the card", False)
                 )
             elif active:
                 notes.append(f"{card.address} clocks: {', '.join(active)}")
@@ -374,9 +385,10 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
             f"remapped rows {rows or '?'}"
         )
     if problems:
-        details = "; ".join(text for text, _ in problems)
-        actions = "; ".join(dict.fromkeys(action for _, action in problems))
-        return Verdict(False, details, actions)
+        details = "; ".join(text for text, _, _ in problems)
+        actions = "; ".join(dict.fromkeys(action for _, action, _ in problems))
+        # Every problem of the floor, or the power cycle would leave one behind (an RMA, the host's cooling).
+        return Verdict(False, details, actions, power_cycle=all(cycles for _, _, cycles in problems))
     xid_text = "no Xid events in the kernel log" if facts.kernel_log is not None else ""
     return Verdict(True, "; ".join([t for t in [xid_text] if t] + notes))
 
@@ -393,7 +405,7 @@ FLOOR_NAMES = tuple(name for name, _ in FLOORS)
 
 def walk(facts: NodeFacts, expected: Expected, node: str) -> NodeReport:
     floors: list[NodeFloor] = []
-    first: tuple[str, str | None] | None = None
+    first: tuple[str, Verdict] | None = None
     stopped = False
     for name, check in FLOORS:
         if stopped:
@@ -402,9 +414,12 @@ def walk(facts: NodeFacts, expected: Expected, node: str) -> NodeReport:
         verdict = check(facts, expected)
         floors.append(NodeFloor(name, verdict.ok, verdict.detail))
         if verdict.ok is False:
-            first = first or (name, verdict.fix)
+            first = first or (name, verdict)
             stopped = not verdict.walk_on
-    return NodeReport(node, tuple(floors), first[0] if first else None, first[1] if first else None, facts_json(facts))
+    if first is None:
+        return NodeReport(node, tuple(floors), None, None, facts=facts_json(facts))
+    name, verdict = first
+    return NodeReport(node, tuple(floors), name, verdict.fix, verdict.power_cycle, facts_json(facts))
 
 
 def facts_json(facts: NodeFacts) -> dict[str, object]:
@@ -425,7 +440,8 @@ def facts_json(facts: NodeFacts) -> dict[str, object]:
 
 
 def report_json(report: NodeReport) -> dict[str, object]:
-    """doctor's shape: node, floors, firstBroken, fix {traps, command}."""
+    """doctor's shape: node, floors, firstBroken, fix {traps, command}, and `powerCycle`: whether the fix is a
+    power cycle of the VM (what `gpu-pool repair` reads)."""
     traps = (
         ["trap 7: Failed to initialize NVML: Driver/library version mismatch"]
         if report.fix and "trap 7" in report.fix
@@ -435,7 +451,9 @@ def report_json(report: NodeReport) -> dict[str, object]:
         "node": report.node,
         "floors": [{"name": f.name, "ok": f.ok, "detail": f.detail} for f in report.floors],
         "firstBroken": report.first_broken,
-        "fix": None if report.fix is None else {"traps": traps, "command": report.fix},
+        "fix": None
+        if report.fix is None
+        else {"traps": traps, "command": report.fix, "powerCycle": report.power_cycle},
         "facts": report.facts,
     }
 

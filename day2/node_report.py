@@ -40,6 +40,8 @@ class NodeCheck:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # The cards' names as NVML gives them (NVIDIA H200), where the report read NVML.
     names: tuple[str, ...] = ()
+    # The fix is a power cycle of the VM (node-check's fix.powerCycle); False where the report does not say.
+    power_cycle: bool = False
 
 
 # A report without `facts` (node-check before it wrote them): the same facts, from the floors' own words.
@@ -98,7 +100,8 @@ def parse_node_check(document: Any, source: str) -> NodeCheck:
         parsed_fix = Fix(tuple(str(t) for t in fix.get("traps") or ()), str(fix.get("command", "")))
     elif first is not None:
         parsed_fix = Fix((), f"gpu-pool node-check on {node}")
-    return NodeCheck(node, tuple(floors), first, parsed_fix, **_facts(document, floors))
+    cycles = isinstance(fix, dict) and fix.get("powerCycle") is True
+    return NodeCheck(node, tuple(floors), first, parsed_fix, **_facts(document, floors), power_cycle=cycles)
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,8 @@ def recheck(check: NodeCheck, expected: NodeExpectations) -> NodeCheck:
         check.boot_id,
         tuple(notes),
         check.names,
+        # A floor re-judged broken here is fixed by running node-check on the right node, not by a power cycle.
+        power_cycle=check.power_cycle if first is None else False,
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.errors import ConfigError
+from config.failure_domain import FailureDomainConfig
+from config.stack import StackConfig
 from config.stack_file import StackFileError, read_stack_file
 from config.validate import validate_stack
 from day2.node_facts import NodeInputError
@@ -35,6 +37,11 @@ def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     domain = next((d for d in cfg.failure_domains if d.hostname == node), None)
     if domain is None:
         raise NodeInputError(f"--node {node}: not a GPU node of stack {stack}; its GPU nodes: {', '.join(names)}")
+    return expected_of(cfg, domain)
+
+
+def expected_of(cfg: StackConfig, domain: FailureDomainConfig) -> Expected:
+    """What the stack says the domain's node has."""
     return Expected(
         # Every card of the node, in the order the stack passes them through (gpus: [...] or the one gpu:).
         ids=tuple(card.vendor_device_id for card in domain.cards),

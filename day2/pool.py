@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
-from config.gpu_operator import GpuOperatorConfig
-from config.monitoring import AlertThresholds
-from config.smoke_test import SmokeTestConfig
 from day2.errors import Day2Error
+
+if TYPE_CHECKING:
+    from config.stack import StackConfig
 
 PROJECT_PREFIX = "gpu-pool:"
 # What components/gpu_failure_domain/smoke_test.py labels each smoke Job with (a test keeps the two equal).
@@ -35,21 +35,53 @@ class Domain:
     cards: tuple[str, ...] = ()
 
 
+# The defaults come from the stack config's models, imported only when a default is needed: the in-cluster
+# health check (day2/health_check.py) gives every value and runs on the standard library, without pydantic.
+def _operator_namespace() -> str:
+    from config.gpu_operator import GpuOperatorConfig
+
+    return GpuOperatorConfig().namespace
+
+
+def _smoke_namespace() -> str:
+    from config.smoke_test import SmokeTestConfig
+
+    return SmokeTestConfig().namespace
+
+
+def _time_slicing_configmap() -> str:
+    from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
+
+    return TIME_SLICING_CONFIGMAP
+
+
+def _idle_hours() -> int:
+    from config.monitoring import AlertThresholds
+
+    return AlertThresholds().idle_gpu_hours
+
+
+def _idle_percent() -> int:
+    from config.monitoring import AlertThresholds
+
+    return AlertThresholds().idle_utilisation_percent
+
+
 @dataclass(frozen=True)
 class PoolFacts:
     marking: GpuNodeMarking = ARTICLE_MARKING
-    operator_namespace: str = field(default_factory=lambda: GpuOperatorConfig().namespace)
-    smoke_namespace: str = field(default_factory=lambda: SmokeTestConfig().namespace)
+    operator_namespace: str = field(default_factory=_operator_namespace)
+    smoke_namespace: str = field(default_factory=_smoke_namespace)
     # False when the stack turns the smoke test off: then no smoke Job is expected on any node.
     smoke_test_enabled: bool = True
-    time_slicing_configmap: str = TIME_SLICING_CONFIGMAP
+    time_slicing_configmap: str = field(default_factory=_time_slicing_configmap)
     domains: tuple[Domain, ...] = ()
     profile_slots: dict[str, int] = field(default_factory=dict)
     driver_version: str | None = None
     kubeconfig: str | None = None
     context: str | None = None
-    idle_hours: int = field(default_factory=lambda: AlertThresholds().idle_gpu_hours)
-    idle_percent: int = field(default_factory=lambda: AlertThresholds().idle_utilisation_percent)
+    idle_hours: int = field(default_factory=_idle_hours)
+    idle_percent: int = field(default_factory=_idle_percent)
     stack: str | None = None
 
     def domain_of(self, node: str) -> Domain | None:
@@ -62,6 +94,11 @@ class PoolFacts:
 
 def load_stack(stack: str, root: Path) -> PoolFacts:
     """Read and validate Pulumi.<stack>.yaml in root. Raises Day2Error with one line naming the problem."""
+    return facts_of(read_stack(stack, root), stack)
+
+
+def read_stack(stack: str, root: Path) -> StackConfig:
+    """Pulumi.<stack>.yaml in root, validated (its secrets are not read). Raises Day2Error naming the problem."""
     # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
     from config.errors import ConfigError
     from config.stack_file import StackFileError, read_stack_file
@@ -77,9 +114,13 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
         if key.startswith(PROJECT_PREFIX) and not (isinstance(value, dict) and set(value) == {"secure"})
     }
     try:
-        cfg = validate_stack(values)
+        return validate_stack(values)
     except ConfigError as error:
         raise Day2Error(f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}") from None
+
+
+def facts_of(cfg: StackConfig, stack: str) -> PoolFacts:
+    """What doctor and claims check a cluster against, from a validated stack."""
     return PoolFacts(
         marking=GpuNodeMarking.from_kyverno(cfg.kyverno),
         operator_namespace=cfg.gpu_operator.namespace,

@@ -39,6 +39,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
@@ -128,7 +129,9 @@ class CardFacts:
 
 @cache
 def _data() -> Mapping[str, Any]:
-    document: Mapping[str, Any] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    # Read as the package's resource, not by path: node-check also runs from a zip (day2/bundle.py).
+    text = resources.files("knowledge").joinpath("data").joinpath(DATA_FILE.name).read_text(encoding="utf-8")
+    document: Mapping[str, Any] = json.loads(text)
     return document
 
 

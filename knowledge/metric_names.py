@@ -21,6 +21,10 @@ KSM_NODE_ALLOCATABLE: Final = "kube_node_status_allocatable"
 KSM_POD_REQUESTS: Final = "kube_pod_container_resource_requests"
 KSM_POD_PHASE: Final = "kube_pod_status_phase"
 KSM_POD_START_TIME: Final = "kube_pod_start_time"
+# Every Node condition, custom ones included (labels node, condition, status=true|false|unknown).
+KSM_NODE_CONDITION: Final = "kube_node_status_condition"
+KSM_NODE_UNSCHEDULABLE: Final = "kube_node_spec_unschedulable"
+KSM_CRONJOB_LAST_SUCCESS: Final = "kube_cronjob_status_last_successful_time"
 
 PROMETHEUS_UP: Final = "up"
 

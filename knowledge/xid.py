@@ -50,6 +50,12 @@ class Xid:
         """False for events the application causes and recovers from (the card itself is fine)."""
         return self.action not in (RESTART_APP, IGNORE)
 
+    @property
+    def power_cycle_fixes(self) -> bool:
+        """The catalogue resets the GPU or restarts the machine: for a card passed into a VM, a power cycle of the
+        VM from Proxmox (what `gpu-pool repair` does). Support cases and application faults it does not fix."""
+        return self.action in (RESET_GPU, POWER_CYCLE)
+
 
 XIDS = MappingProxyType(
     {

@@ -12,7 +12,7 @@ earlier file's `up` leaves, which are written as OUT/nodes.json for a user to ed
 The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
 refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
-Secrets come from where the offline preview takes them (offline/secret_sources.py: GPU_POOL_SECRET_<KEY> or the
+Secrets come from where the offline preview takes them (config/secret_sources.py: GPU_POOL_SECRET_<KEY> or the
 file GPU_POOL_SECRETS_FILE names), never from the command line, so a malformed one is refused here as it would be
 at preview, without its value.
 """
@@ -35,11 +35,11 @@ import pulumi
 from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
+from config.secret_sources import SecretSourceError, current
 from config.validate import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
-from offline.secret_sources import SecretSourceError, current
 from offline.wave import Wave, wave_lines, wave_of
 
 SYMBOL = {"create": "+", "update": "~", "replace": "+-", "delete": "-", "same": " "}

@@ -11,6 +11,7 @@ import pulumi
 import yaml
 
 from config.errors import ConfigError
+from config.secret_sources import SecretSourceError, current
 from offline.render import tree, write_all
 from offline.runner import (
     PROJECT,
@@ -21,7 +22,6 @@ from offline.runner import (
     run_stack,
     secret_markers,
 )
-from offline.secret_sources import SecretSourceError, current
 
 
 def parse_secret(text: str) -> tuple[str, str]:

@@ -149,7 +149,8 @@ def test_the_circle_check_finds_a_circle() -> None:
 
 
 def test_the_day2_command_on_a_dump_never_loads_pulumi() -> None:
-    """`gpu-pool claims` and `doctor` run where only a kubeconfig is: they must not need, or load, a Pulumi SDK."""
+    """`gpu-pool claims`, `doctor` and `repair` run where only a kubeconfig is: they must not need, or load, a Pulumi
+    SDK (`repair` plans its turn with the domain's plan, which is plain data)."""
     program = (
         "import contextlib, io, sys\n"
         "from day2.cli import main\n"
@@ -157,6 +158,8 @@ def test_the_day2_command_on_a_dump_never_loads_pulumi() -> None:
         "    main(['claims', '--from', 'examples/day2/notebooks.json', '--now', '2026-05-04T10:00:00Z'])\n"
         "    main(['doctor', 'rke2-worker-dc2-gpu-a', '--from', 'examples/day2/broken-driver.json'])\n"
         "    main(['doctor', 'rke2-worker-dc1-gpu-a', '--from', 'examples/day2/notebooks.json', '--stack', 'prod'])\n"
+        "    assert main(['repair', 'rke2-worker-dc2-gpu-a', '--stack', 'h200-lab', '--stack-dir', 'examples/day2', "
+        "'--from', 'examples/day2/h200-lab.json', '--node-check', 'examples/day2/node-check-dc2-xid79.json']) == 0\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes', 'offline')))\n"
     )
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False)

@@ -16,6 +16,7 @@ import pulumi_kubernetes.provider
 import pulumi_proxmoxve as proxmoxve
 
 from components.gpu_failure_domain.cloud_init import build_user_data
+from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.plan import DomainPlan, PlatformWait, Step
 from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
 from components.shared.kubernetes_objects import register_object
@@ -162,7 +163,7 @@ class GpuFailureDomain(pulumi.ComponentResource):
         triggers: list[Any] = [r.id for r in ids if isinstance(r, pulumi.CustomResource)] + list(run.triggers)
         if step.kind == "remote":
             domain = self._args.domain
-            host = domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname
+            host = ssh_host(domain)
             # Without a key, pulumi-command's SSH client uses the ssh-agent (SSH_AUTH_SOCK); the loader refuses
             # a step that needs SSH when neither is there.
             return command.remote.Command(

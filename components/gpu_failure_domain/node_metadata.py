@@ -34,3 +34,8 @@ def taint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MAR
 def untaint_command(node: str, kubectl: str, marking: GpuNodeMarking = ARTICLE_MARKING) -> str:
     # The node may already be gone when its domain is destroyed: removing its taint is then moot.
     return f"{kubectl} taint node {shlex.quote(node)} {shlex.quote(marking.taint_key + '-')} || true"
+
+
+def ssh_host(domain: FailureDomainConfig) -> str:
+    """Where SSH reaches the domain's VM: its static address, else its hostname (DHCP: the name must resolve)."""
+    return domain.network.ipv4.split("/")[0] if domain.network.ipv4 != "dhcp" else domain.hostname

@@ -60,14 +60,20 @@ def mapped_device(domain: FailureDomainConfig) -> str:
 
 
 def power_cycle_environment(
-    domain: FailureDomainConfig, proxmox: ProxmoxConfig, kubectl: list[str], timeout_minutes: int
+    domain: FailureDomainConfig,
+    proxmox: ProxmoxConfig,
+    kubectl: list[str],
+    timeout_minutes: int,
+    *,
+    forced: str | None = None,
 ) -> dict[str, str]:
     """Non-secret environment of the power-cycle step; the component adds the credential as a secret.
 
     VM_SETTINGS changes with every VM setting Proxmox only applies at a cold start, so a change to one of them
     runs the step (an update, which checks what is really pending); MAPPED_DEVICE is compared with what the
-    previous run applied.
+    previous run applied. `forced` (a repair's reason) cycles the VM whatever is pending.
     """
+    extra = {"POWER_CYCLE_REASON": forced} if forced else {}
     return step_environment(
         "power-cycle",
         domain.hostname,
@@ -79,4 +85,5 @@ def power_cycle_environment(
         PROXMOX_INSECURE="true" if proxmox.insecure else "false",
         MAPPED_DEVICE=mapped_device(domain),
         VM_SETTINGS=_digest(reboot_settings(domain)),
+        **extra,
     )

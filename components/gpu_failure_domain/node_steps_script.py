@@ -8,6 +8,14 @@ Standard library only. `GPU_POOL_STEP` picks the step:
 - `power-cycle`: apply the VM's pending Proxmox changes (q35, hostpci, cores, memory...) or a moved card with a
   full stop and start, never a guest reboot, with the node drained first and uncordoned once Ready again.
 - `kernel-rebuild`: wait until the node is back on the pinned kernel, then rebuild the driver on it.
+- `smoke-test`: create a smoke Job (`gpu-pool repair` runs the domain's test again under a new name) and wait
+  until it completes or fails.
+- `repair-done`: a repair's last step, after its checks: one patch ends the turn, uncordons the node where the
+  drain cordoned it and records the repair on the Node; an Event says so.
+
+With POWER_CYCLE_REASON set (`gpu-pool repair`), `power-cycle` stops and starts the VM whatever is pending, and
+records the power cycle on the Node (gpu-pool.dev/repairs, which the repair's daily budget counts) and as an
+Event, before the stop.
 
 Every wait prints a line at least once a minute with what it is waiting for and the last error kubectl gave,
 and its timeout names the likeliest cause from that error.
@@ -15,14 +23,17 @@ and its timeout names the likeliest cause from that error.
 Environment: GPU_POOL_STEP, NODE_NAME, KUBECTL (JSON argv prefix, e.g. ["kubectl", "--context", "lab"]),
 TIMEOUT_MINUTES; gpu-ready: GPU_SLOTS, DRIVER_VERSION, OPERATOR_NAMESPACE; kernel-rebuild: KERNEL,
 OPERATOR_NAMESPACE; power-cycle: PROXMOX_ENDPOINT, PROXMOX_NODE, PROXMOX_VMID, PROXMOX_INSECURE, PROXMOX_API_TOKEN
-or PROXMOX_ROOT_PASSWORD, MAPPED_DEVICE, and PULUMI_COMMAND_STDOUT (what the previous run printed).
+or PROXMOX_ROOT_PASSWORD, MAPPED_DEVICE, and PULUMI_COMMAND_STDOUT (what the previous run printed), and
+POWER_CYCLE_REASON; smoke-test: SMOKE_JOB (the Job, JSON); repair-done: REPAIR_REASON.
 GPU_POOL_POLL_SECONDS and GPU_POOL_PROGRESS_SECONDS tune the pace (10 and 60).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -36,6 +47,16 @@ DRIVER_PODS = "app=nvidia-driver-daemonset"
 UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 GPU_RESOURCE = "nvidia.com/gpu"
 APPLIED_DEVICE = "applied-device: "
+# The Node annotations of components/gpu_failure_domain/observed.py (a test keeps them equal): this script runs
+# alone, as `python3 -c`, so it cannot import them.
+WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
+WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
+REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
+WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+# A repair record is kept this long (the daily budget reads the last day of it) and at most this many.
+REPAIR_RECORD_DAYS = 7
+REPAIR_RECORD_MAX = 20
+EVENT_SOURCE = "gpu-pool-repair"
 
 
 class StepFailed(Exception):
@@ -57,9 +78,11 @@ class Kubectl:
         self.prefix = prefix
         self.last_error = ""
 
-    def run(self, *args: str, timeout: int = 120) -> tuple[int, str]:
+    def run(self, *args: str, timeout: int = 120, stdin: str | None = None) -> tuple[int, str]:
         try:
-            done = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                [*self.prefix, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+            )
         except FileNotFoundError:
             raise StepFailed(f"{self.prefix[0]} not found: install kubectl on the machine that runs pulumi") from None
         except subprocess.TimeoutExpired:
@@ -80,8 +103,8 @@ class Kubectl:
             self.last_error = f"kubectl printed no JSON: {out[:200]!r}"
             return None
 
-    def must(self, *args: str, timeout: int = 120) -> str:
-        code, out = self.run(*args, timeout=timeout)
+    def must(self, *args: str, timeout: int = 120, stdin: str | None = None) -> str:
+        code, out = self.run(*args, timeout=timeout, stdin=stdin)
         if code != 0:
             raise StepFailed(f"kubectl {' '.join(args)} failed: {self.last_error}")
         return out
@@ -366,17 +389,25 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
     api = Proxmox(env("PROXMOX_ENDPOINT"), env("PROXMOX_INSECURE", "false") == "true")
     api.login(os.environ.get("PROXMOX_API_TOKEN"), os.environ.get("PROXMOX_ROOT_PASSWORD"))
     vm = f"/nodes/{env('PROXMOX_NODE')}/qemu/{vmid}"
-    keys = pending_keys(api.call("GET", f"{vm}/pending"))
-    before = previous_device(os.environ.get("PULUMI_COMMAND_STDOUT", ""))
-    # A mapping that now points at another slot changes nothing in the VM's config: only a cold start hands
-    # the guest the new device, so a changed mapping counts as pending too.
-    moved = before is not None and before != device
-    reasons = keys + (["the mapped PCI device"] if moved else [])
-    if not reasons:
-        print(f"VM {vmid}: nothing pending, no power cycle")
-        print(APPLIED_DEVICE + device)
-        return
-    print(f"VM {vmid}: {', '.join(reasons)} changed; drain, full power cycle (stop, then start), uncordon")
+    forced = os.environ.get("POWER_CYCLE_REASON", "")
+    if forced:
+        # `gpu-pool repair`: the card faulted; a cold start resets it whatever the VM's config says. It also
+        # applies what Proxmox has pending for the VM (a stack change not rolled yet): said, so it is no surprise.
+        keys = pending_keys(api.call("GET", f"{vm}/pending"))
+        also = f"; it also applies what Proxmox has pending: {', '.join(keys)}" if keys else ""
+        print(f"VM {vmid}: {forced}; full power cycle (stop, then start){also}")
+    else:
+        keys = pending_keys(api.call("GET", f"{vm}/pending"))
+        before = previous_device(os.environ.get("PULUMI_COMMAND_STDOUT", ""))
+        # A mapping that now points at another slot changes nothing in the VM's config: only a cold start hands
+        # the guest the new device, so a changed mapping counts as pending too.
+        moved = before is not None and before != device
+        reasons = keys + (["the mapped PCI device"] if moved else [])
+        if not reasons:
+            print(f"VM {vmid}: nothing pending, no power cycle")
+            print(APPLIED_DEVICE + device)
+            return
+        print(f"VM {vmid}: {', '.join(reasons)} changed; drain, full power cycle (stop, then start), uncordon")
     node = kubectl.json("get", "node", name)
     was_cordoned = bool(((node or {}).get("spec") or {}).get("unschedulable"))
     if node is not None:
@@ -384,6 +415,11 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
         kubectl.must("drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=15m", timeout=1000)
     else:
         print(f"node {name} is not registered: nothing to drain")
+    if forced and node is not None:
+        # Recorded before the stop: a cycle that never finishes still counts against the daily budget.
+        where = f"VM {vmid} on {env('PROXMOX_NODE')}"
+        node = record_repair(kubectl, name, {"event": "power-cycle", "reason": forced, "vm": where})
+        post_event(kubectl, node, "Warning", "GpuPoolPowerCycle", f"gpu-pool repair power-cycles {where}: {forced}")
     api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
     if not api.wait_status(vm, "stopped", 240):
         raise StepFailed(f"VM {vmid} did not stop within 240 s (node {name} stays cordoned)")
@@ -407,11 +443,154 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
     print(APPLIED_DEVICE + device)
 
 
+# ---------------------------------------------------------------------------------------------------- repair
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def repair_records(node: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(REPAIRS_ANNOTATION) or "[]"
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return []
+    return [entry for entry in parsed if isinstance(entry, dict)] if isinstance(parsed, list) else []
+
+
+def kept_records(records: list[dict[str, Any]], now: datetime.datetime) -> list[dict[str, Any]]:
+    """The records of the last REPAIR_RECORD_DAYS, at most REPAIR_RECORD_MAX, oldest first."""
+    oldest = now - datetime.timedelta(days=REPAIR_RECORD_DAYS)
+    kept = []
+    for entry in records:
+        try:
+            at = datetime.datetime.strptime(str(entry.get("at")), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+        except ValueError:
+            continue
+        if at >= oldest:
+            kept.append(entry)
+    return kept[-REPAIR_RECORD_MAX:]
+
+
+def repairs_with(node: dict[str, Any], entry: dict[str, str]) -> str:
+    now = datetime.datetime.now(datetime.UTC)
+    records = [*kept_records(repair_records(node), now), {"at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), **entry}]
+    return json.dumps(records[-REPAIR_RECORD_MAX:], separators=(",", ":"))
+
+
+def patch_node(kubectl: Kubectl, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Patches the Node with what `change` makes of it as read now, carrying its resourceVersion, so a concurrent
+    writer (the kubelet's status reports move it too) makes the patch fail and it is made again, instead of one of
+    the two writes being lost. Returns the Node as read before the patch that went through."""
+    for _attempt in range(10):
+        node: dict[str, Any] | None = kubectl.json("get", "node", name)
+        if node is None:
+            raise StepFailed(f"node {name} is gone: {kubectl.last_error}")
+        patch = change(node)
+        patch.setdefault("metadata", {})["resourceVersion"] = (node.get("metadata") or {}).get("resourceVersion")
+        code, _ = kubectl.run("patch", "node", name, "--type=merge", "-p", json.dumps(patch))
+        if code == 0:
+            return node
+        if "the object has been modified" not in kubectl.last_error and "Conflict" not in kubectl.last_error:
+            raise StepFailed(f"kubectl patch node {name} failed: {kubectl.last_error}")
+    raise StepFailed(f"node {name} kept changing under the patch (10 conflicts): {kubectl.last_error}")
+
+
+def record_repair(kubectl: Kubectl, name: str, entry: dict[str, str]) -> dict[str, Any]:
+    """Appends `entry` (with the time) to the Node's repair record."""
+
+    def appended(node: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"annotations": {REPAIRS_ANNOTATION: repairs_with(node, entry)}}}
+
+    return patch_node(kubectl, name, appended)
+
+
+def post_event(kubectl: Kubectl, node: dict[str, Any], kind: str, reason: str, message: str) -> None:
+    """A core/v1 Event on the Node (what `kubectl describe node` lists), as the kubelet writes its own: in the
+    default namespace, the Node as its involved object."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name"))
+    now = utc_now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.gpu-pool-", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": meta.get("uid", "")},
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": EVENT_SOURCE, "host": socket.gethostname()},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    code, _ = kubectl.run("create", "-f", "-", "-o", "name", stdin=json.dumps(event))
+    if code != 0:
+        # The record on the Node is what counts; an Event is for people and expires within hours anyway.
+        print(f"warning: could not post the {reason} Event on {name}: {kubectl.last_error}", file=sys.stderr)
+
+
+def step_repair_done(kubectl: Kubectl, name: str, minutes: float) -> None:
+    reason = env("REPAIR_REASON")
+
+    def done(node: dict[str, Any]) -> dict[str, Any]:
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        ours = bool(annotations.get(WAVE_CORDON_ANNOTATION))
+        record = repairs_with(node, {"event": "repaired", "reason": reason})
+        # One patch: no interruption leaves the node uncordoned with its turn still open, or the reverse.
+        change: dict[str, Any] = {
+            "metadata": {
+                "annotations": {WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None, REPAIRS_ANNOTATION: record}
+                | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
+            }
+        }
+        if ours:
+            change["spec"] = {"unschedulable": None}
+        return change
+
+    node = patch_node(kubectl, name, done)
+    ours = bool(((node.get("metadata") or {}).get("annotations") or {}).get(WAVE_CORDON_ANNOTATION))
+    cordoned = bool((node.get("spec") or {}).get("unschedulable")) and not ours
+    end = "left cordoned: someone else cordoned it before the repair" if cordoned else "serving"
+    post_event(kubectl, node, "Normal", "GpuPoolRepaired", f"gpu-pool repair: {reason}; checked again, {end}")
+    print(f"{name}: repaired, {end}")
+
+
+def step_smoke_test(kubectl: Kubectl, name: str, minutes: float) -> None:
+    job = json.loads(env("SMOKE_JOB"))
+    namespace, job_name = job["metadata"]["namespace"], job["metadata"]["name"]
+    kubectl.must("create", "-f", "-", "-o", "name", stdin=json.dumps(job))
+
+    def finished() -> tuple[bool, str, str]:
+        found = kubectl.json("-n", namespace, "get", "job", job_name)
+        conditions = {c.get("type"): c for c in ((found or {}).get("status") or {}).get("conditions") or []}
+        failed = conditions.get("Failed") or {}
+        if failed.get("status") == "True":
+            why = ": ".join(str(failed.get(k)) for k in ("reason", "message") if failed.get(k))
+            raise StepFailed(
+                f"the smoke test {namespace}/{job_name} failed on {name} ({why}): kubectl -n {namespace} logs "
+                f"job/{job_name}"
+            )
+        if (conditions.get("Complete") or {}).get("status") == "True":
+            return True, "Complete", ""
+        active = ((found or {}).get("status") or {}).get("active") or 0
+        return (
+            False,
+            f"{active} active",
+            f"the smoke Job did not finish: kubectl -n {namespace} get pods -l job-name={job_name} -o wide",
+        )
+
+    Waiter(f"the smoke test {namespace}/{job_name} on {name}", minutes, kubectl).until(finished)
+
+
 STEPS: dict[str, Callable[[Kubectl, str, float], None]] = {
     "node-ready": step_node_ready,
     "gpu-ready": step_gpu_ready,
     "power-cycle": step_power_cycle,
     "kernel-rebuild": step_kernel_rebuild,
+    "smoke-test": step_smoke_test,
+    "repair-done": step_repair_done,
 }
 
 

@@ -9,6 +9,9 @@ The Node's annotations are the contract between a wave and the next preview:
 - WAVE_CORDON_ANNOTATION: the wave cordoned this node (only set when the drain found it schedulable), so only the
   wave's last step uncordons it; a node someone else cordoned stays cordoned.
 - WAVE_TURN_ANNOTATION: when a turn's drain started; present until that turn's last step: a turn in progress.
+- REPAIRS_ANNOTATION: what `gpu-pool repair` did on the node, oldest first, the last week of it: each power cycle
+  of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
+  each one that stopped (at which step, why, the command to resume).
 - WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
 """
 
@@ -28,6 +31,7 @@ from knowledge.kubernetes import HOSTNAME_LABEL
 ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
+REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
@@ -45,6 +49,15 @@ class ObservedNode:
     wave_cordoned: str | None = None
     wave_turn: str | None = None
     wave_stopped: str | None = None
+    # The kubelet's Ready condition (a Node that never reported one is not Ready).
+    ready: bool = True
+    # REPAIRS_ANNOTATION's entries, oldest first ({"at", "event": power-cycle | repaired | stopped, "reason", ...}).
+    repairs: tuple[Mapping[str, str], ...] = ()
+
+    @property
+    def out(self) -> bool:
+        """Not serving GPU pods: cordoned, not Ready, or in the middle of a turn."""
+        return self.unschedulable or not self.ready or self.turn_in_progress
 
     @property
     def turn_in_progress(self) -> bool:
@@ -73,10 +86,28 @@ def _rollout(raw: object) -> Mapping[str, str] | None:
     return {str(k): str(v) for k, v in parsed.items()} if isinstance(parsed, dict) else None
 
 
+def _repairs(raw: object) -> tuple[Mapping[str, str], ...]:
+    if not isinstance(raw, str) or not raw:
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return ()
+    if not isinstance(parsed, list):
+        return ()
+    return tuple({str(k): str(v) for k, v in entry.items()} for entry in parsed if isinstance(entry, dict))
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    conditions = status.get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict))
+
+
 def observed_node(item: Mapping[str, Any]) -> ObservedNode:
     metadata = item.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    info = (item.get("status") or {}).get("nodeInfo") or {}
+    status = item.get("status") or {}
+    info = status.get("nodeInfo") or {}
     return ObservedNode(
         rollout=_rollout(annotations.get(ROLLOUT_ANNOTATION)),
         kubelet_version=info.get("kubeletVersion") or None,
@@ -85,6 +116,8 @@ def observed_node(item: Mapping[str, Any]) -> ObservedNode:
         wave_cordoned=annotations.get(WAVE_CORDON_ANNOTATION) or None,
         wave_turn=annotations.get(WAVE_TURN_ANNOTATION) or None,
         wave_stopped=annotations.get(WAVE_STOPPED_ANNOTATION) or None,
+        ready=_ready(status),
+        repairs=_repairs(annotations.get(REPAIRS_ANNOTATION)),
     )
 
 

@@ -13,6 +13,8 @@ in the `up` that runs them; the next `up` deletes them, which runs nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,7 +53,15 @@ from components.gpu_failure_domain.rollout import (
     wave_drain_command,
 )
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
-from components.gpu_failure_domain.turns import CapacityPoint, Turn, Wave, plan_wave, turn_for, wave_order
+from components.gpu_failure_domain.turns import (
+    CapacityPoint,
+    Turn,
+    Wave,
+    plan_wave,
+    repair_turn,
+    turn_for,
+    wave_order,
+)
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
@@ -72,6 +82,7 @@ __all__ = [
     "nodes_by_domain",
     "plan_domain",
     "plan_wave",
+    "repair_turn",
     "settled_nodes_of",
     "turn_for",
     "wave_export",
@@ -81,6 +92,10 @@ __all__ = [
 # How long a node may take to register and be Ready after its VM is created (cloud-init, RKE2 install).
 NODE_READY_MINUTES = 30
 SHELL = ("/bin/sh", "-c")
+# How long a repair's last step may take (one patch and an Event).
+REPAIR_DONE_MINUTES = 5
+# How long a repaired smoke Job is kept once finished: doctor's smoke floor reads the newest, then the stack's.
+REPAIR_JOB_TTL_SECONDS = 7 * 24 * 3600
 
 Kind = Literal["pci-mapping", "cloud-init", "vm", "node-labels", "smoke-test", "local", "remote"]
 # What a step may wait for on the cluster-wide platform (components/shared/platform_handles.py).
@@ -108,6 +123,8 @@ class StepName(StrEnum):
     NODE_TAINT = "node-taint"
     KERNEL_INSTALL = "kernel-install"
     KERNEL_REBUILD = "kernel-driver-rebuild"
+    # A repair's check of the node after its power cycle (over SSH).
+    NODE_CHECK = "node-check"
     GPU_READY = "gpu-ready"
     SMOKE_TEST = "cuda-smoke-test"
     WAVE_GATE = "wave-gate"
@@ -247,8 +264,15 @@ def _kernel_rebuild(
     )
 
 
-def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> DomainPlan:
-    """Every step of the domain, in an order they can run in, for this `up`'s turn."""
+def plan_domain(
+    domain: FailureDomainConfig, stack: StackConfig, turn: Turn, node_check: Command | None = None
+) -> DomainPlan:
+    """Every step of the domain, in an order they can run in, for this `up`'s turn.
+
+    A repair turn (turns.repair_turn) power-cycles the VM whatever is pending, checks the node again with
+    `node_check` where `gpu-pool repair` can run node-check on it (over SSH: day2 builds that command), runs the
+    smoke test again under a new Job name and ends with the repair's record instead of a rollout record."""
+    repair = turn.kind == "repair"
     kubectl = kubectl_prefix(stack.kubernetes.kubeconfig, stack.kubernetes.context)
     kubectl_args = kubectl_argv(stack.kubernetes.kubeconfig, stack.kubernetes.context)
     marking = GpuNodeMarking.from_kyverno(stack.kyverno)
@@ -372,13 +396,17 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
         Step(
             StepName.POWER_CYCLE,
             "local",
-            "power-cycle the VM if Proxmox has a change pending or the card moved (drained first)",
+            f"stop and start VM {domain.vm_id} on {domain.proxmox_node} through the Proxmox API (recorded on the Node)"
+            if repair
+            else "power-cycle the VM if Proxmox has a change pending or the card moved (drained first)",
             waits_for=(StepName.VM, *changed),
             command=Command(
                 script,
                 update=script,
                 interpreter=tuple(INTERPRETER),
-                environment=power_cycle_environment(domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES),
+                environment=power_cycle_environment(
+                    domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES, forced=turn.reason if repair else None
+                ),
                 proxmox_credentials=True,
             ),
         )
@@ -399,6 +427,19 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
             ),
         )
     )
+    checked: tuple[str, ...] = ()
+    if repair and node_check is not None:
+        steps.append(
+            Step(
+                StepName.NODE_CHECK,
+                "remote",
+                "node-check on the node again: the card on the bus, the driver, NVML, no new Xid",
+                waits_for=(StepName.NODE_READY,),
+                command=node_check,
+                turn_step=True,
+            )
+        )
+        checked = (StepName.NODE_CHECK,)
     steps.append(
         Step(
             StepName.NODE_LABELS,
@@ -431,7 +472,7 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
             delete_before_replace=True,
         )
     )
-    ready: tuple[str, ...] = (StepName.NODE_LABELS, StepName.NODE_TAINT, *changed)
+    ready: tuple[str, ...] = (StepName.NODE_LABELS, StepName.NODE_TAINT, *changed, *checked)
 
     if domain.kernel is not None and turn.kind == "first-install":
         steps += _first_install_kernel(domain, kubectl, ready)
@@ -500,18 +541,42 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
         previous: str = StepName.GPU_READY
         for card, job in zip(_smoke_cards(domain), jobs, strict=True):
             name = StepName.SMOKE_TEST if card == 0 else f"{StepName.SMOKE_TEST}-{card}"
+            on_card = f" on card {card}" if len(jobs) > 1 else ""
             # One card's Job at a time: each holds every slot of the node so that it can pick its card.
-            steps.append(
-                Step(
-                    name,
-                    "smoke-test",
-                    "CUDA smoke test" + (f" on card {card}" if len(jobs) > 1 else ""),
-                    waits_for=(previous,),
-                    platform=("smoke-namespace", "steering-policy"),
-                    manifest=job,
-                    delete_before_replace=True,
+            if repair:
+                again = _repair_job(job, turn)
+                steps.append(
+                    Step(
+                        name,
+                        "local",
+                        f"CUDA smoke test{on_card} again, as Job {again['metadata']['name']}",
+                        waits_for=(previous,),
+                        command=Command(
+                            script,
+                            interpreter=tuple(INTERPRETER),
+                            environment=step_environment(
+                                "smoke-test",
+                                host,
+                                kubectl_args,
+                                max(1, -(-(stack.smoke_test.timeout_seconds + 600) // 60)),
+                                SMOKE_JOB=json.dumps(again, sort_keys=True),
+                            ),
+                        ),
+                        manifest=again,
+                    )
                 )
-            )
+            else:
+                steps.append(
+                    Step(
+                        name,
+                        "smoke-test",
+                        "CUDA smoke test" + on_card,
+                        waits_for=(previous,),
+                        platform=("smoke-namespace", "steering-policy"),
+                        manifest=job,
+                        delete_before_replace=True,
+                    )
+                )
             previous = name
         last = (previous,)
 
@@ -540,6 +605,25 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
             )
         )
         last = (StepName.WAVE_GATE,)
+
+    if repair:
+        steps.append(
+            Step(
+                StepName.ROLLOUT,
+                "local",
+                "record the repair on the Node and as an Event, end the turn"
+                + (", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else)"),
+                waits_for=last,
+                command=Command(
+                    script,
+                    interpreter=tuple(INTERPRETER),
+                    environment=step_environment(
+                        "repair-done", host, kubectl_args, REPAIR_DONE_MINUTES, REPAIR_REASON=turn.reason
+                    ),
+                ),
+            )
+        )
+        return DomainPlan(domain.name, turn, tuple(steps))
 
     state = rollout_state(domain, stack)
     done = rollout_done_command(host, kubectl, state)
@@ -570,6 +654,19 @@ def plan_domain(domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> 
 
 def _smoke_cards(domain: FailureDomainConfig) -> list[int]:
     return list(range(len(domain.cards)))
+
+
+def _repair_job(job: Mapping[str, Any], turn: Turn) -> dict[str, Any]:
+    """The domain's smoke Job under a name of this repair's own (the stack's Job of that name completed long
+    ago), labelled as the stack's so that doctor's smoke floor reads it as the newest, and kept a week."""
+    again: dict[str, Any] = json.loads(json.dumps(job))
+    digest = hashlib.sha256(turn.key.encode()).hexdigest()[:6]
+    again["metadata"]["name"] = f"{job['metadata']['name']}-repair-{digest}"
+    again["metadata"]["annotations"] = {
+        key: value for key, value in again["metadata"]["annotations"].items() if not key.startswith("pulumi.com/")
+    } | {"gpu-pool/repair": turn.reason[:256]}
+    again["spec"]["ttlSecondsAfterFinished"] = REPAIR_JOB_TTL_SECONDS
+    return again
 
 
 def settled_nodes_of(stack: StackConfig) -> dict[str, Any]:

@@ -13,6 +13,12 @@ and the wave that orders the turns, one batch of `rollout.maxUnavailable` domain
 |                                    |                            | it, record                                   |
 | kubelet or record newer than pin   | -                          | refused: RKE2 does not downgrade in place    |
 
+A `repair` turn is not planned by a wave: `gpu-pool repair` asks for it when doctor and node-check find a floor a
+power cycle of the VM fixes (day2/repair.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
+pending, checks the node again (node-check, the gate, the smoke test under a new Job name), then ends the turn:
+uncordoned where the wave's (or the repair's) drain cordoned it, its rollout record left as it was, since a
+repair changes nothing the stack asks for.
+
 What runs is decided by what the Node shows, not only by its record: the RKE2 installer only where the kubelet
 is not on the pin, the kernel install only where the node does not run the pinned kernel. The gate and the
 record run in every turn, so a node is never uncordoned ungated.
@@ -35,7 +41,7 @@ from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
 
-Kind = Literal["first-install", "none", "roll", "verify", "resume"]
+Kind = Literal["first-install", "none", "roll", "verify", "resume", "repair"]
 Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress"]
 # What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
 DISRUPTIVE = ("vm", "driver", "sharing")
@@ -72,14 +78,16 @@ class Turn:
     key: str = ""
     # Why an earlier attempt stopped, as the node says (observed.WAVE_STOPPED_ANNOTATION).
     stopped: str = ""
+    # A repair's reason: the broken floor a power cycle fixes (what the power cycle and its record say).
+    reason: str = ""
 
     @property
     def drains(self) -> bool:
-        return self.kind in ("roll", "resume")
+        return self.kind in ("roll", "resume", "repair")
 
     @property
     def gated(self) -> bool:
-        return self.kind in ("roll", "verify", "resume")
+        return self.kind in ("roll", "verify", "resume", "repair")
 
     @property
     def needs_ssh(self) -> bool:
@@ -99,6 +107,10 @@ class Turn:
             "resume": f"a turn in progress since {self.resume_token}"
             + (f" ({self.stopped})" if self.stopped else "")
             + f": finish what it still needs, gate, {then}{end}",
+            "repair": f"{self.situation}"
+            + (f" ({self.stopped})" if self.stopped else "")
+            + f"; {self.reason}: drain, power-cycle the VM, check the card again, gate, "
+            f"smoke test, {'uncordon' if self.uncordons else 'end the turn'}{end}",
         }[self.kind]
 
 
@@ -153,6 +165,32 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
         resume_token=resume,
         key=key,
         stopped=(observed.wave_stopped or "") if in_turn else "",
+    )
+
+
+def repair_turn(domain: FailureDomainConfig, observed: ObservedNode, reason: str, at: str) -> Turn:
+    """The turn `gpu-pool repair` runs at time `at` on a domain whose Node is registered: what the Node shows
+    decides how it ends, as for every turn (a node someone else cordoned stays cordoned). Its rollout record is
+    left alone: a change the stack still asks for is rolled by the next `pulumi up`, gated again."""
+    in_turn = observed.turn_in_progress
+    situation: Situation = (
+        "a turn in progress"
+        if in_turn
+        else "cordoned by someone else"
+        if observed.cordoned_by_someone_else
+        else "serving"
+    )
+    resume = observed.resume_token if in_turn else ""
+    return Turn(
+        domain.name,
+        "repair",
+        situation,
+        uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
+        resume_token=resume,
+        key=json.dumps({"at": at, "repair": reason, "resume": resume}, sort_keys=True),
+        # A repair that stopped (day2/repair_run.py writes the note) says so when it is run again.
+        stopped=(observed.wave_stopped or "") if in_turn else "",
+        reason=reason,
     )
 
 

@@ -9,7 +9,7 @@ import pulumi_command as command
 import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
-from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.alert_rules import build_gpu_alert_rules, prometheus_rule_labels
 from components.gpu_platform.cel_policies import (
     build_cpu_guard_validating_policy,
     build_gpu_quota_generating_policies,
@@ -18,6 +18,7 @@ from components.gpu_platform.cel_policies import (
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap
+from components.gpu_platform.health_check import HealthCheckBundle, build_health_alert_rules, build_health_check
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import crd_resource_suffix
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
@@ -25,7 +26,7 @@ from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
 from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.steering_policy import build_gpu_steering_policy
-from components.gpu_platform.time_slicing import build_time_slicing_configmap
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_object
 from components.shared.platform_handles import PlatformHandles
@@ -39,6 +40,10 @@ TYPE_TOKEN = "gpu-pool:kubernetes:GpuPlatform"
 class GpuPlatformArgs:
     stack: StackConfig
     kubernetes_provider: pulumi_kubernetes.provider.Provider
+    # With repair.healthCheck.enabled: the check's code and the pool's facts, and the stack's name for the alert's
+    # runbook (`gpu-pool repair <node> --stack <name>`).
+    health_check: HealthCheckBundle | None = None
+    stack_name: str = ""
 
 
 class GpuPlatform(pulumi.ComponentResource):
@@ -144,6 +149,30 @@ class GpuPlatform(pulumi.ComponentResource):
                 ),
                 k8s,
             )
+
+        health = cfg.repair.health_check
+        if health.enabled:
+            if args.health_check is None:
+                raise ValueError("repair.healthCheck.enabled needs the check's code and facts (GpuPlatformArgs)")
+            objects = build_health_check(
+                health,
+                args.health_check,
+                operator_namespace=operator_cfg.namespace,
+                time_slicing_configmap=TIME_SLICING_CONFIGMAP,
+                smoke_namespace=cfg.smoke_test.namespace if cfg.smoke_test.enabled else None,
+            )
+            health_namespace = register_object(f"{name}-health-namespace", objects[0], k8s)
+            # The Roles live in the operator's and the smoke test's namespaces: after them.
+            placed = after(*(r for r in (health_namespace, namespace, smoke_namespace) if r is not None))
+            for obj in objects[1:]:
+                where = obj["metadata"].get("namespace", "")
+                suffix = f"-{where}" if obj["kind"] in ("Role", "RoleBinding") else ""
+                register_object(f"{name}-health-{obj['kind'].lower()}{suffix}", obj, placed)
+            if cfg.monitoring.alerts_enabled:
+                rules = build_health_alert_rules(
+                    cfg.monitoring, health, stack=args.stack_name, labels=prometheus_rule_labels(cfg.monitoring)
+                )
+                register_object(f"{name}-health-alert-rules", rules, k8s)
 
         for quota in build_gpu_quotas(cfg.gpu_quotas):
             register_object(f"{name}-quota-{quota['metadata']['namespace']}", quota, k8s)

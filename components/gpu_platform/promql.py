@@ -12,8 +12,11 @@ from knowledge.metric_names import (
     DCGM_POWER_LIMIT,
     DCGM_POWER_USAGE,
     DCGM_XID_ERRORS,
+    KSM_CRONJOB_LAST_SUCCESS,
     KSM_GPU_RESOURCE,
     KSM_NODE_ALLOCATABLE,
+    KSM_NODE_CONDITION,
+    KSM_NODE_UNSCHEDULABLE,
     KSM_POD_PHASE,
     KSM_POD_REQUESTS,
     KSM_POD_START_TIME,
@@ -33,7 +36,16 @@ DCGM_METRICS_USED: frozenset[str] = frozenset(
     }
 )
 KSM_METRICS_USED: frozenset[str] = frozenset(
-    {KSM_NODE_ALLOCATABLE, KSM_POD_REQUESTS, KSM_POD_PHASE, KSM_POD_START_TIME}
+    {
+        KSM_NODE_ALLOCATABLE,
+        KSM_POD_REQUESTS,
+        KSM_POD_PHASE,
+        KSM_POD_START_TIME,
+        # The health check's alerts (repair.healthCheck).
+        KSM_NODE_CONDITION,
+        KSM_NODE_UNSCHEDULABLE,
+        KSM_CRONJOB_LAST_SUCCESS,
+    }
 )
 PROMETHEUS_METRICS_USED: frozenset[str] = frozenset({PROMETHEUS_UP})
 

@@ -24,11 +24,27 @@ def register_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
     if kind == "Namespace":
         return kubernetes.core.v1.Namespace(name, metadata=metadata, opts=opts)
     if kind == "ConfigMap":
-        return kubernetes.core.v1.ConfigMap(name, metadata=metadata, data=obj.get("data"), opts=opts)
+        return kubernetes.core.v1.ConfigMap(
+            name, metadata=metadata, data=obj.get("data"), binary_data=obj.get("binaryData"), opts=opts
+        )
+    if kind == "ServiceAccount":
+        return kubernetes.core.v1.ServiceAccount(name, metadata=metadata, opts=opts)
     if kind == "ResourceQuota":
         return kubernetes.core.v1.ResourceQuota(name, metadata=metadata, spec=obj["spec"], opts=opts)
     if kind == "ClusterRole":
         return kubernetes.rbac.v1.ClusterRole(name, metadata=metadata, rules=obj["rules"], opts=opts)
+    if kind == "Role":
+        return kubernetes.rbac.v1.Role(name, metadata=metadata, rules=obj["rules"], opts=opts)
+    if kind == "ClusterRoleBinding":
+        return kubernetes.rbac.v1.ClusterRoleBinding(
+            name, metadata=metadata, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
+        )
+    if kind == "RoleBinding":
+        return kubernetes.rbac.v1.RoleBinding(
+            name, metadata=metadata, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
+        )
+    if kind == "CronJob":
+        return kubernetes.batch.v1.CronJob(name, metadata=metadata, spec=obj["spec"], opts=opts)
     if kind == "CustomResourceDefinition":
         # The same resource as kubernetes.apiextensions.v1.CustomResourceDefinition (type token, inputs, the typed
         # class's alias), registered untyped: the typed class converts a CRD's megabyte of OpenAPI schema through

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from config.kyverno import KyvernoConfig
+if TYPE_CHECKING:
+    # Only a type here: the in-cluster health check imports this module without pydantic (day2/health_check.py).
+    from config.kyverno import KyvernoConfig
 
 
 @dataclass(frozen=True)

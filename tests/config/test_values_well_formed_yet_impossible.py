@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from config.secret_sources import SecretSourceError, secrets_from_environment
 from offline.preview import main as preview
-from offline.secret_sources import SecretSourceError, secrets_from_environment
 from tests.config.refusal import FD, Run, refused
 
 RTX_5090 = {"vendorDeviceId": "10de:2b85", "subsystemId": "10de:205e", "model": "NVIDIA GeForce RTX 5090"}
@@ -351,3 +351,25 @@ def test_the_second_trial_rounds_mistakes_are_refused_naming_the_key(
     change(prod_config)
 
     assert says in refused(run_stack_program, prod_config, monitor)
+
+
+# --- repair ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (0, "greater than or equal to 1"),
+        (25, "less than or equal to 24"),
+        ("2", "expects a whole number (got '2')"),
+    ],
+    ids=["no power cycle at all", "more than one an hour", "quoted"],
+)
+def test_a_daily_repair_budget_outside_one_to_24_power_cycles_is_refused_naming_the_key(
+    run_stack_program: Run, prod_config, monitor, value: Any, says: str
+):
+    prod_config["gpu-pool:repair"] = {"maxPerDay": value}
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert "gpu-pool:repair.maxPerDay" in message and says in message

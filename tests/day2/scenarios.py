@@ -57,6 +57,7 @@ ALL_WHOLE = {"dc1": "whole", "dc2": "whole", "dc3": "whole"}
 PROFILES = {"a1000-x4": 4, "whole": 1}
 # GFD's product label for the lab's card (the NVML name, spaces as dashes).
 A1000_PRODUCT = "NVIDIA-RTX-A1000"
+H200_PRODUCT = "NVIDIA-H200"
 GPU_TAINT = taint("nvidia.com/gpu", "true", "NoSchedule")
 
 
@@ -70,13 +71,19 @@ def gfd_sharing_labels(replicas: int, model: str = A1000_PRODUCT) -> dict[str, s
 
 
 def gpu_node(
-    domain: str, profile: str, *, gpus: str | None = "default", ready: bool = True, gfd_replicas: int | None = None
+    domain: str,
+    profile: str,
+    *,
+    gpus: str | None = "default",
+    ready: bool = True,
+    gfd_replicas: int | None = None,
+    model: str = A1000_PRODUCT,
 ) -> Obj:
     """A GPU worker; `gfd_replicas`: the replicas GFD last labelled it under (default: its profile's)."""
     slots = str(PROFILES.get(profile, 0)) if gpus == "default" else gpus
     # A node labelled with a profile the ConfigMap lacks has no GFD sharing labels of its own: its GFD never started.
     labelled = gfd_replicas or PROFILES.get(profile)
-    gfd = gfd_sharing_labels(labelled) if labelled else {GPU_PRODUCT_LABEL: A1000_PRODUCT}
+    gfd = gfd_sharing_labels(labelled, model) if labelled else {GPU_PRODUCT_LABEL: model}
     return node(
         NODES[domain],
         labels={
@@ -354,6 +361,12 @@ def stale_gfd_labels() -> list[Obj]:
     )
 
 
+def h200_lab() -> list[Obj]:
+    """The healthy pool with dc2 on the lent H200 (examples/day2/Pulumi.h200-lab.yaml): what `gpu-pool repair` reads
+    beside the H200's node-check report (docs/day2.md)."""
+    return replaced(healthy_pool(), gpu_node("dc2", "a1000-x4", model=H200_PRODUCT))
+
+
 SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "healthy-pool": healthy_pool,
     "notebooks": notebooks,
@@ -364,6 +377,7 @@ SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "failed-smoke": failed_smoke,
     "untolerated-device-plugin": untolerated_device_plugin,
     "stale-gfd-labels": stale_gfd_labels,
+    "h200-lab": h200_lab,
 }
 # The scenarios committed under examples/day2/ for users and the docs.
-EXAMPLES = ("healthy-pool", "notebooks", "broken-driver", "stale-gfd-labels")
+EXAMPLES = ("healthy-pool", "notebooks", "broken-driver", "stale-gfd-labels", "h200-lab")

@@ -375,9 +375,9 @@ def test_a_malformed_expected_id_is_a_usage_error() -> None:
 
 def on_a_gpu_worker(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """What a node has: python3, no venv, the files the docs say to copy; -S -E -s hide every site package."""
-    for name in ("day2/__init__.py", "knowledge/__init__.py", "knowledge/pci.py", "knowledge/xid.py",
-                 "knowledge/nvml.py", "knowledge/gpu_cards.py", "knowledge/data/nvidia_cards.json",
-                 *(f"day2/{p.name}" for p in (ROOT / "day2").glob("node_*.py"))):  # fmt: skip
+    from day2.bundle import NODE_CHECK_FILES  # what `gpu-pool repair` sends over SSH: the same files
+
+    for name in NODE_CHECK_FILES:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     command = [sys.executable, "-S", "-E", "-s", "-m", "day2.node_check", *argv]

@@ -92,6 +92,7 @@ def options_config(prod: dict[str, Any], kubeconfig: Path) -> dict[str, Any]:
         },
     }
     config[key + "smokeTest"] = {"namespace": "gpu-smoke", "timeoutSeconds": 900, "gpuReadyTimeoutMinutes": 60}
+    config[key + "repair"] = {"maxPerDay": 3, "healthCheck": {"enabled": True, "schedule": "*/5 * * * *"}}
     return config
 
 

@@ -36,4 +36,6 @@ def test_both_stacks_cover_every_kind_of_object_the_program_writes(
     common = {"ClusterRole", "ConfigMap", "Job", "Namespace", "Node", "PrometheusRule", "ResourceQuota"}
     # prod writes Kyverno's CEL policy types; the options stack keeps the ClusterPolicies (policyApi clusterpolicy).
     assert kinds(prod_stack) == common | {"MutatingPolicy", "GeneratingPolicy"}
-    assert kinds(options_stack) == common | {"ClusterPolicy"}
+    # The options stack deploys the health check too: its account, RBAC and CronJob.
+    health = {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"}
+    assert kinds(options_stack) == common | {"ClusterPolicy"} | health

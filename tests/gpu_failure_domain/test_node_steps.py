@@ -265,3 +265,143 @@ def test_an_unknown_step_is_refused_by_name(harness: Harness) -> None:
     result = harness.run("reboot-now")
     assert result.returncode == 1
     assert "unknown GPU_POOL_STEP 'reboot-now'" in result.stderr
+
+
+# --- a repair: the power cycle forced and recorded, the smoke test again, the turn's end ---------------------
+
+
+def journal_without_reads(harness: Harness) -> list[str]:
+    return [line for line in harness.journal.lines() if "get node" not in line]
+
+
+def patched_annotations(line: str) -> dict[str, Any]:
+    patch = json.loads(line.split(" -p ", 1)[1])
+    return dict(patch["metadata"].get("annotations") or {})
+
+
+def test_a_repairs_power_cycle_runs_whatever_is_pending_and_is_recorded_on_the_node_before_the_stop(
+    harness: Harness,
+) -> None:
+    cordoned = node(unschedulable=True, boot="boot-1")
+    harness.scenario({"node": [cordoned, cordoned, node(unschedulable=True, boot="boot-2")]})
+    with harness.proxmox([]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint), POWER_CYCLE_REASON="node:health: Xid 79")
+    assert result.returncode == 0, result.stderr
+    journal = journal_without_reads(harness)
+    # What is pending is read only to be said: nothing pending, and the cycle runs anyway.
+    assert journal.pop(0) == f"proxmox GET {VM}/pending"
+    assert journal[0] == f"kubectl --context lab drain {NODE} --ignore-daemonsets --delete-emptydir-data --timeout=15m"
+    assert journal[1].startswith(f"kubectl --context lab patch node {NODE} --type=merge -p ")
+    (record,) = json.loads(patched_annotations(journal[1])["gpu-pool.dev/repairs"])
+    assert (record["event"], record["reason"], record["vm"]) == (
+        "power-cycle",
+        "node:health: Xid 79",
+        "VM 4101 on pve-dc1",
+    )
+    assert journal[2] == "kubectl --context lab create -f - -o name"
+    event = json.loads(journal[3].removeprefix("created "))
+    assert (event["reason"], event["type"], event["involvedObject"]) == (
+        "GpuPoolPowerCycle", "Warning", {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": ""},
+    )  # fmt: skip
+    # The node stays cordoned after it: the repair's last step uncordons it, after its checks.
+    assert journal[4:] == [f"proxmox POST {VM}/status/shutdown", f"proxmox POST {VM}/status/start"]
+    assert "node:health: Xid 79; full power cycle (stop, then start)\n" in result.stdout
+
+
+def test_a_repairs_power_cycle_says_what_proxmox_had_pending_that_it_applies_too(harness: Harness) -> None:
+    cordoned = node(unschedulable=True, boot="boot-1")
+    harness.scenario({"node": [cordoned, cordoned, node(unschedulable=True, boot="boot-2")]})
+    with harness.proxmox([{"key": "cores", "value": 8, "pending": 12}]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint), POWER_CYCLE_REASON="node:pci: gone")
+    assert result.returncode == 0, result.stderr
+    assert "node:pci: gone; full power cycle (stop, then start); it also applies what Proxmox has pending: cores" in (
+        result.stdout
+    )
+
+
+def test_a_repairs_record_keeps_a_week_of_earlier_entries_and_drops_older_ones(harness: Harness) -> None:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    earlier = [
+        {"at": (now - datetime.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ"), "event": "power-cycle"}
+        for days in (9, 2)
+    ]
+    cordoned = node(unschedulable=True, boot="boot-1")
+    cordoned["metadata"]["annotations"] = {"gpu-pool.dev/repairs": json.dumps(earlier)}
+    harness.scenario({"node": [cordoned, cordoned, node(unschedulable=True, boot="boot-2")]})
+    with harness.proxmox([]) as api:
+        result = harness.run("power-cycle", **power_cycle_env(api.endpoint), POWER_CYCLE_REASON="node:pci: gone")
+    assert result.returncode == 0, result.stderr
+    patch = next(line for line in harness.journal.lines() if " patch node " in line)
+    records = json.loads(patched_annotations(patch)["gpu-pool.dev/repairs"])
+    assert [r["at"] for r in records[:-1]] == [earlier[1]["at"]]
+    assert records[-1]["reason"] == "node:pci: gone"
+
+
+def test_a_repairs_end_uncordons_the_node_its_drain_cordoned_ends_the_turn_and_records_the_repair(
+    harness: Harness,
+) -> None:
+    ours = node(unschedulable=True)
+    ours["metadata"]["annotations"] = {"gpu-pool.dev/wave-cordoned": "dc1", "gpu-pool.dev/wave-turn": "t"}
+    harness.scenario({"node": [ours]})
+    result = harness.run("repair-done", REPAIR_REASON="node:health: Xid 79")
+    assert result.returncode == 0, result.stderr
+    patch = next(line for line in harness.journal.lines() if " patch node " in line)
+    change = json.loads(patch.split(" -p ", 1)[1])
+    assert change["spec"] == {"unschedulable": None}
+    annotations = change["metadata"]["annotations"]
+    assert annotations["gpu-pool.dev/wave-cordoned"] is None and annotations["gpu-pool.dev/wave-turn"] is None
+    assert annotations["gpu-pool.dev/wave-stopped"] is None
+    assert json.loads(annotations["gpu-pool.dev/repairs"])[-1]["event"] == "repaired"
+    assert "gpu-pool.dev/rollout" not in annotations  # a repair rolls nothing: the record stays the last turn's
+    assert result.stdout == f"{NODE}: repaired, serving\n"
+
+
+def test_a_repairs_end_leaves_a_node_someone_else_cordoned_cordoned(harness: Harness) -> None:
+    theirs = node(unschedulable=True)
+    theirs["metadata"]["annotations"] = {"gpu-pool.dev/wave-turn": "t"}
+    harness.scenario({"node": [theirs]})
+    result = harness.run("repair-done", REPAIR_REASON="node:health: Xid 79")
+    assert result.returncode == 0, result.stderr
+    patch = next(line for line in harness.journal.lines() if " patch node " in line)
+    change = json.loads(patch.split(" -p ", 1)[1])
+    assert "spec" not in change and change["metadata"]["annotations"]["gpu-pool.dev/wave-turn"] is None
+    assert "left cordoned: someone else cordoned it before the repair" in result.stdout
+
+
+def job(*conditions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "Job",
+        "metadata": {"name": "cuda-smoke-dc1-x-repair-1"},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+SMOKE_JOB = json.dumps({"metadata": {"name": "cuda-smoke-dc1-x-repair-1", "namespace": "gpu-smoke-test"}})
+
+
+def test_the_repairs_smoke_test_creates_its_job_and_waits_for_it_to_complete(harness: Harness) -> None:
+    harness.scenario({"job": [job(), job({"type": "Complete", "status": "True"})]})
+    result = harness.run("smoke-test", SMOKE_JOB=SMOKE_JOB, TIMEOUT_MINUTES="1")
+    assert result.returncode == 0, result.stderr
+    assert f"created {SMOKE_JOB}" in harness.journal.lines()
+    assert "(Complete)" in result.stdout
+
+
+def test_a_failed_smoke_test_fails_the_repair_at_once_with_its_log_command(harness: Harness) -> None:
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the"}
+    harness.scenario({"job": [job(failed)]})
+    result = harness.run("smoke-test", SMOKE_JOB=SMOKE_JOB, TIMEOUT_MINUTES="1")
+    assert result.returncode == 1
+    assert "failed on rke2-worker-dc1-gpu-a (BackoffLimitExceeded: Job has reached the)" in result.stderr
+    assert "kubectl -n gpu-smoke-test logs job/cuda-smoke-dc1-x-repair-1" in result.stderr
+
+
+def test_the_script_names_the_annotations_the_plan_reads() -> None:
+    from components.gpu_failure_domain import node_steps_script, observed
+
+    assert node_steps_script.WAVE_CORDON_ANNOTATION == observed.WAVE_CORDON_ANNOTATION
+    assert node_steps_script.WAVE_TURN_ANNOTATION == observed.WAVE_TURN_ANNOTATION
+    assert node_steps_script.REPAIRS_ANNOTATION == observed.REPAIRS_ANNOTATION
+    assert node_steps_script.WAVE_STOPPED_ANNOTATION == observed.WAVE_STOPPED_ANNOTATION

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from config.secret_sources import SecretSourceError, secrets_from_environment
 from offline.runner import ROOT_DIR
-from offline.secret_sources import SecretSourceError, secrets_from_environment
 
 TOKEN = "pulumi@pve!gpu-pool=5e471e11-0b1c-4d2e-9f3a-7f3a91c0ffee"
 JOIN = "K10" + "93a1" * 16 + "::server:sentinel-env-password"

@@ -1,4 +1,5 @@
-"""Where the offline preview takes real secrets from, without a command line that echoes them.
+"""Where the offline preview, `make diff` and `gpu-pool repair` take real secrets from, without a command line
+that echoes them.
 
 `ARGS="--secret KEY=VALUE"` lands in the terminal, the shell history and CI logs (make prints the command it
 runs), and a `!` in a Proxmox token breaks it in bash. The environment (`GPU_POOL_SECRET_RKE2TOKEN=...`) or a
@@ -13,10 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from config.secret_checks import wrapping_problem
+from config.validate import SECRET_KEYS
 
 PREFIX = "GPU_POOL_SECRET_"
 FILE_ENV = "GPU_POOL_SECRETS_FILE"
-KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
+KEYS = SECRET_KEYS
 
 
 class SecretSourceError(Exception):
