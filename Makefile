@@ -136,6 +136,7 @@ engine-tools:
 
 e2e-tools: engine-tools
 	bash e2e/build-tools.sh $(E2E_BIN)
+	bash e2e/build-cluster.sh $(E2E_BIN)
 
 # NVIDIA's GPU Feature Discovery and device plugin, and mini-kubelet, for a run on a machine with a GPU (never CI):
 # docs/verification.md, "On a real GPU".

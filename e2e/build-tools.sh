@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the pinned e2e test servers from Go modules (via the Go module proxy):
 #   kube-apiserver, kubectl  <- k8s.io/kubernetes        (e2e/go.mod)
+#   kube-scheduler, kube-controller-manager (the e2e control plane; the rest of it: build-cluster.sh)
 #   etcd                     <- go.etcd.io/etcd/server/v3 (e2e/etcd/go.mod)
 #   helm                     <- helm.sh/helm/v4           (e2e/helm/go.mod)
 #   kyverno (the CLI)        <- github.com/kyverno/kyverno (e2e/kyverno/go.mod)
@@ -58,6 +59,10 @@ build kube-apiserver "$E2E_DIR" k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSI
   "8 min on 2 cores" "$k8s_ldflags" "$K8S_TAGS"
 build kubectl "$E2E_DIR" k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" \
   "1 min after kube-apiserver" "$k8s_ldflags" "$K8S_TAGS"
+build kube-scheduler "$E2E_DIR" k8s.io/kubernetes/cmd/kube-scheduler "$K8S_VERSION" \
+  "1 min after kube-apiserver" "$k8s_ldflags" "$K8S_TAGS"
+build kube-controller-manager "$E2E_DIR" k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" \
+  "2 min after kube-apiserver" "$k8s_ldflags" "$K8S_TAGS"
 
 # --- etcd ---------------------------------------------------------------------------
 ETCD_MOD=go.etcd.io/etcd/server/v3
@@ -100,6 +105,8 @@ build profile-config "$E2E_DIR/deviceplugin" ./profile-config "$DP_VERSION" "1 m
 # --- report what the binaries themselves say ---------------------------------------
 echo "--- $BIN_DIR"
 echo "kube-apiserver $("$BIN_DIR/kube-apiserver" --version | awk '{print $2}')"
+echo "kube-scheduler $("$BIN_DIR/kube-scheduler" --version | awk '{print $2}')"
+echo "kube-controller-manager $("$BIN_DIR/kube-controller-manager" --version | awk '{print $2}')"
 echo "kubectl $("$BIN_DIR/kubectl" version --client -o json | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -n1)"
 echo "etcd v$("$BIN_DIR/etcd" --version | awk '/^etcd Version:/{print $3}')"
 echo "helm $("$BIN_DIR/helm" version --template '{{.Version}}')"

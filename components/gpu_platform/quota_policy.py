@@ -59,10 +59,19 @@ def quota_match_condition(quotas: GpuQuotasConfig) -> str:
     deletes its quota). The downstream: an update or delete of a quota this policy generated, which is how
     Kyverno learns that it must put it back (its generation handler re-syncs downstream objects from admission
     requests only, keyed on the old object's labels: kyverno pkg/webhooks/resource/generation/handler.go).
+
+    Kyverno's background controller evaluates these conditions too, each time it applies a rule to a trigger: for
+    `generateExisting`, and to put back a deleted or edited quota. It builds that request itself, for the trigger
+    namespace, with an empty operation (v1.19.1 pkg/background/common/context.go NewBackgroundContext, an update
+    request with no admission request in it; pkg/engine/internal/match.go checkMatchConditions). The empty
+    operation is accepted for a selected namespace: without it a running Kyverno 1.19.1 skipped the rule
+    ("matchConditions doesn't match request") and generated nothing for namespaces labelled before the policy,
+    restored no deleted quota and reset no edited one (tests/e2e/test_kyverno_running.py). The API server never
+    sends an empty operation, so no more requests reach the webhook.
     """
     # `object` is null on DELETE and `oldObject` on CREATE: the operation is tested before either is read.
     namespace = (
-        "request.kind.kind == 'Namespace' && request.operation in ['CREATE', 'UPDATE'] && "
+        "request.kind.kind == 'Namespace' && request.operation in ['CREATE', 'UPDATE', ''] && "
         f"({_selected(quotas, 'object')} || (request.operation == 'UPDATE' && {_selected(quotas, 'oldObject')}))"
     )
     generated = (

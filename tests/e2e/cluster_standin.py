@@ -1,24 +1,30 @@
-"""What the cluster's own agents would do while `pulumi up` waits on them: there is no kubelet or controller here.
+"""What the e2e control plane's upstream programs cannot play, while `pulumi up` waits on the cluster.
 
-A background thread plays, through the real API server (status subresources, as they write it):
-- RKE2's agent and the kubelet: once a domain's VM runs in the Proxmox stand-in, its Node registers with the
-  labels and taint of its cloud-init (tests/e2e/nodes.py) and reports Ready on RKE2's kubelet version, with a
-  new bootID per VM start;
-- the Deployment controller: every Deployment's status says its replicas are available (the chart's operator,
-  which the `gpu-operator-ready` step waits for with `kubectl rollout status`);
-- the GPU Operator: a driver DaemonSet and, on every GPU node, its pod running the ClusterPolicy's driver
-  version, Ready, replaced by one on the new version when the ClusterPolicy's driver changes; the device
-  plugin: the node's allocatable nvidia.com/gpu as the real plugin advertised it on an H200 under the document
-  its sharing-profile label names, per card, times its cards (tests/e2e/plugin_capacity.py);
-- the ResourceQuota controller: each quota's status says its limits, nothing used;
-- the Job controller: every Job completes (the smoke test, the chart's hooks);
-- the ServiceAccount controller: the operator namespace's `default` account, for the driver pods' admission.
-What it fakes is this status, never the objects the stack itself writes.
+The cluster is tests/e2e/control_plane.py: kube-controller-manager (Deployments, DaemonSets and Jobs, ResourceQuota
+status, ServiceAccounts, the not-ready taint, garbage collection), kube-scheduler, KWOK (the kubelets: Node
+heartbeats and Leases, pods running, Ready, Jobs' pods completing), Kyverno's admission and background controllers
+and the GPU Operator's own controller (tests/e2e/cluster_programs.py). What is left here, a background thread
+writing through the API server as each would, is what no upstream program can do without the hardware:
+- the Proxmox side of a node (RKE2's agent on the VM the Proxmox stand-in runs): once a domain's VM runs, its Node
+  registers with the labels and taint of its cloud-init (tests/e2e/nodes.py), and its kubelet's first report: the
+  VM's CPUs and memory, RKE2's kubelet version, a new bootID per VM start. KWOK then keeps it Ready;
+- Node Feature Discovery's labels for what its worker would read from the VM's PCI bus and /etc/os-release (the
+  card's vendor 10de, Ubuntu 24.04, the kernel): NFD's worker pod runs under KWOK, but there is no card to read;
+- the device plugin's report of a GPU node's `nvidia.com/gpu` capacity, once the operator's device-plugin pod on it
+  is Ready: its pod runs under KWOK, but there is no card to enumerate. The number is what the real plugin
+  advertised on an H200 under the document the node's sharing-profile label names, per card, times its cards
+  (tests/e2e/plugin_capacity.py).
+What it writes is this status and these labels, never the objects the stack or a controller writes. Before its
+thread starts it creates, once, what a lab has before the stack and no program here installs: Rancher Monitoring's
+Prometheus Operator CRDs and a Prometheus that loads every rule (no Prometheus Operator runs in this tier), and the
+namespaces the stack writes into without creating them (the dashboard's and the rules', the quota namespaces).
+Nothing else of the former stand-in is left: kube-controller-manager completes Jobs, rolls out Deployments and
+DaemonSets, fills quota status and makes ServiceAccounts; KWOK runs the pods and keeps Nodes Ready; the GPU
+Operator's controller creates the operand DaemonSets and moves the driver upgrade state.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
 import ssl
 import threading
@@ -32,25 +38,27 @@ from typing import Any
 
 import yaml
 
-from components.gpu_failure_domain.cloud_init import rke2_agent_config
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import GpuNodeMarking
 from config.stack import StackConfig
+from knowledge.gpu_operator import (
+    DEVICE_PLUGIN_APP,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GPU_RESOURCE,
+    OPERAND_APP_LABEL,
+)
 from tests.e2e.monitoring_crds import PROMETHEUS_CRD, SERVICE_MONITOR_CRD, rancher_monitoring_prometheus
-from tests.e2e.nodes import NOT_READY_TAINT, kubelet_labels, parse_taint
+from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.plugin_capacity import advertised
 from tests.e2e.proxmox_api import ProxmoxState
 
-DRIVER_LABEL = {"app": "nvidia-driver-daemonset"}
-DRIVER_DAEMONSET = "nvidia-driver-daemonset"
-SHARING_LABEL = "nvidia.com/device-plugin.config"
-GPU = "nvidia.com/gpu"
+SHARING_LABEL = DEVICE_PLUGIN_CONFIG_LABEL
+GPU = GPU_RESOURCE
+DEVICE_PLUGIN_PODS = f"{OPERAND_APP_LABEL}={DEVICE_PLUGIN_APP}"
 PACE_SECONDS = 0.5
+# What KWOK's node-initialize Stage reports as the kubelet's version where none is set (`kwok-<version>`).
+KWOK_KUBELET = "kwok-"
 RETRIES_429 = 10
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Api:
@@ -100,26 +108,19 @@ class ClusterStandIn:
         self.errors: list[str] = []
 
     def remove_what_it_played(self) -> None:
-        """The Nodes and driver pods it registered, and the driver DaemonSet: the session's API server is shared,
-        and later tests (tests/e2e/test_wave.py) register the same Nodes and create the same DaemonSet."""
-        namespace = self.stack.gpu_operator.namespace
+        """The Nodes it registered: the session's API server is shared, and later tests register the same Nodes.
+        (The pods bound to them go with them: kube-controller-manager's pod garbage collector.)"""
         for domain in self.stack.failure_domains:
-            pod = f"/api/v1/namespaces/{namespace}/pods/{DRIVER_DAEMONSET}-{domain.hostname}?gracePeriodSeconds=0"
-            self.api.call("DELETE", pod)
             self.api.call("DELETE", f"/api/v1/nodes/{domain.hostname}")
-        self.api.call("DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{DRIVER_DAEMONSET}")
 
     def node_names(self) -> set[str]:
         return {node["metadata"]["name"] for node in self.api.items("/api/v1/nodes")}
 
     def step(self) -> None:
         self._nodes()
-        self._deployments()
-        self._quotas()
-        self._driver()
-        self._jobs()
+        self._device_plugin()
 
-    # -------------------------------------------------------------------------------------- RKE2 + kubelet
+    # -------------------------------------------------------------------------------------- RKE2 agent + NFD
 
     def _nodes(self) -> None:
         for domain in self.stack.failure_domains:
@@ -127,115 +128,39 @@ class ClusterStandIn:
             if vm is None or vm.status != "running":
                 continue
             name = domain.hostname
-            if self.boots.get(name) == vm.starts:
-                continue
-            if self.api.call("GET", f"/api/v1/nodes/{name}") is None:
-                agent = rke2_agent_config(domain, self.stack.rke2, "unused", self.marking)
-                labels = kubelet_labels(name) | dict(label.split("=", 1) for label in agent["node-label"])
-                taints = [parse_taint(t) for t in agent["node-taint"]]
-                node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
-                self.api.call("POST", "/api/v1/nodes?fieldManager=kubelet", node | {"spec": {"taints": taints}})
-            ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is ready"}
-            ready |= {"lastHeartbeatTime": _now(), "lastTransitionTime": _now()}
-            # RKE2's kubelet reports RKE2's own version (v1.33.5+rke2r1): the wave's gate waits for exactly that.
-            info = {"bootID": f"{domain.name}-boot-{vm.starts}", "kernelVersion": "6.8.0-51-generic"}
-            info["kubeletVersion"] = self.stack.rke2.version
-            self.api.merge_status(f"/api/v1/nodes/{name}", {"conditions": [ready], "nodeInfo": info})
-            # The node lifecycle controller lifts the API server's not-ready taint once the node is Ready.
-            current = self.api.call("GET", f"/api/v1/nodes/{name}")
-            kept = [t for t in current["spec"].get("taints") or [] if t["key"] != NOT_READY_TAINT]
-            self.api.call(
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                {"spec": {"taints": kept or None}},
-                "application/merge-patch+json",
-            )
-            self.boots[name] = vm.starts
+            node = self.api.call("GET", f"/api/v1/nodes/{name}")
+            if node is None:
+                labels, taints = rke2_registration(domain, self.stack.rke2, self.marking)
+                node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels | nfd_labels()}}
+                node = self.api.call("POST", "/api/v1/nodes?fieldManager=kubelet", node | {"spec": {"taints": taints}})
+            # The kubelet's report of the machine it runs on, once per boot (a new boot, a new bootID). RKE2's kubelet
+            # reports RKE2's own version (v1.33.5+rke2r1): the wave's gate waits for exactly that; a test that plays
+            # an agent restarted on another release sets it itself. Reported again only where KWOK's first status,
+            # written from a Node it had cached before this report, put its own kubelet's in its place.
+            report = kubelet_report(domain, self.stack.rke2.version, f"{domain.name}-boot-{vm.starts}")
+            info = ((node or {}).get("status") or {}).get("nodeInfo") or {}
+            kwok_wrote = str(info.get("kubeletVersion", "")).startswith(KWOK_KUBELET)
+            if self.boots.get(name) != vm.starts or kwok_wrote:
+                self.api.merge_status(f"/api/v1/nodes/{name}", report)
+                self.boots[name] = vm.starts
 
-    # -------------------------------------------------------------------------------------- controllers
+    # -------------------------------------------------------------------------------------- device plugin
 
-    def _deployments(self) -> None:
-        for deployment in self.api.items("/apis/apps/v1/deployments"):
-            meta, status = deployment["metadata"], deployment.get("status") or {}
-            if status.get("observedGeneration") == meta["generation"]:
-                continue
-            replicas = deployment["spec"].get("replicas", 1)
-            available = {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}
-            available |= {"lastUpdateTime": _now(), "lastTransitionTime": _now(), "message": "stand-in"}
-            self.api.merge_status(
-                f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}",
-                {
-                    "observedGeneration": meta["generation"],
-                    "replicas": replicas,
-                    "updatedReplicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                    "conditions": [available],
-                },
-            )
-
-    def _quotas(self) -> None:
-        """The ResourceQuota controller: status.hard as the spec says, nothing used (pulumi-kubernetes awaits it)."""
-        for quota in self.api.items("/api/v1/resourcequotas"):
-            meta, hard = quota["metadata"], quota["spec"].get("hard") or {}
-            if (quota.get("status") or {}).get("hard") == hard:
-                continue
-            used = {key: "0" for key in hard}
-            path = f"/api/v1/namespaces/{meta['namespace']}/resourcequotas/{meta['name']}"
-            self.api.merge_status(path, {"hard": hard, "used": used})
-
-    def _jobs(self) -> None:
-        for job in self.api.items("/apis/batch/v1/jobs"):
-            meta, status = job["metadata"], job.get("status") or {}
-            if any(c["type"] == "Complete" for c in status.get("conditions") or []):
-                continue
-            now = _now()
-            done = {"status": "True", "lastProbeTime": now, "lastTransitionTime": now, "reason": "CompletionsReached"}
-            self.api.merge_status(
-                f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}",
-                {
-                    "startTime": status.get("startTime") or now,
-                    "completionTime": now,
-                    "succeeded": 1,
-                    "ready": 0,
-                    "terminating": 0,
-                    "uncountedTerminatedPods": {},
-                    "conditions": [
-                        done | {"type": "SuccessCriteriaMet", "message": "Reached expected number of succeeded pods"},
-                        done | {"type": "Complete", "message": "Reached expected number of succeeded pods"},
-                    ],
-                },
-            )
-
-    # -------------------------------------------------------------------------------------- GPU Operator
-
-    def _driver(self) -> None:
-        policies = self.api.items("/apis/nvidia.com/v1/clusterpolicies")
-        if not policies:
-            return
-        driver = policies[0]["spec"].get("driver") or {}
-        image = f"{driver.get('repository', 'nvcr.io/nvidia')}/{driver.get('image', 'driver')}:"
-        image += f"{driver.get('version', 'unknown')}-ubuntu24.04"
+    def _device_plugin(self) -> None:
         namespace = self.stack.gpu_operator.namespace
-        # The ServiceAccount controller's part: a namespace's `default` account, which a pod's admission needs.
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-        self.api.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", account)
-        base = f"/apis/apps/v1/namespaces/{namespace}/daemonsets"
-        daemonset = self.api.call("GET", f"{base}/{DRIVER_DAEMONSET}")
-        if daemonset is None:
-            template = {"metadata": {"labels": DRIVER_LABEL}, "spec": {"containers": [_container(image)]}}
-            body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": DRIVER_DAEMONSET}}
-            body["spec"] = {"selector": {"matchLabels": DRIVER_LABEL}, "template": template}
-            daemonset = self.api.call("POST", f"{base}?fieldManager=gpu-operator", body)
+        running = {
+            pod["spec"].get("nodeName")
+            for pod in self.api.items(f"/api/v1/namespaces/{namespace}/pods?labelSelector={DEVICE_PLUGIN_PODS}")
+            if _ready(pod)
+        }
         profiles = self._profiles(namespace)
         for domain in self.stack.failure_domains:
             node = self.api.call("GET", f"/api/v1/nodes/{domain.hostname}")
             if node is None:
                 continue
-            self._driver_pod(namespace, domain.hostname, image, daemonset)
             profile = (node["metadata"].get("labels") or {}).get(SHARING_LABEL)
-            slots = str(advertised(profiles, profile, len(domain.cards)))
-            if (node.get("status") or {}).get("allocatable", {}).get(GPU) != slots:
+            slots = str(advertised(profiles, profile, len(domain.cards)) if domain.hostname in running else 0)
+            if (node.get("status") or {}).get("allocatable", {}).get(GPU, "0") != slots:
                 self.api.merge_status(
                     f"/api/v1/nodes/{domain.hostname}", {"capacity": {GPU: slots}, "allocatable": {GPU: slots}}
                 )
@@ -246,28 +171,10 @@ class ClusterStandIn:
         config = self.api.call("GET", f"/api/v1/namespaces/{namespace}/configmaps/{TIME_SLICING_CONFIGMAP}")
         return dict((config or {}).get("data") or {})
 
-    def _driver_pod(self, namespace: str, node: str, image: str, daemonset: dict[str, Any]) -> None:
-        name = f"{DRIVER_DAEMONSET}-{node}"
-        path = f"/api/v1/namespaces/{namespace}/pods"
-        pod = self.api.call("GET", f"{path}/{name}")
-        if pod is not None and pod["spec"]["containers"][0]["image"] != image:
-            # The operator's upgrade controller on a driver change: the old pod goes (the DaemonSet is OnDelete)
-            # and one on the new driver takes its place, on the next pass.
-            self.api.call("DELETE", f"{path}/{name}?gracePeriodSeconds=0")
-            return
-        if pod is None:
-            owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": DRIVER_DAEMONSET, "controller": True}
-            owner["uid"] = daemonset["metadata"]["uid"]
-            meta = {"name": name, "labels": DRIVER_LABEL, "ownerReferences": [owner]}
-            spec = {"nodeName": node, "containers": [_container(image)], "tolerations": [{"operator": "Exists"}]}
-            pod = self.api.call("POST", path, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
-        if pod and (pod.get("status") or {}).get("phase") != "Running":
-            ready = {"type": "Ready", "status": "True", "lastTransitionTime": _now()}
-            self.api.merge_status(f"{path}/{name}", {"phase": "Running", "conditions": [ready]})
 
-
-def _container(image: str) -> dict[str, Any]:
-    return {"name": "nvidia-driver-ctr", "image": image}
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def ensure_crd(api: Api, crd: dict[str, Any]) -> None:

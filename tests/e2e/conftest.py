@@ -1,4 +1,15 @@
-"""The e2e tier: a real etcd + kube-apiserver for the whole session. Runs only under `make e2e`."""
+"""The e2e tier: a real etcd + kube-apiserver for the whole session, and (`control_plane`, started by the first test
+that asks for it) a cluster whose agents are upstream programs. Runs only under `make e2e`.
+
+Fixtures for a cluster with its own agents (tests/e2e/control_plane.py, tests/e2e/cluster_programs.py):
+- `control_plane` (session): etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK on loopback,
+  one Ready control-plane Node; `kyverno_running` (session): the same, with Kyverno's chart and its admission and
+  background controllers running; `control_plane_crds` (session): the upstream CRDs the stack writes to;
+- `reported_control_plane(tools, work)`: a control plane of a test module's own (a state the session's must not
+  see), whose logs a failed test's report shows; `running_kyverno` and `running_gpu_operator` start those programs
+  on it.
+A test on a shared control plane removes what it created (Nodes, namespaces) before it ends.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +24,8 @@ import pytest
 
 from offline.runner import ROOT_DIR, read_stack_file
 from tests.e2e.chart import package_chart
+from tests.e2e.cluster_programs import running_kyverno
+from tests.e2e.control_plane import ControlPlane, start_control_plane
 from tests.e2e.engine import Engine, PulumiStack
 from tests.e2e.engine_deployed import Deployed, deploy
 from tests.e2e.engine_stacks import engine_config, new_stack
@@ -45,8 +58,10 @@ UPSTREAM_CRDS = (
     "kyverno/v1.19.0/policies.kyverno.io_validatingpolicies.yaml",
     "prometheus-operator/v0.93.0/monitoring.coreos.com_prometheusrules.yaml",
 )
+# The Kyverno CRDs of the running Kyverno come with its chart (tests/e2e/cluster_programs.py).
+CONTROL_PLANE_CRDS = tuple(crd for crd in UPSTREAM_CRDS if not crd.startswith("kyverno/"))
 # Clusters this session started, for the failure report.
-STARTED: list[Cluster] = []
+STARTED: list[Cluster | ControlPlane] = []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -139,6 +154,19 @@ def reported_cluster(tools: Tools, work: Path) -> Iterator[Cluster]:
         yield running
 
 
+@contextlib.contextmanager
+def reported_control_plane(tools: Tools, work: Path) -> Iterator[ControlPlane]:
+    """A control plane (tests/e2e/control_plane.py) whose logs, Kyverno's and the operator's included, a failed
+    test's report shows."""
+    require_built(tools.missing_cluster_programs(), tools.bin_dir, "e2e-tools")
+    with start_control_plane(tools, work) as plane:
+        STARTED.append(plane)
+        try:
+            yield plane
+        finally:
+            STARTED.remove(plane)
+
+
 def kubectl_for(tools: Tools, cluster: Cluster) -> Kubectl:
     return Kubectl(tools.kubectl, cluster.kubeconfig, cluster.kubeconfig.parent / "kubectl-cache")
 
@@ -156,11 +184,34 @@ def kubectl(e2e_tools: Tools, cluster: Cluster) -> Kubectl:
 
 
 @pytest.fixture(scope="session")
+def control_plane(e2e_tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """The session's cluster with its own agents, started when a test first needs it."""
+    with reported_control_plane(e2e_tools, tmp_path_factory.mktemp("control-plane")) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kyverno_running(e2e_tools: Tools, control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's control plane with Kyverno running."""
+    with running_kyverno(e2e_tools, control_plane):
+        yield control_plane
+
+
+@pytest.fixture(scope="session")
+def control_plane_crds(control_plane: ControlPlane, upstream: Path) -> list[str]:
+    return install_crds(control_plane.kubectl, upstream, CONTROL_PLANE_CRDS)
+
+
+@pytest.fixture(scope="session")
 def crds(kubectl: Kubectl, upstream: Path) -> list[str]:
+    return install_crds(kubectl, upstream, UPSTREAM_CRDS)
+
+
+def install_crds(kubectl: Kubectl, upstream: Path, crds: tuple[str, ...]) -> list[str]:
     """The upstream CRDs, installed and Established. Server-side apply: the largest exceed the annotation limit
     client-side apply would need."""
     names: list[str] = []
-    for relative in UPSTREAM_CRDS:
+    for relative in crds:
         out = kubectl(
             "apply", "--server-side", "--field-manager", "e2e-setup", "-o", "name", "-f", str(upstream / relative)
         )
@@ -223,12 +274,15 @@ def runs(kyverno: Kyverno, tmp_path_factory: pytest.TempPathFactory) -> Runs:
 def deployed(
     engine: Engine,
     engine_path: list[Path],
-    cluster: Cluster,
+    e2e_tools: Tools,
+    kyverno_running: ControlPlane,
+    upstream: Path,
     packaged_chart: Path,
-    crds: list[str],
+    control_plane_crds: list[str],
 ) -> Iterator[Deployed]:
-    """prod after one real `pulumi up` against the API server and the Proxmox stand-in (tests/e2e/engine_deployed.py),
-    shared by the engine tests: each test that changes it puts it back."""
+    """prod after one real `pulumi up` against the control plane, with Kyverno running, the GPU Operator's controller
+    and the Proxmox stand-in (tests/e2e/engine_deployed.py), shared by the engine tests: each test that changes it
+    puts it back."""
     if not SSHD.is_file():
         message = f"{SSHD} is missing: install Debian's openssh-server (.ci/run does)"
         if os.environ.get("CI"):
@@ -239,7 +293,7 @@ def deployed(
     ENGINE_WORK.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="engine-up-", dir=ENGINE_WORK))
     try:
-        with deploy(engine, engine_path, cluster.kubeconfig, packaged_chart, work) as running:
+        with deploy(engine, engine_path, kyverno_running, e2e_tools, upstream, packaged_chart, work) as running:
             yield running
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,4 +1,6 @@
-"""One real `pulumi up` of prod, shared by the engine tests, with the Proxmox and cluster stand-ins around it.
+"""One real `pulumi up` of prod, shared by the engine tests, against the e2e control plane (tests/e2e/control_plane.py)
+with Kyverno running and the GPU Operator's controller started once the chart installs it
+(tests/e2e/cluster_programs.py), and the Proxmox and cluster stand-ins around it.
 
 The stack is the lead harness's PulumiStack (tests/e2e/engine.py): a temp project, a file backend, passphrase
 secrets. On top: the stack file points the Proxmox side at the loopback stand-in (its API, and its sshd through
@@ -10,6 +12,7 @@ provider gets the stand-in's ssh-agent, and HOME is the temp dir too (bpg writes
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,11 +23,14 @@ import yaml
 
 from config.validate import validate_stack
 from offline.runner import PROJECT, read_stack_file
+from tests.e2e.cluster_programs import OperatorLauncher, gpu_operator_once_installed
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.control_plane import ControlPlane
 from tests.e2e.engine import Engine, PulumiStack, parse_json_output, step_ops
 from tests.e2e.engine_stacks import SECRETS, engine_config, new_stack
 from tests.e2e.proxmox_api import a1000_host
 from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
+from tests.e2e.servers import Tools
 
 STACK = "e2e-up"
 # The stack's three hosts, and the two a change-table row adds a domain on or moves one to.
@@ -94,9 +100,14 @@ class Deployed:
     stack: PulumiStack
     pve: ProxmoxStandIn
     cluster: ClusterStandIn
+    # The control plane it runs on, and the GPU Operator's process there.
+    plane: ControlPlane
+    operator: OperatorLauncher
     base: dict[str, Any]
     # The secret values the stack file holds now, so that only a changed one is set again.
     secrets: dict[str, str]
+    # The smoke tests' pods and events as the first `up` left them: a later wave's drain evicts a finished pod.
+    first_smoke: dict[str, Any]
     # The preview before the first `up` without gpu-pool:kubernetes.adoptExisting, and that `up`'s output.
     refused: str = ""
     first_up: str = ""
@@ -113,13 +124,42 @@ class Deployed:
                 self.secrets[key] = value
 
 
+# A wave's steps (components/gpu_failure_domain/wave_steps.py) are registered only in the `up` that rolls it.
+WAVE_STEP = re.compile(
+    r"^dc\d-(wave-drain|wave-gate|rke2-login|rke2-upgrade|device-plugin-restart|kernel-login|kernel-install|"
+    r"kernel-driver-rebuild)$"
+)
+
+
+def up_settled(deployed: Deployed) -> None:
+    """`up`, then, if it rolled a wave, the next `up`, which must do nothing but delete the wave's steps.
+
+    `make diff` compares two stack files, each as a settled deployment: a wave's steps are not in its before-file's
+    plan. Right after a wave they are still in the state, and the engine would show the next wave's steps as
+    replacements of them, not creations (docs/verification.md)."""
+    deployed.stack.up()
+    document, failure = preview(deployed.stack)
+    assert failure == "", failure[-3000:]
+    left = changed(document)
+    assert all(op == "delete" and WAVE_STEP.match(name) for name, op in left.items()), left
+    if left:
+        deployed.stack.up()
+
+
 @contextmanager
-def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: Path) -> Iterator[Deployed]:
-    """The stand-ins, the stack and its first `up`; everything stops when the block ends."""
+def deploy(
+    engine: Engine, path: list[Path], plane: ControlPlane, tools: Tools, upstream: Path, chart: Path, work: Path
+) -> Iterator[Deployed]:
+    """The stand-ins, the operator's launcher, the stack and its first `up`; everything stops when the block ends."""
+    cluster = plane.kubeconfig
     with start_proxmox(work / "pve", {node: a1000_host() for node in PROXMOX_NODES}, API_TOKEN) as pve:
         base = stack_config(pve, cluster, chart)
         config = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
-        with cluster_standin(cluster, pve.state, config) as standin:
+        namespace = config.gpu_operator.namespace
+        with (
+            cluster_standin(cluster, pve.state, config) as standin,
+            gpu_operator_once_installed(tools, plane, namespace, upstream) as operator,
+        ):
             env = {
                 "HOME": str(work / "home"),
                 "SSH_AUTH_SOCK": pve.ssh_agent_socket,
@@ -133,7 +173,19 @@ def deploy(engine: Engine, path: list[Path], cluster: Path, chart: Path, work: P
             assert refused.returncode != 0, "the preview adopted the cluster's CRDs without being told to"
             rewrite_config(stack, base)
             first = stack.up()
+            smoke = ["-n", config.smoke_test.namespace, "get"]
+            first_smoke = {"pods": plane.kubectl.json(*smoke, "pods"), "events": plane.kubectl.json(*smoke, "events")}
             yield Deployed(
-                stack, pve, standin, base, dict(SECRETS), refused.stdout + refused.stderr, first.stdout + first.stderr
+                stack,
+                pve,
+                standin,
+                plane,
+                operator,
+                base,
+                dict(SECRETS),
+                first_smoke,
+                refused.stdout + refused.stderr,
+                first.stdout + first.stderr,
             )
         assert not standin.errors, standin.errors[:5]
+        assert not operator.errors, operator.errors[:5]

@@ -9,7 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from components.gpu_failure_domain.cloud_init import rke2_agent_config
+from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.rke2 import Rke2Config
+from knowledge.gpu_operator import NFD_NVIDIA_PCI_LABEL
 from tests.e2e.kube import Kubectl
 from tests.e2e.stacks import Previewed
 
@@ -33,6 +36,52 @@ def kubelet_labels(name: str) -> dict[str, str]:
     }
 
 
+# The VM's operating system, as NFD reads /etc/os-release on the Ubuntu 24.04 cloud image, and the kernel it boots.
+OS_ID, OS_VERSION = "ubuntu", "24.04"
+KERNEL = "6.8.0-51-generic"
+# What RKE2's containerd reports as the kubelet's container runtime.
+CONTAINER_RUNTIME = "containerd://2.1.4-k3s2"
+
+
+def nfd_labels() -> dict[str, str]:
+    """The labels NFD's worker sets on a VM with the card passed through (`pci-<vendor>.present`, os_release and
+    kernel features), which the GPU Operator selects its GPU nodes and driver image by."""
+    major, minor = OS_VERSION.split(".")
+    return {
+        NFD_NVIDIA_PCI_LABEL: "true",
+        "feature.node.kubernetes.io/system-os_release.ID": OS_ID,
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID": OS_VERSION,
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID.major": major,
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID.minor": minor,
+        "feature.node.kubernetes.io/kernel-version.full": KERNEL,
+    }
+
+
+def rke2_registration(
+    domain: FailureDomainConfig, rke2: Rke2Config, marking: GpuNodeMarking
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The labels and taints a domain's Node registers with: the kubelet's, and RKE2's from the cloud-init's
+    /etc/rancher/rke2/config.yaml (node-label, node-taint)."""
+    agent = rke2_agent_config(domain, rke2, "unused-token", marking)
+    labels = kubelet_labels(agent["node-name"]) | dict(label.split("=", 1) for label in agent["node-label"])
+    return labels, [parse_taint(taint) for taint in agent["node-taint"]]
+
+
+def kubelet_report(domain: FailureDomainConfig, kubelet_version: str, boot_id: str) -> dict[str, Any]:
+    """The kubelet's status report of the VM it runs on: its CPUs and memory, its versions and boot."""
+    machine = {"cpu": str(domain.cores), "memory": f"{domain.memory_mib}Mi", "pods": "110"}
+    info = {
+        "bootID": boot_id,
+        "kernelVersion": KERNEL,
+        "kubeletVersion": kubelet_version,
+        "containerRuntimeVersion": CONTAINER_RUNTIME,
+        "osImage": f"Ubuntu {OS_VERSION} LTS",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+    return {"capacity": machine, "allocatable": machine, "nodeInfo": info}
+
+
 def parse_taint(text: str) -> dict[str, str]:
     """`key=value:Effect`, RKE2's `node-taint` form, as a Node's spec.taints entry."""
     key_value, _, effect = text.rpartition(":")
@@ -42,14 +91,12 @@ def parse_taint(text: str) -> dict[str, str]:
 
 def registered_node(domain: FailureDomainConfig, stack: Previewed) -> dict[str, Any]:
     """The Node RKE2's agent registers from /etc/rancher/rke2/config.yaml (node-name, node-label, node-taint)."""
-    agent = rke2_agent_config(domain, stack.config.rke2, "unused-token", stack.marking)
-    name = agent["node-name"]
-    labels = kubelet_labels(name) | dict(label.split("=", 1) for label in agent["node-label"])
+    labels, taints = rke2_registration(domain, stack.config.rke2, stack.marking)
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"taints": [parse_taint(taint) for taint in agent["node-taint"]]},
+        "metadata": {"name": domain.hostname, "labels": labels},
+        "spec": {"taints": taints},
     }
 
 

@@ -1,13 +1,15 @@
 """A real etcd + kube-apiserver on loopback, for the e2e tier: certs, free ports, a kubeconfig, a clean stop.
 
 Both binaries come from `make e2e-tools` (e2e/build-tools.sh). The flags follow what `kube-apiserver` needs
-without a controller-manager or scheduler: nothing here schedules pods or creates ServiceAccounts.
+without a controller-manager or scheduler: nothing here schedules pods or creates ServiceAccounts. The e2e control
+plane (tests/e2e/control_plane.py) starts one with its garbage collector on and runs the controllers beside it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import secrets
 import shutil
 import signal
@@ -18,7 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +74,43 @@ class Tools:
 
     def missing(self) -> list[str]:
         wanted = (self.etcd, self.kube_apiserver, self.kubectl, self.helm, self.kyverno, self.profile_config)
+        return [path.name for path in wanted if not path.is_file()]
+
+    # The cluster's own programs (e2e/build-cluster.sh, and build-tools.sh for the Kubernetes two): the e2e control
+    # plane, tests/e2e/control_plane.py and cluster_programs.py.
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.bin_dir / "kube-controller-manager"
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.bin_dir / "kube-scheduler"
+
+    @property
+    def kwok(self) -> Path:
+        return self.bin_dir / "kwok"
+
+    @property
+    def kyverno_admission_controller(self) -> Path:
+        return self.bin_dir / "kyverno-admission-controller"
+
+    @property
+    def kyverno_background_controller(self) -> Path:
+        return self.bin_dir / "kyverno-background-controller"
+
+    @property
+    def gpu_operator(self) -> Path:
+        return self.bin_dir / "gpu-operator"
+
+    def missing_cluster_programs(self) -> list[str]:
+        wanted = (
+            self.kube_controller_manager,
+            self.kube_scheduler,
+            self.kwok,
+            self.kyverno_admission_controller,
+            self.kyverno_background_controller,
+            self.gpu_operator,
+        )
         return [path.name for path in wanted if not path.is_file()]
 
 
@@ -144,10 +183,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A server process writing to `log`, with the test's environment plus `env`; it dies with pytest."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, **env} if env else None,
         )
 
 
@@ -169,7 +214,7 @@ def etcd_argv(tools: Tools, work: Path, client: int, peer: int) -> list[str]:
     ]
 
 
-def apiserver_argv(tools: Tools, work: Path, etcd_client: int, port: int) -> list[str]:
+def apiserver_argv(tools: Tools, work: Path, etcd_client: int, port: int, *, garbage_collector: bool) -> list[str]:
     return [
         str(tools.kube_apiserver),
         f"--etcd-servers=http://127.0.0.1:{etcd_client}",
@@ -182,16 +227,18 @@ def apiserver_argv(tools: Tools, work: Path, etcd_client: int, port: int) -> lis
         f"--client-ca-file={work / 'ca.crt'}",
         f"--token-auth-file={work / 'tokens.csv'}",
         "--authorization-mode=RBAC",
+        # As RKE2 runs it: the GPU Operator's operands (driver, toolkit, device plugin) are privileged pods.
+        "--allow-privileged=true",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={work / 'sa.pub'}",
         f"--service-account-signing-key-file={work / 'sa.key'}",
         "--service-cluster-ip-range=10.0.0.0/24",
         # No kube-proxy or endpoints here: the default reconciler would keep rewriting the kubernetes Endpoints.
         "--endpoint-reconciler-type=none",
-        # No kube-controller-manager here, so no garbage collector: told so, the API server deletes at once what
-        # pulumi-kubernetes deletes in the foreground (its default), instead of holding it forever on the
+        # Without a kube-controller-manager there is no garbage collector: told so, the API server deletes at once
+        # what pulumi-kubernetes deletes in the foreground (its default), instead of holding it forever on the
         # foregroundDeletion finalizer that only the collector removes (a replaced Job's delete timed out).
-        "--enable-garbage-collector=false",
+        f"--enable-garbage-collector={str(garbage_collector).lower()}",
     ]
 
 
@@ -216,14 +263,17 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
                 process.wait(timeout=STOP_SECONDS)
 
 
-def _start_once(tools: Tools, work: Path, token: str) -> tuple[Cluster, list[subprocess.Popen[bytes]]]:
+def _start_once(
+    tools: Tools, work: Path, token: str, garbage_collector: bool
+) -> tuple[Cluster, list[subprocess.Popen[bytes]]]:
     etcd_client, etcd_peer, port = free_ports(3)
     logs = (work / "kube-apiserver.log", work / "etcd.log")
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        etcd = _spawn(etcd_argv(tools, work, etcd_client, etcd_peer), logs[1])
+        etcd = spawn(etcd_argv(tools, work, etcd_client, etcd_peer), logs[1])
         processes.append(etcd)
-        apiserver = _spawn(apiserver_argv(tools, work, etcd_client, port), logs[0])
+        argv = apiserver_argv(tools, work, etcd_client, port, garbage_collector=garbage_collector)
+        apiserver = spawn(argv, logs[0])
         processes.insert(0, apiserver)
         url = f"https://127.0.0.1:{port}"
         context = ssl.create_default_context(cafile=str(work / "ca.crt"))
@@ -244,8 +294,9 @@ def _start_once(tools: Tools, work: Path, token: str) -> tuple[Cluster, list[sub
 
 
 @contextlib.contextmanager
-def start_cluster(tools: Tools, work: Path) -> Iterator[Cluster]:
-    """etcd and kube-apiserver in `work` (certs, data, logs), ready; both stopped and reaped on exit."""
+def start_cluster(tools: Tools, work: Path, *, garbage_collector: bool = False) -> Iterator[Cluster]:
+    """etcd and kube-apiserver in `work` (certs, data, logs), ready; both stopped and reaped on exit. With
+    `garbage_collector`, the API server expects a kube-controller-manager's collector (tests/e2e/control_plane.py)."""
     write_certs(work)
     token = secrets.token_hex(24)
     # Static token file: token,user,uid,"groups". system:masters passes every RBAC check.
@@ -253,7 +304,7 @@ def start_cluster(tools: Tools, work: Path) -> Iterator[Cluster]:
     attempt = 1
     while True:
         try:
-            cluster, processes = _start_once(tools, work, token)
+            cluster, processes = _start_once(tools, work, token, garbage_collector)
             break
         except EarlyExit:
             if attempt == START_ATTEMPTS:

@@ -24,6 +24,15 @@ class StepRunner:
     def command(self, resource: str, **override: str) -> subprocess.CompletedProcess[str]:
         """A `command:local:Command`'s create, as pulumi-command runs it: `<interpreter...> <create>` with the
         process environment plus the resource's own, and `kubectl` resolved through PATH (the built one)."""
+        argv, env = self._create(resource, override)
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+    def start(self, resource: str, **override: str) -> subprocess.Popen[str]:
+        """The same command started, its output (stdout and stderr together) readable line by line as it runs."""
+        argv, env = self._create(resource, override)
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def _create(self, resource: str, override: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         inputs = self.stack.resource(resource)["inputs"]
         env = {
             **os.environ,
@@ -33,9 +42,7 @@ class StepRunner:
             **inputs.get("environment", {}),
             **override,
         }
-        return subprocess.run(
-            [*inputs["interpreter"], inputs["create"]], env=env, capture_output=True, text=True, timeout=300
-        )
+        return [*inputs["interpreter"], inputs["create"]], env
 
     def node_patch(self, domain: FailureDomainConfig) -> Path:
         return self.stack.out / "manifests" / f"node-{domain.hostname}-patch.yaml"

@@ -24,7 +24,7 @@ from offline.plan_diff import Change
 from offline.runner import PROJECT
 from tests.e2e.chart import package_chart
 from tests.e2e.engine import step_ops
-from tests.e2e.engine_deployed import Deployed, changed, preview, replace_keys, rewrite_config
+from tests.e2e.engine_deployed import Deployed, changed, preview, replace_keys, rewrite_config, up_settled
 from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.proxmox_api import a1000_host
 from tests.e2e.servers import Tools
@@ -80,28 +80,6 @@ def apply(deployed: Deployed, config: dict[str, Any]) -> None:
     plain, secrets = split_secrets(config)
     rewrite_config(deployed.stack, plain)
     deployed.set_secrets(SECRETS | {k.removeprefix(f"{PROJECT}:"): v for k, v in secrets.items()})
-
-
-# A wave's steps (components/gpu_failure_domain/wave_steps.py) are registered only in the `up` that rolls it.
-WAVE_STEP = re.compile(
-    r"^dc\d-(wave-drain|wave-gate|rke2-login|rke2-upgrade|device-plugin-restart|kernel-login|kernel-install|"
-    r"kernel-driver-rebuild)$"
-)
-
-
-def up_settled(deployed: Deployed) -> None:
-    """`up`, then, if it rolled a wave, the next `up`, which must do nothing but delete the wave's steps.
-
-    `make diff` compares two stack files, each as a settled deployment: a wave's steps are not in its before-file's
-    plan. Right after a wave they are still in the state, and the engine would show the next wave's steps as
-    replacements of them, not creations (docs/verification.md)."""
-    deployed.stack.up()
-    document, failure = preview(deployed.stack)
-    assert failure == "", failure[-3000:]
-    left = changed(document)
-    assert all(op == "delete" and WAVE_STEP.match(name) for name, op in left.items()), left
-    if left:
-        deployed.stack.up()
 
 
 @contextmanager

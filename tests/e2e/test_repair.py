@@ -37,7 +37,7 @@ from config.stack import StackConfig
 from config.validate import validate_stack
 from offline.runner import PROJECT, read_stack_file
 from tests.day2.cli_helpers import ROOT, Result, run
-from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.bare_cluster_standin import ClusterStandIn, cluster_standin
 from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.kube import Kubectl
 from tests.e2e.match_conditions import ensure_pod_namespace

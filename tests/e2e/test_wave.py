@@ -1,14 +1,20 @@
-"""Day-2 waves against the real API server with three registered GPU nodes, their kubectl steps run for real:
+"""Day-2 waves on the e2e control plane (tests/e2e/control_plane.py), their kubectl steps run for real: prod's three
+GPU Nodes as RKE2 registers them, kept Ready by KWOK; each with its driver pod, which kube-controller-manager's
+DaemonSet controller made from a driver DaemonSet as the operator creates it and KWOK runs Ready; a drain goes
+through the eviction API:
 - the second domain's gate fails: the first is back in service, the third never touched;
 - the first domain's gate fails after its agent came back on the new release (FIELD-REVIEW-4 WRONG-1): the next
   plan, read from the Nodes as `pulumi preview` reads them, resumes dc1's turn, whose gate runs again before dc1 is
   uncordoned, and dc2 is drained only after;
-- a sharing edit whose gate fails, then reverted (WRONG-2): dc1 is gated and uncordoned, not left cordoned."""
+- a sharing edit whose gate fails, then reverted (WRONG-2): dc1 is gated and uncordoned, not left cordoned.
+What needs a VM (the RKE2 installer over SSH, the restarted agent's report) is played by the test."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +30,10 @@ from components.gpu_failure_domain.observed import (
 from knowledge.gpu_operator import DRIVER_POD_SELECTOR
 from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
+from tests.e2e.control_plane import READY_SECONDS, ControlPlane, node_ready, register_node
 from tests.e2e.kube import Kubectl
-from tests.e2e.match_conditions import ensure_pod_namespace
-from tests.e2e.nodes import KUBELET, registered_nodes
+from tests.e2e.nodes import KUBELET, kubelet_report, nfd_labels, rke2_registration
+from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner
 from tests.e2e.wave_engine import run_wave
@@ -78,67 +85,107 @@ def node_status(kubectl: Kubectl, name: str, *, kubelet: str, gpus: int) -> None
     )
 
 
-@pytest.fixture
-def pool(kubectl: Kubectl, wave_stack: Previewed, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """Three Nodes rolled out to the earlier file (annotation, kubelet), each with its driver pod Ready on the pinned
-    driver, owned by the driver DaemonSet as the operator creates it (so a drain leaves it alone)."""
-    cfg = wave_stack.config
-    namespace = cfg.gpu_operator.namespace
-    ensure_pod_namespace(kubectl, namespace)
+@pytest.fixture(scope="module")
+def kubectl(control_plane: ControlPlane) -> Kubectl:
+    """This module's cluster: the session's control plane, not the bare API server."""
+    return control_plane.kubectl
+
+
+@pytest.fixture(scope="module")
+def step_runner_for(e2e_tools: Tools, control_plane: ControlPlane) -> Callable[[Previewed], StepRunner]:
+    """prod names no kubeconfig (gpu-pool:kubernetes): its steps use the ambient one, the control plane's."""
+
+    def runner(stack: Previewed) -> StepRunner:
+        return StepRunner(stack, e2e_tools, control_plane.kubectl, control_plane.kubeconfig)
+
+    return runner
+
+
+def driver_daemonset(stack: Previewed, hosts: list[str]) -> dict[str, Any]:
+    """The driver DaemonSet as the operator creates it (name, pod label, the GPU taint tolerated), on these nodes."""
+    cfg = stack.config
     app = DRIVER_POD_SELECTOR.split("=", 1)[1]
     image = f"nvcr.io/nvidia/driver:{cfg.gpu_operator.driver_version}-ubuntu24.04"
-    daemonset: dict[str, Any] = {
+    on_hosts = {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
+    return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": app, "namespace": namespace},
+        "metadata": {"name": app, "namespace": cfg.gpu_operator.namespace},
         "spec": {
             "selector": {"matchLabels": {"app": app}},
+            # The operator's driver DaemonSet is OnDelete: a pod is replaced only when its upgrade deletes it.
+            "updateStrategy": {"type": "OnDelete"},
             "template": {
                 "metadata": {"labels": {"app": app}},
-                "spec": {"containers": [{"name": "nvidia-driver-ctr", "image": image}]},
+                "spec": {
+                    "tolerations": [stack.marking.toleration],
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [{"matchExpressions": [on_hosts]}]
+                            }
+                        }
+                    },
+                    "containers": [{"name": "nvidia-driver-ctr", "image": image}],
+                },
             },
         },
     }
-    kubectl.create(daemonset, field_manager="gpu-operator")
-    uid = kubectl.json("-n", namespace, "get", "daemonset", app)["metadata"]["uid"]
+
+
+def eventually(what: str, check: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds:.0f} s: {what}")
+        time.sleep(0.5)  # poll interval; bounded by the deadline above
+
+
+def ready_driver_hosts(kubectl: Kubectl, namespace: str) -> set[str]:
+    pods = kubectl.json("-n", namespace, "get", "pods", "-l", DRIVER_POD_SELECTOR)["items"]
+    return {
+        p["spec"].get("nodeName", "")
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
+    }
+
+
+@pytest.fixture
+def pool(kubectl: Kubectl, wave_stack: Previewed) -> Iterator[dict[str, str]]:
+    """Three Nodes rolled out to the earlier file (annotation, kubelet), Ready (KWOK), each with its driver pod Ready
+    on the pinned driver (the DaemonSet controller's, run by KWOK): a drain leaves it alone."""
+    cfg = wave_stack.config
+    namespace = cfg.gpu_operator.namespace
     earlier = {
         item["metadata"]["labels"]["topology.kubernetes.io/zone"]: item["metadata"]["annotations"][ROLLOUT_ANNOTATION]
         for item in settled_nodes(read_stack_file("prod"))["items"]
     }
     hosts = {d.name: d.hostname for d in cfg.failure_domains}
     try:
-        with registered_nodes(kubectl, wave_stack):
-            for domain in cfg.failure_domains:
-                state = earlier[domain.name]
-                kubectl("annotate", "node", domain.hostname, f"{ROLLOUT_ANNOTATION}={state}")
-                node_status(kubectl, domain.hostname, kubelet=OLD, gpus=cfg.slots(domain))
-                pod: dict[str, Any] = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{app}-{domain.name}",
-                        "namespace": namespace,
-                        "labels": {"app": app},
-                        "ownerReferences": [
-                            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": app, "uid": uid, "controller": True}
-                        ],
-                    },
-                    "spec": {
-                        "nodeName": domain.hostname,
-                        "containers": [{"name": "nvidia-driver-ctr", "image": image}],
-                    },
-                }
-                kubectl.create(pod, field_manager="kube-controller-manager")
-                current = kubectl.json("-n", namespace, "get", "pod", pod["metadata"]["name"])
-                current["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-                kubectl("replace", "--subresource=status", "-f", "-", stdin=json.dumps(current))
-            yield hosts
-    finally:
-        # No kubelet here confirms a pod's end: removed at once, so no later test sees them Terminating.
-        kubectl(
-            "-n", namespace, "delete", "pods", "-l", f"app={app}", "--ignore-not-found", "--grace-period=0", "--force"
+        for domain in cfg.failure_domains:
+            labels, taints = rke2_registration(domain, cfg.rke2, wave_stack.marking)
+            register_node(
+                kubectl, domain.hostname, labels | nfd_labels(), taints, kubelet_report(domain, OLD, "boot-1")
+            )
+            kubectl("annotate", "node", domain.hostname, f"{ROLLOUT_ANNOTATION}={earlier[domain.name]}")
+        for domain in cfg.failure_domains:
+            eventually(f"{domain.hostname} Ready", functools.partial(node_ready, kubectl, domain.hostname))
+            # After KWOK's first status (it may have written its own kubelet's): the agent's report on the old release.
+            node_status(kubectl, domain.hostname, kubelet=OLD, gpus=cfg.slots(domain))
+        kubectl.ensure_namespace(namespace)
+        kubectl.create(driver_daemonset(wave_stack, list(hosts.values())), field_manager="gpu-operator")
+        eventually(
+            "a Ready driver pod on every GPU node",
+            lambda: ready_driver_hosts(kubectl, namespace) == set(hosts.values()),
         )
-        kubectl("-n", namespace, "delete", "daemonset", app, "--ignore-not-found", "--wait=false")
+        yield hosts
+    finally:
+        app = DRIVER_POD_SELECTOR.split("=", 1)[1]
+        kubectl.run("-n", namespace, "delete", "daemonset", app, "--ignore-not-found", "--cascade=foreground")
+        kubectl.run("delete", "node", *hosts.values(), "--ignore-not-found")
+        # prod's own `up` (the engine tests, later) creates this namespace.
+        kubectl.run("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=120s")
 
 
 def test_a_wave_whose_second_domain_fails_its_gate_leaves_the_first_serving_and_the_third_untouched(

@@ -245,6 +245,13 @@ def namespace_request(
     }
 
 
+def background_request(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The request Kyverno's background controller evaluates a policy's matchConditions with when it applies a
+    generate rule to an existing trigger (generateExisting, a synchronize restore): the trigger as the object, no
+    old object, an empty operation (v1.19.1 pkg/background/common/context.go, pkg/engine/internal/match.go)."""
+    return namespace_request(namespace, operation="")
+
+
 def quota_request(operation: str, quota: dict[str, Any] | None, old: dict[str, Any] | None) -> dict[str, Any]:
     namespace = (quota or old or {}).get("metadata", {}).get("namespace", "")
     return {
@@ -313,7 +320,9 @@ class Cluster:
     """Namespaces and quotas, with a Kyverno that hears only what the API server sends its webhook.
 
     `synchronize: true` semantics (Kyverno 1.13+): a downstream object that is edited or deleted is put back,
-    and it is deleted when its trigger no longer matches; both happen only through admission requests.
+    and it is deleted when its trigger no longer matches; both start from admission requests. Putting back and
+    `generateExisting` happen in the background controller, which checks the matchConditions again
+    (`background_request`).
     """
 
     def __init__(self, policy: Mapping[str, Any]) -> None:
@@ -341,9 +350,22 @@ class Cluster:
         labels = old["metadata"]["labels"]
         rule = next(r for r in self.policy["spec"]["rules"] if r["name"] == labels["generate.kyverno.io/rule-name"])
         namespace = self.namespaces.get(old["metadata"]["namespace"])
-        if rule["generate"].get("synchronize") and _namespace_matches(rule, namespace):
+        # The background controller puts it back only if the policy applies to the trigger, which it decides by
+        # the matchConditions too, on a request it builds itself (background_request).
+        applies = namespace is not None and webhook_called(self.policy, background_request(namespace))
+        if rule["generate"].get("synchronize") and _namespace_matches(rule, namespace) and applies:
             restored = _downstream(self.policy, rule, old["metadata"]["namespace"])
             self.quotas[(old["metadata"]["namespace"], restored["metadata"]["name"])] = restored
+
+    def install_policy(self) -> None:
+        """The policy created with namespaces already there: `generateExisting` in the background controller."""
+        for namespace in self.namespaces.values():
+            if not webhook_called(self.policy, background_request(namespace)):
+                continue
+            for rule in self.policy["spec"]["rules"]:
+                if rule["generate"].get("generateExisting") and _namespace_matches(rule, namespace):
+                    quota = _downstream(self.policy, rule, namespace["metadata"]["name"])
+                    self.quotas[(namespace["metadata"]["name"], quota["metadata"]["name"])] = quota
 
     def put_namespace(self, name: str, labels: dict[str, str]) -> None:
         new = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels)}}

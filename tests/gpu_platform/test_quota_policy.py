@@ -137,6 +137,40 @@ def test_without_the_quota_events_in_its_filter_synchronize_could_restore_nothin
     assert ("alice", QUOTA) not in cluster.quotas
 
 
+def test_namespaces_labelled_before_the_policy_get_their_quota_from_generate_existing(
+    quota_policy: dict[str, Any],
+) -> None:
+    cluster = Cluster(quota_policy)
+    cluster.namespaces["alice"] = namespace("alice", KUBEFLOW_LABELS)
+    cluster.namespaces["default"] = namespace("default", {"team": "platform"})
+    cluster.install_policy()
+    assert set(cluster.quotas) == {("alice", QUOTA)}
+
+
+def test_kyverno_checks_the_match_conditions_again_in_the_background_with_an_empty_operation(
+    quota_policy: dict[str, Any],
+) -> None:
+    """The filter this project shipped before admitted only CREATE and UPDATE of a namespace: a running Kyverno
+    1.19.1 then skipped the rule in its background controller, so nothing labelled before the policy got a quota
+    and no deleted quota came back (tests/e2e/test_kyverno_running.py found it)."""
+    (condition,) = quota_policy["spec"]["webhookConfiguration"]["matchConditions"]
+    before = {
+        **condition,
+        "expression": condition["expression"].replace("['CREATE', 'UPDATE', '']", "['CREATE', 'UPDATE']"),
+    }
+    assert before != condition
+    shipped = {**quota_policy, "spec": {**quota_policy["spec"], "webhookConfiguration": {"matchConditions": [before]}}}
+    cluster = Cluster(shipped)
+    cluster.namespaces["bob"] = namespace("bob", KUBEFLOW_LABELS)
+    cluster.install_policy()
+    assert cluster.quotas == {}
+    cluster.put_namespace("alice", KUBEFLOW_LABELS)
+    cluster.delete_quota("alice", QUOTA)
+    assert ("alice", QUOTA) not in cluster.quotas
+    # An empty operation never comes from the API server: the webhook is called for nothing more.
+    assert not webhook_called(quota_policy, namespace_request(namespace("carol", {"team": "x"}), operation=""))
+
+
 def test_quotas_kyverno_did_not_generate_and_unlabelled_namespaces_never_reach_it(quota_policy: dict[str, Any]) -> None:
     pulumi_owned = {
         "metadata": {"name": "gpu-quota", "namespace": "katib", "labels": {"app.kubernetes.io/part-of": "gpu-pool"}}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build the programs that play the e2e tier's cluster (tests/e2e/control_plane.py), pinned, into BIN_DIR:
+#   kwok                           <- sigs.k8s.io/kwok                       (e2e/kwok/go.mod)
+#   kyverno-admission-controller   <- github.com/kyverno/kyverno/cmd/kyverno (e2e/kyverno/go.mod, with the CLI)
+#   kyverno-background-controller  <- github.com/kyverno/kyverno/cmd/background-controller
+#   gpu-operator                   <- $GPU_POOL_UPSTREAM_DIR/gpu-operator-src/v26.7.0 (cmd/gpu-operator): its module
+#                                     is not served by the Go proxy; every dependency in its go.sum is
+# kube-scheduler and kube-controller-manager come from k8s.io/kubernetes with kube-apiserver (build-tools.sh).
+# The go.mod/go.sum files are the lock; versions are read from them, never typed here.
+#
+# Usage: e2e/build-cluster.sh [BIN_DIR]    (default: $E2E_TOOLS_BIN, else <repo>/.tools/e2e/bin)
+# Idempotent like build-tools.sh: a binary is rebuilt only when its stamp changed. The operator's source is
+# copied to BIN_DIR/../src/gpu-operator (outside git; the upstream copy is read-only) after its SHA256SUMS check.
+set -euo pipefail
+
+E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$E2E_DIR/.." && pwd)"
+BIN_DIR="${1:-${E2E_TOOLS_BIN:-$REPO_DIR/.tools/e2e/bin}}"
+UPSTREAM="${GPU_POOL_UPSTREAM_DIR:-$REPO_DIR/../shared/upstream}"
+OPERATOR_SRC="$UPSTREAM/gpu-operator-src"
+
+# shellcheck source=e2e/build-lib.sh
+source "$E2E_DIR/build-lib.sh"
+
+[[ -d "$OPERATOR_SRC" ]] || die "the GPU Operator's source is not at $OPERATOR_SRC (set GPU_POOL_UPSTREAM_DIR to ../shared/upstream)."
+# Pinned by its SHA256SUMS: a changed file would build another operator than the one the tests claim to run.
+(cd "$OPERATOR_SRC" && sha256sum --quiet -c SHA256SUMS) || die "$OPERATOR_SRC does not match its SHA256SUMS."
+
+mkdir -p "$BIN_DIR"
+BIN_DIR="$(cd "$BIN_DIR" && pwd)"
+SRC_DIR="$(dirname "$BIN_DIR")/src"
+STAMP_DIR="$BIN_DIR/.stamps"
+mkdir -p "$STAMP_DIR" "$SRC_DIR"
+
+# --- KWOK: the kubelets (Node heartbeats, pod lifecycle through Stages) -----------------------------------------
+KWOK_MOD=sigs.k8s.io/kwok
+KWOK_VERSION="$(mod_field "$E2E_DIR/kwok" "$KWOK_MOD" Version)"
+# The ldflag of KWOK's hack/releases.sh (its default already says the tag; set so that a bump cannot drift).
+kwok_ldflags="-s -w -X $KWOK_MOD/pkg/consts.Version=${KWOK_VERSION#v}"
+build kwok "$E2E_DIR/kwok" "$KWOK_MOD/cmd/kwok" "$KWOK_VERSION" "3 min on 2 cores" "$kwok_ldflags" ""
+
+# --- Kyverno's admission and background controllers (same module and flags as the CLI in build-tools.sh) -------
+KYVERNO_MOD=github.com/kyverno/kyverno
+KYVERNO_VERSION="$(mod_field "$E2E_DIR/kyverno" "$KYVERNO_MOD" Version)"
+kyverno_ldflags="-s -w -X $KYVERNO_MOD/pkg/version.BuildVersion=$KYVERNO_VERSION"
+build kyverno-admission-controller "$E2E_DIR/kyverno" "$KYVERNO_MOD/cmd/kyverno" "$KYVERNO_VERSION" \
+  "4 min after the CLI" "$kyverno_ldflags" ""
+build kyverno-background-controller "$E2E_DIR/kyverno" "$KYVERNO_MOD/cmd/background-controller" "$KYVERNO_VERSION" \
+  "2 min after the admission controller" "$kyverno_ldflags" ""
+
+# --- the GPU Operator's controller -------------------------------------------------------------------------------
+# The tag and commit its README names; the source is stamped by its SHA256SUMS (which covers every file).
+OPERATOR_VERSION=v26.7.0
+OPERATOR_COMMIT=10ee5b3638b89e11e949412aafa5ba99279c3721
+operator_source="$(sha256sum "$OPERATOR_SRC/SHA256SUMS" | cut -d' ' -f1)"
+# The ldflags of the operator's Makefile (VERSION and GIT_COMMIT into internal/info).
+operator_ldflags="-s -w -X github.com/NVIDIA/gpu-operator/internal/info.version=$OPERATOR_VERSION"
+operator_ldflags+=" -X github.com/NVIDIA/gpu-operator/internal/info.gitCommit=$OPERATOR_COMMIT"
+if ! up_to_date gpu-operator "$OPERATOR_VERSION" "$operator_source"; then
+  staged="$SRC_DIR/gpu-operator"
+  rm -rf "$staged" && mkdir -p "$staged"
+  cp -R "$OPERATOR_SRC/$OPERATOR_VERSION/." "$staged/"
+  chmod -R u+w "$staged"
+fi
+build gpu-operator "$SRC_DIR/gpu-operator" ./cmd/gpu-operator "$OPERATOR_VERSION" "6 min on 2 cores" \
+  "$operator_ldflags" "" "$operator_source"
+
+# --- report what the binaries themselves say ---------------------------------------------------------------------
+echo "--- $BIN_DIR"
+echo "kwok $("$BIN_DIR/kwok" --version 2>&1 | head -n1)"
+echo "kyverno-admission-controller $KYVERNO_VERSION, kyverno-background-controller $KYVERNO_VERSION"
+echo "gpu-operator $OPERATOR_VERSION (source $operator_source)"
