@@ -18,14 +18,20 @@ export UV_NO_PROGRESS := 1
 STACK ?= prod
 OUT ?= build/$(STACK)
 ARGS ?=
-# Contract tests read upstream reference data from here; CI sets it explicitly.
+# The upstream reference data the contract tests read (refdata/sources.py): `make upstream` fetches it into
+# .upstream/, where the tests find it; without that folder, a ../shared/upstream beside the clone (this build
+# machine's mirror) is used as it is. GPU_POOL_UPSTREAM_DIR, when set, wins.
+UPSTREAM_DEST := .upstream
+UPSTREAM_FROM ?=
+ifeq ($(wildcard $(UPSTREAM_DEST)/.complete),)
 export GPU_POOL_UPSTREAM_DIR ?= $(wildcard $(abspath ../shared/upstream))
+endif
 
 RUNTIME := .venv/.synced-runtime
 DAY2 := .venv/.synced-day2
 DEV := .venv/.synced-dev
 
-.PHONY: preview diff check docs chart claims doctor test lint bench bench-update clean
+.PHONY: preview diff check docs chart claims doctor test lint bench bench-update clean upstream
 
 # With a pip at hand, uv lands in .tools without creating a venv (ensurepip alone takes seconds); without one,
 # a venv's bundled pip installs it.
@@ -88,6 +94,11 @@ claims: $(DAY2)
 doctor: $(DAY2)
 	$(UV) run --no-sync gpu-pool doctor $(ARGS)
 
+# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub),
+# each checked against refdata/digests.json, into .upstream/; UPSTREAM_FROM=<dir> takes them from a mirror instead.
+upstream: $(RUNTIME)
+	$(UV) run --no-sync python -m refdata.fetch --dest $(UPSTREAM_DEST) $(if $(UPSTREAM_FROM),--from $(abspath $(UPSTREAM_FROM)))
+
 lint: $(DEV)
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
@@ -106,18 +117,22 @@ bench-update: $(DEV)
 	$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(ARGS)
 
 clean:
-	rm -rf build .venv $(TOOLS)
+	rm -rf build .venv $(TOOLS) $(UPSTREAM_DEST)
 
 # --- e2e tier (issue 12): a real etcd + kube-apiserver, built from the Go modules pinned in e2e/, under pytest.
 # Binaries are cached in $(E2E_BIN) (outside git) and rebuilt only when a pin changes; the first build takes minutes.
 E2E_BIN := $(TOOLS)/e2e/bin
-# The real Pulumi engine (issue 16): the CLI, the Python language host and the three providers, pinned in
-# e2e/engine/ and ../shared/upstream/pulumi-build/. About 45 minutes of both cores when cold.
-ENGINE_BIN := $(TOOLS)/engine/bin
+# The real Pulumi engine (issue 16): the CLI, the Python language host and the three providers at the versions in
+# e2e/engine/versions.env. ENGINE=auto (default): yours (`pulumi` on PATH, `pulumi plugin ls`) when all of it is at
+# those versions, else built from source (e2e/engine/ and the pulumi-build sources, about 45 minutes of both cores
+# cold); ENGINE=installed or ENGINE=source insists on one (CI: source). e2e/select-engine.sh, docs/engine.md.
+ENGINE ?= auto
+ENGINE_TOOLS := $(TOOLS)/engine
+ENGINE_BIN := $(ENGINE_TOOLS)/bin
 .PHONY: e2e-tools engine-tools device-tools e2e real-preview
 
 engine-tools:
-	bash e2e/build-engine.sh $(ENGINE_BIN)
+	ENGINE=$(ENGINE) bash e2e/select-engine.sh $(ENGINE_TOOLS)
 
 e2e-tools: engine-tools
 	bash e2e/build-tools.sh $(E2E_BIN)
@@ -129,7 +144,7 @@ device-tools:
 	bash e2e/build-device-tools.sh $(E2E_BIN)
 
 e2e: e2e-tools $(DEV)
-	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$(abspath $(ENGINE_BIN)) \
+	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
 	  $(UV) run --no-sync pytest -q tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
+
+# PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
+# `pulumi preview` compile the provider SDKs' multi-megabyte modules again: it doubled a real-engine preview of prod
+# (docs/engine.md). The Makefile unexports it for its own targets; this covers `pulumi` run directly. Python ignores
+# a bytecode file it cannot write, so a read-only environment is unaffected.
+sys.dont_write_bytecode = False
+
 import os
 from typing import NoReturn
 
@@ -17,7 +25,7 @@ from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
 from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
-from components.shared.providers import build_providers, proxmox_credential_env
+from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
@@ -51,7 +59,7 @@ if not OFFLINE:
 for warning in [*config_warnings(cfg), *quota_warnings(cfg.gpu_quotas, cfg.total_slots)]:
     pulumi.log.warn(warning)
 
-providers = build_providers(loaded)
+proxmox_provider = build_proxmox_provider(loaded)
 try:
     preflight = run_preflight(
         cfg.failure_domains,
@@ -60,7 +68,7 @@ try:
         ssh_user=cfg.proxmox.ssh.username,
         node_addresses=cfg.proxmox.ssh.node_addresses,
         ssh_port=cfg.proxmox.ssh.port,
-        provider=providers.proxmox,
+        provider=proxmox_provider,
         offline=OFFLINE,
         datastores=datastore_needs(cfg.proxmox),
     )
@@ -72,6 +80,9 @@ try:
     )
 except PreflightError as error:
     refuse("preflight failed", error.messages)
+if cluster_preflight.adopting:
+    pulumi.log.warn(cluster_preflight.summary)
+kubernetes_provider = build_kubernetes_provider(loaded)
 
 # Day 2: each domain's turn from what its Node says; the disruptive ones one batch after another.
 wave = plan_wave(cfg, cluster_state.nodes, cluster_state.server_version)
@@ -89,7 +100,7 @@ if cfg.repair.health_check.enabled:
 platform = GpuPlatform(
     "gpu-platform",
     GpuPlatformArgs(
-        stack=cfg, kubernetes_provider=providers.kubernetes, health_check=health_check, stack_name=pulumi.get_stack()
+        stack=cfg, kubernetes_provider=kubernetes_provider, health_check=health_check, stack_name=pulumi.get_stack()
     ),
 )
 credential_env = proxmox_credential_env(loaded)
@@ -107,8 +118,8 @@ for name in batched + [name for name in plans if name not in batched]:
             plan=plans[name],
             rke2_token=loaded.secrets.rke2_token,
             proxmox_credential_env=credential_env,
-            proxmox_provider=providers.proxmox,
-            kubernetes_provider=providers.kubernetes,
+            proxmox_provider=proxmox_provider,
+            kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.ssh_private_key,
             wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
@@ -129,7 +140,7 @@ pulumi.export(
         for name, domain in sorted(domains.items(), key=lambda item: list(by_name).index(item[0]))
     },
 )
-pulumi.export("clusterPreflight", cluster_preflight)
+pulumi.export("clusterPreflight", cluster_preflight.summary)
 if wave.active:
     pulumi.export("wave", wave_export(wave, plans, cluster_state.source))
 pulumi.export("schedulableGpuSlots", cfg.total_slots)

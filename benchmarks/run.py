@@ -31,6 +31,7 @@ from pathlib import Path
 from benchmarks.cases import Case, Measurement, discover_sdk_modules, generated_case, measure, run_once
 from benchmarks.child import run_child
 from benchmarks.cold_setup import cold_setup
+from benchmarks.engine_case import measure_engine
 from benchmarks.profile_summary import Profile, import_costs, summarise_profile
 from benchmarks.report import Report, render
 from benchmarks.settings import (
@@ -72,6 +73,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-cold", action="store_true", help="do not time make preview/test on a fresh clone")
     parser.add_argument(
         "--e2e-cold", action="store_true", help="also time the e2e tier's cold build (minutes, gigabytes)"
+    )
+    parser.add_argument("--skip-engine", action="store_true", help="do not measure the real Pulumi engine")
+    parser.add_argument(
+        "--engine-runs", type=int, default=MIN_RUNS, help=f"real-engine previews per case (default {MIN_RUNS})"
     )
     parser.add_argument("--output", type=Path, default=OUTPUT, help="where to write the report (BENCHMARKS.md)")
     # Internal: the measured child process.
@@ -132,6 +137,10 @@ def bench(args: argparse.Namespace) -> Report:
             ]  # fmt: skip
             _log(f"{len(as_configured)} cases with bytecode as configured, {args.uncached_runs} runs each")
             uncached = measure(as_configured, work, args.uncached_runs, 0, _log)
+        engine = None
+        if not args.skip_engine:
+            (work / "engine").mkdir()
+            engine = measure_engine(work / "engine", max(args.engine_runs, 3), modules, _log)
         tests = [] if args.skip_tests else time_test_suite(_log)
         cold = [] if args.skip_cold else cold_setup(_log, e2e=args.e2e_cold)
         profiles: list[Profile] = []
@@ -156,6 +165,7 @@ def bench(args: argparse.Namespace) -> Report:
         prod=by_key["prod"],
         scale=scaled,
         uncached=uncached,
+        engine=engine,
         tests=tests,
         cold=cold,
         profiles=profiles,

@@ -20,7 +20,7 @@ from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.proxmox import ProxmoxConfig
-from config.rke2 import Rke2Config
+from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
@@ -28,6 +28,7 @@ from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.driver_matrix import chart_deprecation
 from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE
+from knowledge.rke2 import GPU_OPERATOR_RKE2_MINORS, RKE2_LINE_CONTAINERD
 
 DEFAULT_SSH_PORT = 22
 PROFILES: TypeAdapter[dict[str, SharingProfile]] = TypeAdapter(dict[str, SharingProfile])
@@ -450,6 +451,26 @@ def _rollout_order(parts: StackParts) -> list[str]:
     return problems
 
 
+def rke2_line_warnings(version: str) -> list[str]:
+    """An RKE2 line newer than any gpu-pool knows: accepted (every line from v1.33 ships containerd 2), but said."""
+    match = RKE2_VERSION.match(version)
+    if not match:
+        return []
+    minor = (int(match[1]), int(match[2]))
+    newest_line = max(RKE2_LINE_CONTAINERD)
+    lowest, highest = GPU_OPERATOR_RKE2_MINORS
+    if minor <= newest_line:
+        return []
+    first, first_containerd, newest, newest_containerd = RKE2_LINE_CONTAINERD[newest_line]
+    return [
+        f"gpu-pool:rke2.version: {version} is on a line newer than any gpu-pool knows (the newest, "
+        f"v{newest_line[0]}.{newest_line[1]}, ships containerd {first_containerd} in {first} to {newest_containerd} "
+        f"in {newest}) and outside the RKE2 {lowest[0]}.{lowest[1]} to {highest[0]}.{highest[1]} the GPU Operator "
+        "26.7 line is tested on (its platform support page): check the release's containerd is 2.x and that NVIDIA "
+        "supports it before a wave rolls it"
+    ]
+
+
 def _rollout_max_unavailable(parts: StackParts) -> list[str]:
     if parts.rollout is None or not parts.domains or parts.rollout.max_unavailable <= len(parts.domains):
         return []
@@ -502,6 +523,7 @@ def config_warnings(cfg: StackConfig) -> list[str]:
             "failurePolicy (its CRD has none; Kyverno creates the quota after admission); it applies to the "
             "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
         )
+    warnings += rke2_line_warnings(cfg.rke2.version)
     return warnings + [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
         f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "

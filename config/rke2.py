@@ -91,6 +91,13 @@ class KubernetesConfig(ConfigModel):
         "~/.kube/config)",
     )
     context: str | None = Field(default=None, description="kubeconfig context; default: the current context")
+    adopt_existing: bool = Field(
+        default=False,
+        description="let the plan take over objects it creates that the cluster already has (pulumi-kubernetes' "
+        "upsertExistingObjects; each preview's cluster check names them, and without this refuses them, as "
+        "pulumi-kubernetes does at `up`); once adopted they are the stack's, and `pulumi destroy` deletes them. "
+        "Turn it off after the `up` that adopted",
+    )
 
     @field_validator("kubeconfig")
     @classmethod

@@ -6,6 +6,12 @@ NVIDIA/cloud-native-docs `gpu-operator/life-cycle-policy.rst` lines 93-99 at 52d
 also gives the life cycle (lines 55-62: 26.7.x Supported, 26.3.x Deprecated). The table is our own data, not read
 from the chart: the chart's values.yaml only names one default driver (v26.7.0: 595.91.07, values.yaml line 154).
 
+The 26.7 patch releases: v26.7.1 exists (NVIDIA/gpu-operator release v26.7.1 at 8587e97f, out by 2026-10-02),
+but the newest snapshots of both sources above stop at 2026-08-21 (cloud-native-docs 52dcb7b8: release notes up
+to 26.7.0; gpu-operator a22dbf67: tags up to v26.7.0), so no driver list for it can be cited. Until one can, a
+v26.7.1 pin is refused as unknown, naming the known versions and allowUnsupportedDriver: guessing that a patch
+release keeps 26.7.0's list is what this table exists to avoid.
+
 Why the guard exists: the article pinned 570.133.20 on chart v26.3.2. That driver is not on the
 chart's list and sits in the R570 range with the NVML bug that leaves GPU pods Pending on mixed
 MIG/full-GPU nodes (gpu-operator#1361, fixed from 570.172.08). A pin the chart was never tested

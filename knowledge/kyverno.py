@@ -18,3 +18,12 @@ MINIMUM_KYVERNO_VERSION: Final = "1.13.0"
 # The CEL types (MutatingPolicy, GeneratingPolicy, ValidatingPolicy) are served at policies.kyverno.io/v1 from
 # Kyverno 1.17 (the v1.19.0 CRDs serve v1alpha1, v1beta1 and v1, storing v1beta1); `kyverno.policyApi: cel`.
 MINIMUM_KYVERNO_VERSION_CEL: Final = "1.17.0"
+# The release that removes kyverno.io/v1 ClusterPolicy (announced with 1.17's deprecation; kyverno/website#2122).
+# Helm never deletes a CRD, so a cluster upgraded to 1.20 can still serve clusterpolicies.kyverno.io while no
+# controller reads it: the policies would be created and never enforced. The preflight reads the running version.
+KYVERNO_WITHOUT_CLUSTERPOLICY: Final = "1.20.0"
+# How the preflight finds the running Kyverno: its admission controller's Deployment as the kyverno chart renders it
+# (charts/kyverno/templates/admission-controller/deployment.yaml and _helpers/_labels.tpl at v1.19.0: component
+# label `admission-controller`; container image reg.kyverno.io/kyverno/kyverno:<appVersion> by default).
+KYVERNO_ADMISSION_SELECTOR: Final = "app.kubernetes.io/component=admission-controller"
+KYVERNO_IMAGE_SUFFIX: Final = "kyverno/kyverno"

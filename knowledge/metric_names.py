@@ -32,3 +32,21 @@ PROMETHEUS_UP: Final = "up"
 KSM_GPU_RESOURCE: Final = 'resource="nvidia_com_gpu"'
 # The labels that identify one physical GPU in dcgm-exporter output.
 GPU_IDENTITY: Final = "Hostname, gpu, UUID"
+# The node a DCGM series comes from: `Hostname` up to dcgm-exporter 4.5.3-4.8.2 (the GPU Operator v26.3.2's), then
+# `hostname` (NVIDIA/dcgm-exporter#655, commit d5e5f510 of 2026-05-12 on main after that tag: "Rename Hostname label
+# to hostname", in internal/pkg/rendermetrics/render_metrics.go). Which release first ships it is not in the public
+# snapshot (the newest tag there is 4.5.3-4.8.2; the GPU Operator v26.7.0 runs 4.6.0-4.8.3), so every query reads
+# either: dcgm_node() copies `hostname` into `Hostname` where the exporter wrote the new name.
+DCGM_NODE_LABEL: Final = "Hostname"
+DCGM_NODE_LABEL_RENAMED: Final = "hostname"
+
+
+def dcgm_node(expr: str) -> str:
+    """`expr` (an instant vector of DCGM series) with its node in `Hostname`, whichever name the exporter used."""
+    return f'label_replace({expr}, "{DCGM_NODE_LABEL}", "$1", "{DCGM_NODE_LABEL_RENAMED}", "(.+)")'
+
+
+def dcgm_on_nodes(metric: str, node_regex: str) -> str:
+    """A DCGM metric on the nodes `node_regex` matches, under either node label name, normalised by dcgm_node()."""
+    either = f'{metric}{{{DCGM_NODE_LABEL}=~"{node_regex}"}} or {metric}{{{DCGM_NODE_LABEL_RENAMED}=~"{node_regex}"}}'
+    return dcgm_node(f"({either})")

@@ -12,23 +12,68 @@ import pytest
 
 from offline.recording import Recording, RecordingMonitor
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
+from refdata import fetch as refdata_fetch
 from tests.proxmox_hardware import answering
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
+# Every skip for missing upstream data says this, so the session's summary can count them (pytest_terminal_summary).
+NO_UPSTREAM = "no upstream reference data"
+FETCH_HINT = "make upstream (or make upstream UPSTREAM_FROM=<mirror> without network)"
+
+
+def upstream_dir() -> tuple[Path | None, str]:
+    """Where the upstream reference data is: GPU_POOL_UPSTREAM_DIR, else the folder `make upstream` fills."""
+    value = os.environ.get(UPSTREAM_ENV)
+    if value:
+        return Path(value), f"{UPSTREAM_ENV}={value}"
+    folder = refdata_fetch.DEFAULT_DEST
+    if refdata_fetch.is_complete(folder):
+        return folder, str(folder)
+    if folder.is_dir():
+        return (
+            None,
+            f"{NO_UPSTREAM}: {folder} was fetched against other digests than refdata/digests.json: {FETCH_HINT}",
+        )
+    return None, f"{NO_UPSTREAM}: run {FETCH_HINT}"
 
 
 @pytest.fixture(scope="session")
 def upstream() -> Path:
-    """`../shared/upstream`, from the environment. CI sets it; elsewhere the contract tests skip."""
-    value = os.environ.get(UPSTREAM_ENV)
-    if not value:
+    """The upstream reference data (refdata/sources.py): CI must have it; elsewhere its tests skip, counted."""
+    path, said = upstream_dir()
+    if path is None:
         if os.environ.get("CI"):
-            pytest.fail(f"{UPSTREAM_ENV} is not set: CI must run the contract tests against upstream data")
-        pytest.skip(f"{UPSTREAM_ENV} is not set: contract tests against upstream data skipped")
-    path = Path(value)
+            pytest.fail(f"{said}: CI must run the contract tests against upstream data")
+        pytest.skip(said)
     if not (path / "gpu-operator").is_dir():
-        pytest.fail(f"{UPSTREAM_ENV}={value} does not hold the upstream reference data")
+        pytest.fail(f"{said} does not hold the upstream reference data: {FETCH_HINT}")
     return path
+
+
+def missing_data_line(skipped: int) -> str:
+    return (
+        f"{skipped} contract tests skipped: {NO_UPSTREAM} here; `{FETCH_HINT.split(' (')[0]}` fetches it from its "
+        "public sources, `make upstream UPSTREAM_FROM=<mirror>` from a mirror"
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Count the tests the missing upstream data skipped (said last, by pytest_unconfigure)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_UPSTREAM in str(r.longrepr)]
+    config.stash[_MISSING_DATA] = len(skipped)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Say it in the very last line, after pytest's own short summary and counts: a long list of skip reasons
+    above would otherwise push it out of sight."""
+    skipped = config.stash.get(_MISSING_DATA, 0)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if skipped and reporter is not None:
+        reporter.write_line(missing_data_line(skipped), yellow=True, bold=True)
+
+
+_MISSING_DATA = pytest.StashKey[int]()
 
 
 @pytest.fixture

@@ -162,6 +162,8 @@ def answering(
     prometheuses_stdout: dict[str, Any] | None = None,
     cluster_nodes: list[dict[str, Any]] | None = None,
     server_version: str | None = None,
+    existing: list[dict[str, Any]] | None = None,
+    deployments: list[dict[str, Any]] | None = None,
     storage: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Invoke:
     """An invoke handler: getPci per node (default: a good MS-01 everywhere), local.run for the host check, for
@@ -182,6 +184,14 @@ def answering(
                 asked = command.split(" get namespaces ", 1)[1].split(" --ignore-not-found")[0].split()
                 namespaces = namespaces_stdout or cluster_namespaces(tuple(asked))
                 return {"stdout": json.dumps(namespaces), "stderr": "kubectl-exit=0"}
+            if " --show-managed-fields " in command:
+                # The objects the plan creates that the cluster has (default: none, a first install); kubectl
+                # answers each namespace's query with the ones asked for in it.
+                scope = command.split(" -n ", 1)[1].split()[0] if " -n " in command else None
+                there = [o for o in existing or [] if o.get("metadata", {}).get("namespace") == scope]
+                return {"stdout": json.dumps(object_list(there)), "stderr": "kubectl-exit=0"}
+            if " get deployments -A " in command:
+                return {"stdout": json.dumps(object_list(deployments or [])), "stderr": "kubectl-exit=0"}
             if " get prometheuses." in command:
                 prometheuses = prometheuses_stdout or object_list([prometheus_loading_every_rule()])
                 return {"stdout": json.dumps(prometheuses), "stderr": "kubectl-exit=0"}

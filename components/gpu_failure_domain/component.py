@@ -138,8 +138,10 @@ class GpuFailureDomain(pulumi.ComponentResource):
             )
         if step.kind == "node-labels":
             assert step.manifest is not None
+            # Any: the manifest is the builder's plain dict (pulumi-kubernetes 4.32's stubs want their TypedDict).
+            metadata: Any = dict(step.manifest)
             return kubernetes.core.v1.NodePatch(
-                name, metadata=dict(step.manifest), opts=self._options(step, provider=args.kubernetes_provider)
+                name, metadata=metadata, opts=self._options(step, provider=args.kubernetes_provider)
             )
         if step.kind == "smoke-test":
             assert step.manifest is not None

@@ -40,6 +40,7 @@ from knowledge.metric_names import (
     KSM_NODE_ALLOCATABLE,
     KSM_POD_START_TIME,
     PROMETHEUS_UP,
+    dcgm_node,
 )
 
 RULE_NAME = "gpu-pool-gpus"
@@ -92,7 +93,8 @@ def _xid_errors(cfg: MonitoringConfig) -> dict[str, Any]:
     # The gauge is sticky (it keeps the last code until the exporter restarts), so `> 0` would fire
     # forever after one XID. A new code is a new err_code series: fire while it is younger than the
     # window. A repeat of the same code cannot be seen in this gauge at all.
-    expr = f"{by} ({DCGM_XID_ERRORS}) > 0 unless {by} ({DCGM_XID_ERRORS} offset {window})"
+    now, before = dcgm_node(DCGM_XID_ERRORS), dcgm_node(f"{DCGM_XID_ERRORS} offset {window}")
+    expr = f"{by} ({now}) > 0 unless {by} ({before})"
     return _alert(
         cfg,
         "GpuXidErrors",
@@ -114,7 +116,7 @@ def _temperature(cfg: MonitoringConfig) -> dict[str, Any]:
     return _alert(
         cfg,
         "GpuTemperatureHigh",
-        expr=f"max by ({GPU_IDENTITY}) ({DCGM_GPU_TEMP}) > {limit}",
+        expr=f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_GPU_TEMP)}) > {limit}",
         for_="5m",
         severity="warning",
         summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
@@ -128,8 +130,8 @@ def _temperature(cfg: MonitoringConfig) -> dict[str, Any]:
 
 def _framebuffer(cfg: MonitoringConfig) -> dict[str, Any]:
     ratio = cfg.thresholds.framebuffer_used_ratio
-    used = f"max by ({GPU_IDENTITY}) ({DCGM_FB_USED})"
-    free = f"max by ({GPU_IDENTITY}) ({DCGM_FB_FREE})"
+    used = f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_FB_USED)})"
+    free = f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_FB_FREE)})"
     return _alert(
         cfg,
         "GpuFramebufferNearlyFull",
@@ -192,7 +194,8 @@ def _held_while_idle(cfg: MonitoringConfig) -> dict[str, Any]:
         f"and on (namespace, pod) (time() - max by (namespace, pod) ({KSM_POD_START_TIME}) > {hours * 3600})"
     )
     idle_node = (
-        f"label_replace(max by (Hostname) (max_over_time({DCGM_GPU_UTIL}[{hours}h])) < {percent}, "
+        f"label_replace(max by (Hostname) ({dcgm_node(f'max_over_time({DCGM_GPU_UTIL}[{hours}h])')})"
+        f" < {percent}, "
         '"node", "$1", "Hostname", "(.+)")'
     )
     return _alert(

@@ -25,6 +25,14 @@ from components.gpu_platform.cluster_objects import (
     rule_selector_problems,
     service_monitor_selector_problems,
 )
+from components.gpu_platform.existing_objects import (
+    adoption_notice,
+    existing_queries,
+    foreign,
+    foreign_problems,
+    planned_objects,
+)
+from components.gpu_platform.kyverno_version import KYVERNO_QUERY, kyverno_version_problems
 from components.gpu_platform.release_values import nfd_enabled
 from components.shared.local_run import run_quietly
 from components.shared.preflight import SKIPPED_OFFLINE, PreflightError
@@ -186,17 +194,23 @@ def crd_problems(crds: list[NeededCrd], output: str) -> list[str]:
     return problems
 
 
-def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> str:
-    """Ask the cluster for the CRDs the stack needs (a read-only kubectl run at preview). Raises PreflightError."""
+class ClusterPreflight(NamedTuple):
+    summary: str
+    # Objects the plan creates that the cluster already has, adopted because gpu-pool:kubernetes.adoptExisting
+    # says so (existing_objects.py): the preview says which.
+    adopting: bool = False
+
+
+def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> ClusterPreflight:
+    """Ask the cluster what the stack needs and what it already has (read-only kubectl runs at preview).
+    Raises PreflightError with every problem found."""
 
     crds = needed_crds(cfg)
     namespaces = needed_namespaces(cfg)
     if offline:
-        return SKIPPED_OFFLINE
+        return ClusterPreflight(SKIPPED_OFFLINE)
     if not cfg.preflight.cluster_check:
-        return "skipped: gpu-pool:preflight.clusterCheck is false"
-    if not crds and not namespaces:
-        return "passed: no CRD or namespace needed"
+        return ClusterPreflight("skipped: gpu-pool:preflight.clusterCheck is false")
     if crds:
         ran = run_quietly(crd_check_command(kubectl, crds))
         if missing := crd_problems(crds, ran.stdout):
@@ -216,9 +230,18 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> s
         if cfg.monitoring.service_monitor:
             problems += service_monitor_selector_problems(cfg, prometheuses, existing)
             passed.append("a Prometheus scrapes the DCGM exporter")
+    if any(crd.name.endswith("kyverno.io") for crd in crds):
+        problems += kyverno_version_problems(cfg.kyverno, _kubectl_list(kubectl, KYVERNO_QUERY, "Deployments"))
+    planned = planned_objects(cfg)
+    found = [item for query in existing_queries(planned) for item in _kubectl_list(kubectl, query, "objects")]
+    taken = foreign(planned, found)
+    adopting = bool(taken) and cfg.kubernetes.adopt_existing
+    if taken and not adopting:
+        problems += foreign_problems(taken)
     if problems:
         raise PreflightError(problems)
-    return "passed: " + ", ".join(passed)
+    passed.append(adoption_notice(taken) if adopting else "no object the plan creates is someone else's")
+    return ClusterPreflight("passed: " + ", ".join(passed), adopting)
 
 
 def _kubectl_list(kubectl: str, query: str, what: str) -> list[Any]:

@@ -59,6 +59,9 @@ from knowledge.metric_names import (
     DCGM_POWER_LIMIT,
     DCGM_POWER_USAGE,
     DCGM_XID_ERRORS,
+    KSM_GPU_RESOURCE,
+    KSM_NODE_ALLOCATABLE,
+    dcgm_on_nodes,
 )
 
 DASHBOARD_UID = "gpu-pool-gpus"
@@ -69,9 +72,11 @@ DASHBOARD_CONFIGMAP = f"{DASHBOARD_UID}-dashboard"
 # Panels query whichever Prometheus the `datasource` variable selects, so the dashboard works with
 # Rancher Monitoring's datasource whatever its uid is.
 _DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
-# dcgm-exporter's `Hostname` is the Kubernetes node name (NODE_NAME from spec.nodeName), so one
-# variable filters both the DCGM series (Hostname) and the kube-state-metrics series (node).
-_DCGM_NODE = 'Hostname=~"$node"'
+# dcgm-exporter's node label is the Kubernetes node name (NODE_NAME from spec.nodeName), so one variable filters
+# both the DCGM series and the kube-state-metrics series (node). The exporter renamed that label from `Hostname`
+# to `hostname` (knowledge/metric_names.py): each DCGM query reads either and shows it as `Hostname`, and the
+# variable lists the GPU nodes from kube-state-metrics, whose `node` label did not move.
+_NODES = "$node"
 _KSM_NODE = 'node=~"$node"'
 _PER_GPU = "max by (Hostname, gpu)"
 _GPU_LEGEND = "{{Hostname}} GPU {{gpu}}"
@@ -132,31 +137,31 @@ def _gpu_panels(cfg: MonitoringConfig) -> list[TimeseriesPanel | StatPanel]:
             "GPU utilisation",
             "Share of time a kernel ran on each card (NVML, every card reports it).",
             "percent",
-            _query(f"{_PER_GPU} ({DCGM_GPU_UTIL}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_GPU_UTIL, _NODES)})", _GPU_LEGEND, "A"),
         ).max(100),
         _timeseries(
             "Memory copy utilisation",
             "Share of time device memory was being read or written.",
             "percent",
-            _query(f"{_PER_GPU} ({DCGM_MEM_COPY_UTIL}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_MEM_COPY_UTIL, _NODES)})", _GPU_LEGEND, "A"),
         ).max(100),
         _timeseries(
             "Framebuffer memory used",
             "GPU memory in use. Time-sliced pods share it with no isolation.",
             "mbytes",
-            _query(f"{_PER_GPU} ({DCGM_FB_USED}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_FB_USED, _NODES)})", _GPU_LEGEND, "A"),
         ),
         _timeseries(
             "Framebuffer memory free",
             "GPU memory left for the next allocation on each card.",
             "mbytes",
-            _query(f"{_PER_GPU} ({DCGM_FB_FREE}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_FB_FREE, _NODES)})", _GPU_LEGEND, "A"),
         ),
         _timeseries(
             "Temperature",
             f"GPU core temperature; GpuTemperatureHigh fires above {limit} °C.",
             "celsius",
-            _query(f"{_PER_GPU} ({DCGM_GPU_TEMP}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_GPU_TEMP, _NODES)})", _GPU_LEGEND, "A"),
         )
         .thresholds(_thresholds((None, "green"), (float(limit), "red")))
         .thresholds_style(GraphThresholdsStyleConfig().mode(GraphTresholdsStyleMode.DASHED)),
@@ -164,14 +169,14 @@ def _gpu_panels(cfg: MonitoringConfig) -> list[TimeseriesPanel | StatPanel]:
             "Power draw",
             "Board power against the limit the driver enforces (the A1000 is fed by its slot, about 50 W).",
             "watt",
-            _query(f"{_PER_GPU} ({DCGM_POWER_USAGE}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
-            _query(f"{_PER_GPU} ({DCGM_POWER_LIMIT}{{{_DCGM_NODE}}})", "{{Hostname}} GPU {{gpu}} limit", "B"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_POWER_USAGE, _NODES)})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_POWER_LIMIT, _NODES)})", "{{Hostname}} GPU {{gpu}} limit", "B"),
         ),
         _stat(
             "Last XID error",
             "Code of the most recent XID error per card, 0 if none. The value stays until dcgm-exporter "
             "restarts; GpuXidErrors fires when a new code appears.",
-            _query(f"{_PER_GPU} ({DCGM_XID_ERRORS}{{{_DCGM_NODE}}})", _GPU_LEGEND, "A"),
+            _query(f"{_PER_GPU} ({dcgm_on_nodes(DCGM_XID_ERRORS, _NODES)})", _GPU_LEGEND, "A"),
             _thresholds((None, "green"), (1.0, "red")),
         ).span(12),
     ]
@@ -229,7 +234,7 @@ def _variables() -> tuple[DatasourceVariable, QueryVariable]:
         QueryVariable("node")
         .label("Node")
         .datasource(_DATASOURCE)
-        .query(f"label_values({DCGM_GPU_UTIL}, Hostname)")
+        .query(f"label_values({KSM_NODE_ALLOCATABLE}{{{KSM_GPU_RESOURCE}}}, node)")
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
         .sort(VariableSort.ALPHABETICAL_ASC)
         .multi(True)

@@ -7,6 +7,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+# The type the typed CustomResourceDefinition class aliases
+# (pulumi_kubernetes/apiextensions/v1/CustomResourceDefinition.py).
+CRD_V1BETA1 = "kubernetes:apiextensions.k8s.io/v1beta1:CustomResourceDefinition"
+
 
 def managed_labels() -> dict[str, str]:
     """Labels on the objects gpu-pool owns, so `kubectl get -l app.kubernetes.io/part-of=gpu-pool` finds them."""
@@ -42,8 +46,13 @@ def register_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
     if kind == "CronJob":
         return kubernetes.batch.v1.CronJob(name, metadata=metadata, spec=obj["spec"], opts=opts)
     if kind == "CustomResourceDefinition":
-        return kubernetes.apiextensions.v1.CustomResourceDefinition(
-            name, metadata=metadata, spec=obj["spec"], opts=opts
+        # The same resource as kubernetes.apiextensions.v1.CustomResourceDefinition (type token, inputs, the typed
+        # class's alias), registered untyped: the typed class converts a CRD's megabyte of OpenAPI schema through
+        # its input types, and its module is the largest the SDK has; together most of what a preview with the
+        # chart on disk cost above the floor (BENCHMARKS.md, the real engine).
+        crd_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=CRD_V1BETA1)]))
+        return kubernetes.apiextensions.CustomResource(
+            name, api_version=obj["apiVersion"], kind=kind, metadata=metadata, spec=obj["spec"], opts=crd_opts
         )
     if kind == "Job":
         return kubernetes.batch.v1.Job(name, metadata=metadata, spec=obj["spec"], opts=opts)

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_proxmoxve as proxmoxve
 
 from config.loader import LoadedConfig
-
-
-@dataclass(frozen=True)
-class Providers:
-    proxmox: proxmoxve.Provider
-    kubernetes: kubernetes.Provider
 
 
 def proxmox_credential_env(loaded: LoadedConfig) -> dict[str, pulumi.Output[str]]:
@@ -29,7 +21,7 @@ def _secret(value: pulumi.Output[str] | None) -> pulumi.Output[str] | None:
     return None if value is None else pulumi.Output.secret(value)
 
 
-def build_providers(loaded: LoadedConfig) -> Providers:
+def build_proxmox_provider(loaded: LoadedConfig) -> proxmoxve.Provider:
     cfg = loaded.stack
     ssh: dict[str, object] = {"username": cfg.proxmox.ssh.username, "agent": cfg.proxmox.ssh.agent}
     if cfg.proxmox.ssh.node_addresses:
@@ -39,7 +31,7 @@ def build_providers(loaded: LoadedConfig) -> Providers:
             for node, address in sorted(cfg.proxmox.ssh.node_addresses.items())
         ]
     root = cfg.proxmox.auth == "rootPassword"
-    proxmox = proxmoxve.Provider(
+    return proxmoxve.Provider(
         "proxmox",
         endpoint=cfg.proxmox.endpoint,
         insecure=cfg.proxmox.insecure,
@@ -48,9 +40,17 @@ def build_providers(loaded: LoadedConfig) -> Providers:
         username="root@pam" if root else None,
         password=_secret(loaded.secrets.proxmox_root_password) if root else None,
     )
-    k8s = kubernetes.Provider(
+
+
+def build_kubernetes_provider(loaded: LoadedConfig) -> kubernetes.Provider:
+    """Upserts existing objects only with gpu-pool:kubernetes.adoptExisting, whose adoptions the cluster preflight
+    names at every preview (existing_objects.py); explicit either way, so PULUMI_K8S_UPSERT_EXISTING_OBJECTS in
+    someone's shell never adopts silently. Static, not switched per run: a provider input that flips would show
+    the provider updated in the preview after every adoption."""
+    cfg = loaded.stack
+    return kubernetes.Provider(
         "kubernetes",
         kubeconfig=cfg.kubernetes.kubeconfig,
         context=cfg.kubernetes.context,
+        upsert_existing_objects=cfg.kubernetes.adopt_existing,
     )
-    return Providers(proxmox=proxmox, kubernetes=k8s)

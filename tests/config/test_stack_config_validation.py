@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from config.cross_key import rke2_line_warnings
 from tests.config.refusal import FD, Run, refused
 
 
@@ -266,3 +267,16 @@ def test_the_articles_driver_on_the_articles_chart_is_refused_with_the_supported
 def test_every_rke2_release_with_containerd_2_is_accepted(run_stack_program: Run, prod_config, version: str):
     prod_config["gpu-pool:rke2"]["version"] = version
     assert run_stack_program(prod_config).named("dc1-vm")
+
+
+@pytest.mark.parametrize("version", ["v1.36.4+rke2r1", "v1.36.0+rke2r1", "v1.35.7+rke2r1"])
+def test_rke2_on_a_line_gpu_pool_knows_is_accepted_without_a_word(version: str) -> None:
+    assert rke2_line_warnings(version) == []
+
+
+def test_rke2_v1_37_is_accepted_and_said_to_be_newer_than_any_line_gpu_pool_and_the_operator_know() -> None:
+    (warning,) = rke2_line_warnings("v1.37.0+rke2r1")
+
+    assert warning.startswith("gpu-pool:rke2.version: v1.37.0+rke2r1 is on a line newer than any gpu-pool knows")
+    assert "containerd v2.2.3 in v1.36.0+rke2r1 to v2.3.4 in v1.36.4+rke2r1" in warning
+    assert "RKE2 1.33 to 1.36 the GPU Operator 26.7 line is tested on" in warning

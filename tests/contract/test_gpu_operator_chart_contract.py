@@ -57,7 +57,7 @@ def values(config: GpuOperatorConfig) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def chart_dir(upstream: Path, config: GpuOperatorConfig) -> Path:
-    path = upstream / "gpu-operator" / config.chart_version
+    path = upstream / "gpu-operator" / config.chart_version / "chart"
     assert path.is_dir(), f"no upstream data for the pinned chart {config.chart_version}"
     return path
 
@@ -185,7 +185,7 @@ def test_the_charts_crd_upgrade_hook_is_the_switch_we_turn_off_when_the_crds_are
     chart_dir: Path, chart_values: dict[str, Any]
 ) -> None:
     """templates/upgrade_crd.yaml runs only with operator.upgradeCRD, whose default is on."""
-    hook = (chart_dir / "chart" / "templates" / "upgrade_crd.yaml").read_text(encoding="utf-8")
+    hook = (chart_dir / "templates" / "upgrade_crd.yaml").read_text(encoding="utf-8")
     assert hook.startswith("{{- if .Values.operator.upgradeCRD }}")
     assert chart_values["operator"]["upgradeCRD"] is True
 
@@ -194,11 +194,11 @@ def test_the_crds_we_register_are_every_crd_of_the_chart_folder(chart_dir: Path,
     from components.gpu_platform.operator_crds import build_operator_crds
     from config.chart_source import read_local_chart
 
-    chart = read_local_chart(chart_dir / "chart")
+    chart = read_local_chart(chart_dir)
     names = {c["metadata"]["name"] for c in build_operator_crds(chart, nfd_enabled=True)}
     in_folder = {
         d["metadata"]["name"]
-        for f in sorted((chart_dir / "chart").glob("**/crds/*.yaml"))
+        for f in sorted(chart_dir.glob("**/crds/*.yaml"))
         for d in yaml.safe_load_all(f.read_text())
         if d and d.get("kind") == "CustomResourceDefinition"
     }
@@ -279,7 +279,7 @@ def test_a_whole_card_profile_has_the_structure_of_the_examples_minus_sharing(up
 
 def test_the_operator_wait_names_the_deployment_and_pod_label_the_chart_really_creates(chart_dir: Path) -> None:
     """templates/operator.yaml: a renamed Deployment would make the wait time out on a healthy operator."""
-    template = (chart_dir / "chart" / "templates" / "operator.yaml").read_text(encoding="utf-8")
+    template = (chart_dir / "templates" / "operator.yaml").read_text(encoding="utf-8")
     head = template.split("spec:", 1)[0]
     assert "kind: Deployment" in head and f"name: {OPERATOR_DEPLOYMENT}\n" in head
     key, value = OPERATOR_POD_SELECTOR.split("=")

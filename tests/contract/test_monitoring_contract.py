@@ -72,7 +72,7 @@ def test_every_deliberately_dropped_field_is_really_an_exporter_default(upstream
 
 
 def test_the_gpu_operator_reads_custom_metrics_from_the_key_we_write(upstream: Path) -> None:
-    chart = upstream / "gpu-operator" / PINNED_CHART
+    chart = upstream / "gpu-operator" / PINNED_CHART / "chart"
     values = (chart / "values.yaml").read_text()
     crd = (chart / "crds" / "nvidia.com_clusterpolicies.yaml").read_text()
 
@@ -81,7 +81,7 @@ def test_the_gpu_operator_reads_custom_metrics_from_the_key_we_write(upstream: P
 
 
 def test_the_pinned_chart_ships_the_exporter_version_our_csv_was_checked_against(upstream: Path) -> None:
-    values = yaml.safe_load((upstream / "gpu-operator" / PINNED_CHART / "values.yaml").read_text())
+    values = yaml.safe_load((upstream / "gpu-operator" / PINNED_CHART / "chart" / "values.yaml").read_text())
 
     assert values["dcgmExporter"]["version"].startswith("4.5.3-4.8.2")
 
@@ -89,7 +89,7 @@ def test_the_pinned_chart_ships_the_exporter_version_our_csv_was_checked_against
 def test_the_pinned_chart_leaves_honor_labels_off_so_exporter_pod_labels_are_renamed(upstream: Path) -> None:
     # Why holders come from kube-state-metrics, not from dcgm-exporter's pod/namespace labels: with
     # honorLabels false Prometheus keeps the target's own pod/namespace and renames the exporter's.
-    values = yaml.safe_load((upstream / "gpu-operator" / PINNED_CHART / "values.yaml").read_text())
+    values = yaml.safe_load((upstream / "gpu-operator" / PINNED_CHART / "chart" / "values.yaml").read_text())
 
     assert values["dcgmExporter"]["serviceMonitor"]["honorLabels"] is False
 

@@ -108,7 +108,10 @@ def e2e_tools() -> Tools:
 @pytest.fixture(scope="session")
 def engine() -> Engine:
     """The real Pulumi CLI, language host and providers (`make engine-tools`)."""
-    built = Engine(Path(os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE_BIN).resolve())
+    # `make engine-tools` writes which engine it picked (yours or the source build: e2e/select-engine.sh).
+    selected = DEFAULT_ENGINE_BIN.parent / "selected"
+    chosen = os.environ.get(ENGINE_ENV) or (selected.read_text().strip() if selected.is_file() else None)
+    built = Engine(Path(chosen or DEFAULT_ENGINE_BIN).resolve())
     require_built(built.missing(), built.bin_dir, "engine-tools")
     return built
 

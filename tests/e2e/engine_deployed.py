@@ -43,6 +43,9 @@ API_TOKEN = SECRETS["proxmoxApiToken"]
 def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
     """prod as committed, its cluster the e2e API server and its Proxmox side the stand-in."""
     config = engine_config(read_stack_file("prod"), kubeconfig, chart)
+    # The session's cluster already has the chart's CRDs (the `crds` fixture applies them, as a lab's earlier Helm
+    # install of the operator left them): the stack adopts them, as a lab moving to the chart on disk does.
+    config[f"{PROJECT}:kubernetes"] = {**config[f"{PROJECT}:kubernetes"], "adoptExisting": True}
     # A gate that cannot pass must fail the test in minutes, not after the default hour.
     config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
     config[f"{PROJECT}:proxmox"] = {
@@ -105,6 +108,9 @@ class Deployed:
     secrets: dict[str, str]
     # The smoke tests' pods and events as the first `up` left them: a later wave's drain evicts a finished pod.
     first_smoke: dict[str, Any]
+    # The preview before the first `up` without gpu-pool:kubernetes.adoptExisting, and that `up`'s output.
+    refused: str = ""
+    first_up: str = ""
 
     def config_with(self, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         config = copy.deepcopy(self.base)
@@ -160,10 +166,26 @@ def deploy(
                 "GPU_POOL_POLL_SECONDS": POLL_SECONDS,
             }
             (work / "home").mkdir()
-            stack = new_stack(engine, work / "engine", STACK, base, path, env)
-            stack.up()
+            without = copy.deepcopy(base)
+            without[f"{PROJECT}:kubernetes"].pop("adoptExisting")
+            stack = new_stack(engine, work / "engine", STACK, without, path, env)
+            refused = stack.run("preview", check=False)
+            assert refused.returncode != 0, "the preview adopted the cluster's CRDs without being told to"
+            rewrite_config(stack, base)
+            first = stack.up()
             smoke = ["-n", config.smoke_test.namespace, "get"]
             first_smoke = {"pods": plane.kubectl.json(*smoke, "pods"), "events": plane.kubectl.json(*smoke, "events")}
-            yield Deployed(stack, pve, standin, plane, operator, base, dict(SECRETS), first_smoke)
+            yield Deployed(
+                stack,
+                pve,
+                standin,
+                plane,
+                operator,
+                base,
+                dict(SECRETS),
+                first_smoke,
+                refused.stdout + refused.stderr,
+                first.stdout + first.stderr,
+            )
         assert not standin.errors, standin.errors[:5]
         assert not operator.errors, operator.errors[:5]

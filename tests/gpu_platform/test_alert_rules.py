@@ -278,8 +278,9 @@ def test_the_idle_alert_names_the_holding_pod_from_the_scheduler_s_books_and_joi
     names = metric_names(expr)
 
     assert {"kube_pod_container_resource_requests", "kube_pod_status_phase", "DCGM_FI_DEV_GPU_UTIL"} <= names
-    # dcgm-exporter's Hostname is the node name; rename it so the two sources join.
-    assert 'label_replace(max by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[24h])) < 5, "node"' in expr
+    # dcgm-exporter's Hostname (or hostname, its newer name) is the node name; rename it so the two sources join.
+    inner = 'label_replace(max_over_time(DCGM_FI_DEV_GPU_UTIL[24h]), "Hostname", "$1", "hostname", "(.+)")'
+    assert f'label_replace(max by (Hostname) ({inner}) < 5, "node"' in expr
     assert 'phase=~"Pending|Running"' in expr
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,12 @@ def test_promtool_accepts_the_generated_rule_groups(promtool: str, tmp_path: Pat
     assert f"SUCCESS: {len(rules_of(rule))} rules found" in result.stdout
 
 
+def renamed_node_label(case: Case) -> Case:
+    """The case as a dcgm-exporter after NVIDIA/dcgm-exporter#655 writes it: `hostname`, not `Hostname`."""
+    series = [(name.replace('{Hostname="', '{hostname="'), values) for name, values in case.series]
+    return replace(case, series=series)
+
+
 @pytest.mark.parametrize("alert", sorted({c.alert for c in CASES}))
 def test_the_rule_engine_fires_the_alert_on_its_series_and_not_on_the_near_misses(
     promtool: str, tmp_path: Path, alert: str
@@ -133,6 +140,23 @@ def test_the_rule_engine_fires_the_alert_on_its_series_and_not_on_the_near_misse
     rule = article_rule()
     rules_path = write_rules(rule, tmp_path)
     tests = unit_test_file(rule, rules_path, [c for c in CASES if c.alert == alert])
+    tests_path = tmp_path / "tests.yaml"
+    tests_path.write_text(yaml.safe_dump(tests, sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+    result = run(promtool, "test", "rules", str(tests_path), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_fires_the_same_on_series_whose_node_label_has_the_exporters_newer_name(
+    promtool: str, tmp_path: Path
+) -> None:
+    """One promtool run over every case, each series written as dcgm-exporter after NVIDIA/dcgm-exporter#655 writes
+    it (`hostname`): the same alerts, with the node in `Hostname`, whichever name the exporter gives the label."""
+    rule = article_rule()
+    rules_path = write_rules(rule, tmp_path)
+    tests = unit_test_file(rule, rules_path, [renamed_node_label(c) for c in CASES])
     tests_path = tmp_path / "tests.yaml"
     tests_path.write_text(yaml.safe_dump(tests, sort_keys=False, allow_unicode=True), encoding="utf-8")
 

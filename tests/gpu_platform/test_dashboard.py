@@ -113,7 +113,9 @@ def test_panels_use_the_datasource_variable_and_filter_by_the_node_variable() ->
     datasource = variable(dashboard, "datasource")
     assert datasource["type"] == "datasource" and datasource["query"] == "prometheus"
     node = variable(dashboard, "node")
-    assert node["type"] == "query" and node["query"] == "label_values(DCGM_FI_DEV_GPU_UTIL, Hostname)"
+    # The GPU nodes from kube-state-metrics, whose `node` label dcgm-exporter's rename of its own did not touch.
+    assert node["type"] == "query"
+    assert node["query"] == 'label_values(kube_node_status_allocatable{resource="nvidia_com_gpu"}, node)'
     assert node["multi"] and node["includeAll"] and node["allValue"] == ".*"
     for p in panels(dashboard):
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, p["title"]

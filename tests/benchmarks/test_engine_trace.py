@@ -1,0 +1,67 @@
+"""The real-engine breakdown reads the engine's gRPC debug log as the engine writes it (sdk/go/pulumi-internal/
+rpcdebug: client calls with their duration in nanoseconds, server entries without a usable time)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.engine_case import read_trace
+from benchmarks.settings import BenchError
+
+
+def _entry(method: str, progress: str, at: str, metadata: dict[str, str], duration: int | None = None) -> str:
+    entry: dict[str, object] = {"method": f"/pulumirpc.{method}", "progress": progress, "timestamp": at}
+    entry["metadata"] = metadata
+    if duration is not None:
+        entry["duration"] = duration
+    return json.dumps(entry)
+
+
+LANGUAGE = {"kind": "language", "mode": "client", "runtime": "python"}
+K8S = {"kind": "resource", "mode": "client", "name": "kubernetes"}
+SERVER = {"mode": "server"}
+# What a server-side entry carries for a duration (the interceptor cannot time it).
+NEVER = 2**63 - 1
+
+
+def test_the_program_the_first_plugin_and_each_providers_calls_are_read_from_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "grpc.json"
+    log.write_text(
+        "\n".join(
+            [
+                _entry("LanguageRuntime/About", "request_started", "2026-12-04T18:32:04.000000Z", LANGUAGE),
+                _entry("LanguageRuntime/About", "response_completed", "2026-12-04T18:32:04.100000Z", LANGUAGE, 10**8),
+                _entry("LanguageRuntime/Run", "request_started", "2026-12-04T18:32:05.000000Z", LANGUAGE),
+                _entry("ResourceMonitor/RegisterResource", "request_started", "0001-01-01T00:00:00Z", SERVER),
+                _entry(
+                    "ResourceMonitor/RegisterResource", "response_completed", "2026-12-04T18:32:06Z", SERVER, 2**63 - 1
+                ),
+                _entry("ResourceProvider/Handshake", "request_started", "2026-12-04T18:32:06.500000Z", K8S),
+                _entry("ResourceProvider/Check", "response_completed", "2026-12-04T18:32:06.700000Z", K8S, 2 * 10**8),
+                _entry("ResourceProvider/Check", "response_completed", "2026-12-04T18:32:06.800000Z", K8S, 10**8),
+                _entry("LanguageRuntime/Run", "response_completed", "2026-12-04T18:32:08.000000Z", LANGUAGE, 3 * 10**9),
+            ]
+        )
+    )
+
+    trace = read_trace(log, wall=4.5)
+
+    assert trace.before_run == pytest.approx(1.0)
+    assert trace.run == pytest.approx(3.0)
+    assert trace.to_first_plugin == pytest.approx(1.5)
+    calls, seconds = trace.rpc[("kubernetes", "Check")]
+    assert (calls, round(seconds, 6)) == (2, 0.3)
+    calls, seconds = trace.rpc[("language host (python)", "Run")]
+    assert (calls, round(seconds, 6)) == (1, 3.0)
+    assert ("server", "RegisterResource") not in trace.rpc
+
+
+def test_a_log_without_the_programs_run_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "grpc.json"
+    log.write_text(_entry("LanguageRuntime/About", "request_started", "2026-12-04T18:32:04Z", LANGUAGE) + "\n")
+
+    with pytest.raises(BenchError, match="no Run of the language host"):
+        read_trace(log, wall=1.0)
