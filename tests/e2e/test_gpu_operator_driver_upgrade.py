@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from components.gpu_platform.operator_values import DRIVER_UPGRADE_POLICY
+from knowledge.gpu_operator import DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION
 from tests.e2e.chart import CHART_VERSION, RELEASE_RESOURCE, helm, package_chart
 from tests.e2e.cluster_programs import apply_objects, running_gpu_operator
 from tests.e2e.conftest import install_crds, reported_control_plane
@@ -34,7 +35,7 @@ from tests.e2e.kube import Kubectl, load_documents
 from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
-from tests.e2e.upgrade_watch import DONE, INITIAL_STATE_ANNOTATION, REQUIRED, Sample, Watch, out_of_service
+from tests.e2e.upgrade_watch import DONE, REQUIRED, Sample, Watch, out_of_service
 
 UPGRADE_CRDS = (
     f"gpu-operator/{CHART_VERSION}/chart/crds/nvidia.com_clusterpolicies.yaml",
@@ -89,7 +90,7 @@ class Scenario:
 def cordon(kubectl: Kubectl, host: str, *, as_initial_state: bool = False) -> None:
     kubectl("cordon", host)
     if as_initial_state:
-        kubectl("annotate", "node", host, f"{INITIAL_STATE_ANNOTATION}=true")
+        kubectl("annotate", "node", host, f"{DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION}=true")
 
 
 def bump(kubectl: Kubectl, version: str) -> None:
