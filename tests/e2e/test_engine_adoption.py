@@ -1,15 +1,14 @@
-"""pulumi-kubernetes 4.32 under the real engine meets objects the cluster already has: the session's API server
-holds the GPU Operator chart's CRDs (applied by the `crds` fixture, field manager `e2e-setup`, as an earlier Helm
-install leaves them in a lab). Without gpu-pool:kubernetes.adoptExisting the preview refuses, naming each; with it,
-the `up` says what it adopts and the provider takes each CRD over (its field manager joins), and nothing else
-existing is touched."""
+"""pulumi-kubernetes 4.32 under the real engine meets objects the cluster already has: the control plane the stack
+is deployed to holds the GPU Operator chart's CRDs (applied by the `control_plane_crds` fixture, field manager
+`e2e-setup`, as an earlier Helm install leaves them in a lab). Without gpu-pool:kubernetes.adoptExisting the
+preview refuses, naming each; with it, the `up` says what it adopts and the provider takes each CRD over (its field
+manager joins), and nothing else existing is touched."""
 
 from __future__ import annotations
 
 import json
 
 from tests.e2e.engine_deployed import Deployed
-from tests.e2e.kube import Kubectl
 
 CHART_CRDS = (
     "clusterpolicies.nvidia.com",
@@ -29,8 +28,10 @@ def test_without_adopt_existing_the_preview_refuses_each_crd_the_cluster_already
 
 
 def test_with_adopt_existing_the_up_says_what_it_adopts_and_the_provider_takes_each_crd_over(
-    deployed: Deployed, kubectl: Kubectl
+    deployed: Deployed,
 ) -> None:
+    # The control plane's API server, where `deployed` runs (the session's bare one holds its own copy of the CRDs).
+    kubectl = deployed.plane.kubectl
     assert "adopting" in deployed.first_up and "(gpu-pool:kubernetes.adoptExisting)" in deployed.first_up
     for name in CHART_CRDS:
         assert f"CustomResourceDefinition {name} (written by e2e-setup" in deployed.first_up
