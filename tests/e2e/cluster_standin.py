@@ -1,4 +1,5 @@
-"""What the e2e control plane's upstream programs cannot play, while `pulumi up` waits on the cluster.
+"""What the e2e control plane's upstream programs cannot play, while `pulumi up` (tests/e2e/engine_deployed.py) or
+`gpu-pool repair` (tests/e2e/test_repair.py) waits on the cluster.
 
 The cluster is tests/e2e/control_plane.py: kube-controller-manager (Deployments, DaemonSets and Jobs, ResourceQuota
 status, ServiceAccounts, the not-ready taint, garbage collection), kube-scheduler, KWOK (the kubelets: Node
@@ -20,7 +21,8 @@ Prometheus Operator CRDs and a Prometheus that loads every rule (no Prometheus O
 namespaces the stack writes into without creating them (the dashboard's and the rules', the quota namespaces).
 Nothing else of the former stand-in is left: kube-controller-manager completes Jobs, rolls out Deployments and
 DaemonSets, fills quota status and makes ServiceAccounts; KWOK runs the pods and keeps Nodes Ready; the GPU
-Operator's controller creates the operand DaemonSets and moves the driver upgrade state.
+Operator's controller creates the operand DaemonSets and moves the driver upgrade state (a test that runs no
+operator creates the driver's and the device plugin's DaemonSets as it does: tests/e2e/operand_daemonsets.py).
 """
 
 from __future__ import annotations

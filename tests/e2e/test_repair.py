@@ -1,6 +1,9 @@
-"""`gpu-pool repair` against the e2e tier: the real API server with the pool's Nodes (registered and kept Ready by
-the cluster stand-in, which gives a Node a new bootID when its VM starts again), and the Proxmox stand-in
-answering the VM list, the stop and the start. The repair's steps run for real, with the built kubectl.
+"""`gpu-pool repair` against the e2e control plane (tests/e2e/control_plane.py): the pool's Nodes registered by the
+cluster stand-in as RKE2's agent on each VM the Proxmox stand-in runs (a new bootID each time the VM starts again),
+kept Ready by KWOK; on each, a driver pod and a device-plugin pod that kube-controller-manager's DaemonSet controller
+made from the operator's DaemonSets and KWOK runs; the smoke Job placed by kube-scheduler and completed by KWOK and
+the Job controller; drains through the eviction API. The Proxmox stand-in answers the VM list, the stop and the
+start. The repair's steps run for real, with the built kubectl.
 
 - a node whose card reported Xid 79 is repaired end to end: drained, its VM stopped and started, back Ready on a
   new boot, gated, the smoke test run again under a new Job name, uncordoned, the repair recorded on the Node;
@@ -14,7 +17,6 @@ answering the VM list, the stop and the start. The repair's steps run for real, 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
@@ -33,14 +35,17 @@ from components.gpu_failure_domain.observed import (
     WAVE_TURN_ANNOTATION,
 )
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
+from components.shared.node_marking import GpuNodeMarking
 from config.stack import StackConfig
 from config.validate import validate_stack
+from knowledge.gpu_operator import DEVICE_PLUGIN_APP, DRIVER_APP, DRIVER_POD_SELECTOR
 from offline.runner import PROJECT, read_stack_file
 from tests.day2.cli_helpers import ROOT, Result, run
-from tests.e2e.bare_cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
+from tests.e2e.control_plane import ControlPlane
 from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.kube import Kubectl
-from tests.e2e.match_conditions import ensure_pod_namespace
+from tests.e2e.operand_daemonsets import device_plugin_daemonset, driver_daemonset, eventually, ready_hosts
 from tests.e2e.proxmox_api import Vm, a1000_host
 from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
 from tests.e2e.servers import Cluster, Tools
@@ -83,7 +88,7 @@ class Lab:
 
 def lab_config(pve: ProxmoxStandIn, cluster: Cluster, *, ssh_to_dc2: bool) -> dict[str, Any]:
     """prod with dc2 on the lent H200 (examples/day2/Pulumi.h200-lab.yaml), whose node-check reports stand in for
-    dc2's, its cluster the e2e API server and its Proxmox the stand-in."""
+    dc2's, its cluster the e2e control plane and its Proxmox the stand-in."""
     config = copy.deepcopy(read_stack_file("h200-lab", EXAMPLES))
     if ssh_to_dc2:
         # dc2's VM is this machine as the stand-in's sshd serves it (GPU_POOL_SSH sends its address to loopback,
@@ -95,12 +100,17 @@ def lab_config(pve: ProxmoxStandIn, cluster: Cluster, *, ssh_to_dc2: bool) -> di
     config[f"{PROJECT}:proxmox"] = {**config[f"{PROJECT}:proxmox"], "endpoint": pve.endpoint, "insecure": True}
     # The gates wait minutes in a lab; here a wrong state must fail the test soon.
     config[f"{PROJECT}:smokeTest"] = {"gpuReadyTimeoutMinutes": 5, "timeoutSeconds": 60}
+    # No `up` installs the steering policy here: the smoke Job carries the GPU toleration itself, as the stack
+    # writes it without Kyverno, and kube-scheduler places it by that, the node pin and the node's slots
+    # (tests/e2e/test_gpu_operator_running.py shows Kyverno adding the toleration after a real `up`).
+    config[f"{PROJECT}:kyverno"] = {"enabled": False}
     return config
 
 
 def clusterpolicy(stack: StackConfig) -> dict[str, Any]:
-    """The operator's ClusterPolicy as far as the cluster stand-in reads it (the driver it runs), with every
-    section the CRD requires."""
+    """The operator's ClusterPolicy as far as `doctor` reads it (the driver it runs), with every section the CRD
+    requires. No operator reconciles it here: its operand DaemonSets are created as it creates them
+    (tests/e2e/operand_daemonsets.py)."""
     spec: dict[str, Any] = {
         section: {}
         for section in ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "gfd", "nodeStatusExporter", "operator")
@@ -121,45 +131,58 @@ def label_profiles(kubectl: Kubectl, stack: StackConfig) -> None:
         kubectl("label", "node", domain.hostname, f"nvidia.com/device-plugin.config={domain.sharing}", "--overwrite")
 
 
-def serving(kubectl: Kubectl, stack: StackConfig) -> None:
-    """Until every Node is registered, Ready and advertising its profile's slots (the stand-ins at work)."""
-    import time
-
-    deadline = time.monotonic() + 60
-    while True:
-        nodes = {n["metadata"]["name"]: n for n in kubectl.json("get", "nodes")["items"]}
-        ready = [
-            d
-            for d in stack.failure_domains
-            if d.hostname in nodes
-            and (nodes[d.hostname]["status"].get("allocatable") or {}).get("nvidia.com/gpu") == str(stack.slots(d))
-        ]
-        if len(ready) == len(stack.failure_domains):
-            return
-        assert time.monotonic() < deadline, f"the pool did not come up: {sorted(nodes)}"
-        time.sleep(0.2)  # poll interval; bounded by the deadline above
+def serving(kubectl: Kubectl, stack: StackConfig) -> bool:
+    """Every Node Ready and advertising its profile's slots (KWOK and the device plugin's pod at work)."""
+    nodes = {n["metadata"]["name"]: n for n in kubectl.json("get", "nodes")["items"]}
+    return all(
+        d.hostname in nodes
+        and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in nodes[d.hostname]["status"].get("conditions") or []
+        )
+        and (nodes[d.hostname]["status"].get("allocatable") or {}).get("nvidia.com/gpu") == str(stack.slots(d))
+        for d in stack.failure_domains
+    )
 
 
 def pve_work(pve: ProxmoxStandIn) -> Path:
     return Path(pve.ssh_agent_socket).parent
 
 
+@pytest.fixture(scope="module")
+def kubectl(control_plane: ControlPlane) -> Kubectl:
+    """This module's cluster: the session's control plane."""
+    return control_plane.kubectl
+
+
+@pytest.fixture(scope="module")
+def namespaces(kubectl: Kubectl) -> Iterator[None]:
+    """The operator's and the smoke test's namespaces (pods get their `default` ServiceAccount from the controller
+    manager), removed when the module ends: prod's own `up` (the engine tests, later) creates them."""
+    stack = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in read_stack_file("h200-lab", EXAMPLES).items()})
+    names = (stack.gpu_operator.namespace, stack.smoke_test.namespace)
+    for name in names:
+        kubectl.ensure_namespace(name)
+    yield
+    kubectl.run("delete", "namespace", *names, "--ignore-not-found", "--wait=true", "--timeout=120s")
+
+
 @pytest.fixture
 def lab(
     request: pytest.FixtureRequest,
-    cluster: Cluster,
+    control_plane: ControlPlane,
     kubectl: Kubectl,
-    crds: list[str],
+    control_plane_crds: list[str],
+    namespaces: None,
     e2e_tools: Tools,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Lab]:
     """The pool serving: three VMs running in the Proxmox stand-in, their Nodes Ready with their slots, the
-    operator's driver pod on each; the stack file in a folder of its own, the token where the preview reads it.
-    With `indirect` True, dc2 is reached over SSH (the stand-in's sshd on this machine)."""
+    operator's driver and device-plugin pods Ready on each; the stack file in a folder of its own, the token where
+    the preview reads it. With `indirect` True, dc2 is reached over SSH (the stand-in's sshd on this machine)."""
     ssh_to_dc2 = bool(getattr(request, "param", False))
     with start_proxmox(tmp_path / "pve", {node: a1000_host() for node in PROXMOX_NODES}, TOKEN) as pve:
-        raw = lab_config(pve, cluster, ssh_to_dc2=ssh_to_dc2)
+        raw = lab_config(pve, control_plane.cluster, ssh_to_dc2=ssh_to_dc2)
         if ssh_to_dc2:
             known = tmp_path / "known_hosts"
             monkeypatch.setenv(
@@ -174,16 +197,14 @@ def lab(
             vm = Vm(domain.vm_id, domain.proxmox_node, {"name": domain.hostname}, status="running", starts=1)
             pve.state.vms[domain.vm_id] = vm
         namespace = stack.gpu_operator.namespace
-        ensure_pod_namespace(kubectl, namespace)
-        ensure_pod_namespace(kubectl, stack.smoke_test.namespace)
+        hosts = [domain.hostname for domain in stack.failure_domains]
+        marking = GpuNodeMarking.from_kyverno(stack.kyverno)
         configmap = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": TIME_SLICING_CONFIGMAP, "namespace": namespace},
             "data": build_time_slicing_config(stack.sharing_profiles),
         }
-        kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(configmap))
-        kubectl.create(clusterpolicy(stack), field_manager="helm")
         monkeypatch.setenv("PATH", f"{e2e_tools.bin_dir}{os.pathsep}{os.environ['PATH']}")
         monkeypatch.setenv("KUBECACHEDIR", str(kubectl.cache_dir))
         monkeypatch.setenv("GPU_POOL_SECRET_PROXMOXAPITOKEN", TOKEN)
@@ -192,17 +213,36 @@ def lab(
         monkeypatch.setenv("GPU_POOL_POLL_SECONDS", "0.2")
         monkeypatch.setenv("GPU_POOL_PROGRESS_SECONDS", "5")
         try:
-            with cluster_standin(cluster.kubeconfig, pve.state, stack) as standin:
-                with contextlib.suppress(AssertionError):
-                    serving(kubectl, stack)
-                label_profiles(kubectl, stack)
-                serving(kubectl, stack)
-                yield Lab(stack, stack_dir, pve, standin, kubectl)
+            kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(configmap))
+            kubectl.create(clusterpolicy(stack), field_manager="helm")
+            with cluster_standin(control_plane.kubeconfig, pve.state, stack) as standin:
+                try:
+                    eventually("every VM's Node registered", lambda: set(hosts) <= standin.node_names())
+                    label_profiles(kubectl, stack)
+                    for daemonset in (driver_daemonset, device_plugin_daemonset):
+                        kubectl.create(daemonset(stack, marking, hosts), field_manager="gpu-operator")
+                    eventually(
+                        "a Ready driver and device-plugin pod on every GPU node",
+                        lambda: (
+                            ready_hosts(kubectl, namespace, DRIVER_APP)
+                            == ready_hosts(kubectl, namespace, DEVICE_PLUGIN_APP)
+                            == set(hosts)
+                        ),
+                    )
+                    eventually("every GPU node Ready with its slots", lambda: serving(kubectl, stack))
+                    yield Lab(stack, stack_dir, pve, standin, kubectl)
+                finally:
+                    # Their pods go before the Nodes do (the stand-in deletes those when its block ends): a Node
+                    # of the same name registered by the next test must not find this test's pods on it.
+                    for app in (DRIVER_APP, DEVICE_PLUGIN_APP):
+                        kubectl.run("-n", namespace, "delete", "daemonset", app, "--ignore-not-found",
+                                    "--cascade=foreground")  # fmt: skip
+                    kubectl.run("-n", stack.smoke_test.namespace, "delete", "jobs", "--all", "--ignore-not-found",
+                                "--cascade=foreground")  # fmt: skip
             assert not standin.errors, standin.errors[:5]
         finally:
             # The full name: Kyverno has a ClusterPolicy kind too, and the short name may mean either.
             kubectl("delete", "clusterpolicies.nvidia.com", "cluster-policy", "--ignore-not-found")
-            kubectl("-n", stack.smoke_test.namespace, "delete", "jobs", "--all", "--ignore-not-found")
             kubectl("-n", namespace, "delete", "configmap", TIME_SLICING_CONFIGMAP, "--ignore-not-found")
             kubectl("-n", "default", "delete", "events", "--field-selector", "source=gpu-pool-repair")
 
@@ -246,6 +286,18 @@ def test_a_node_whose_card_fell_off_the_bus_is_repaired_end_to_end(lab: Lab) -> 
     (job,) = [j for j in jobs if "-repair-" in j["metadata"]["name"]]
     assert job["metadata"]["labels"]["gpu-pool/domain"] == "dc2"
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
+    # Its pod was placed on the cordoned node by kube-scheduler (the pin, the GPU toleration, the node's slots).
+    smoke = lab.stack.smoke_test.namespace
+    (pod,) = lab.kubectl.json("-n", smoke, "get", "pods", "-l", f"job-name={job['metadata']['name']}")["items"]
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == (DC2, "Succeeded")
+    placed = lab.kubectl.json(
+        "-n", smoke, "get", "events", "--field-selector", f"involvedObject.name={pod['metadata']['name']}"
+    )
+    assert {
+        e.get("reportingComponent") or e["source"].get("component")
+        for e in placed["items"]
+        if e["reason"] == "Scheduled"
+    } == {"default-scheduler"}
     # The other domains served throughout.
     for other in ("rke2-worker-dc1-gpu-a", "rke2-worker-dc3-gpu-a"):
         assert not lab.node(other)["spec"].get("unschedulable")
@@ -303,7 +355,11 @@ def test_a_vm_id_that_is_not_the_vm_proxmox_runs_for_the_node_is_refused(lab: La
 
 def test_an_oom_killed_driver_build_is_not_a_power_cycle_and_says_what_to_do(lab: Lab) -> None:
     namespace = lab.stack.gpu_operator.namespace
-    pod = f"nvidia-driver-daemonset-{DC2}"
+    # dc2's driver pod, as the DaemonSet controller named it.
+    pods = lab.kubectl.json(
+        "-n", namespace, "get", "pods", "-l", DRIVER_POD_SELECTOR, "--field-selector", f"spec.nodeName={DC2}"
+    )["items"]
+    (pod,) = [p["metadata"]["name"] for p in pods]
     crash = {
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "False"}],

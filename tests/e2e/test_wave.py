@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,13 @@ from components.gpu_failure_domain.observed import (
     WAVE_STOPPED_ANNOTATION,
     WAVE_TURN_ANNOTATION,
 )
-from knowledge.gpu_operator import DRIVER_POD_SELECTOR
+from knowledge.gpu_operator import DRIVER_APP
 from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
-from tests.e2e.control_plane import READY_SECONDS, ControlPlane, node_ready, register_node
+from tests.e2e.control_plane import ControlPlane, node_ready, register_node
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import KUBELET, kubelet_report, nfd_labels, rke2_registration
+from tests.e2e.operand_daemonsets import driver_daemonset, eventually, ready_hosts
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner
@@ -101,56 +101,6 @@ def step_runner_for(e2e_tools: Tools, control_plane: ControlPlane) -> Callable[[
     return runner
 
 
-def driver_daemonset(stack: Previewed, hosts: list[str]) -> dict[str, Any]:
-    """The driver DaemonSet as the operator creates it (name, pod label, the GPU taint tolerated), on these nodes."""
-    cfg = stack.config
-    app = DRIVER_POD_SELECTOR.split("=", 1)[1]
-    image = f"nvcr.io/nvidia/driver:{cfg.gpu_operator.driver_version}-ubuntu24.04"
-    on_hosts = {"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": app, "namespace": cfg.gpu_operator.namespace},
-        "spec": {
-            "selector": {"matchLabels": {"app": app}},
-            # The operator's driver DaemonSet is OnDelete: a pod is replaced only when its upgrade deletes it.
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {"labels": {"app": app}},
-                "spec": {
-                    "tolerations": [stack.marking.toleration],
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [{"matchExpressions": [on_hosts]}]
-                            }
-                        }
-                    },
-                    "containers": [{"name": "nvidia-driver-ctr", "image": image}],
-                },
-            },
-        },
-    }
-
-
-def eventually(what: str, check: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
-
-
-def ready_driver_hosts(kubectl: Kubectl, namespace: str) -> set[str]:
-    pods = kubectl.json("-n", namespace, "get", "pods", "-l", DRIVER_POD_SELECTOR)["items"]
-    return {
-        p["spec"].get("nodeName", "")
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp")
-        and any(c["type"] == "Ready" and c["status"] == "True" for c in (p.get("status") or {}).get("conditions") or [])
-    }
-
-
 @pytest.fixture
 def pool(kubectl: Kubectl, wave_stack: Previewed) -> Iterator[dict[str, str]]:
     """Three Nodes rolled out to the earlier file (annotation, kubelet), Ready (KWOK), each with its driver pod Ready
@@ -174,15 +124,14 @@ def pool(kubectl: Kubectl, wave_stack: Previewed) -> Iterator[dict[str, str]]:
             # After KWOK's first status (it may have written its own kubelet's): the agent's report on the old release.
             node_status(kubectl, domain.hostname, kubelet=OLD, gpus=cfg.slots(domain))
         kubectl.ensure_namespace(namespace)
-        kubectl.create(driver_daemonset(wave_stack, list(hosts.values())), field_manager="gpu-operator")
+        kubectl.create(driver_daemonset(cfg, wave_stack.marking, list(hosts.values())), field_manager="gpu-operator")
         eventually(
             "a Ready driver pod on every GPU node",
-            lambda: ready_driver_hosts(kubectl, namespace) == set(hosts.values()),
+            lambda: ready_hosts(kubectl, namespace) == set(hosts.values()),
         )
         yield hosts
     finally:
-        app = DRIVER_POD_SELECTOR.split("=", 1)[1]
-        kubectl.run("-n", namespace, "delete", "daemonset", app, "--ignore-not-found", "--cascade=foreground")
+        kubectl.run("-n", namespace, "delete", "daemonset", DRIVER_APP, "--ignore-not-found", "--cascade=foreground")
         kubectl.run("delete", "node", *hosts.values(), "--ignore-not-found")
         # prod's own `up` (the engine tests, later) creates this namespace.
         kubectl.run("delete", "namespace", namespace, "--ignore-not-found", "--wait=true", "--timeout=120s")
