@@ -127,6 +127,19 @@ def wait_until(what: str, check: Callable[[], bool], logs: tuple[Path, ...], sec
         time.sleep(0.2)  # poll interval; the deadline above bounds the wait
 
 
+def eventually(what: str, check: Callable[[], Any], seconds: float = READY_SECONDS) -> Any:
+    """Poll until `check` returns something truthy (returned); fail naming `what` past the deadline. What the
+    control plane's programs do happens a reconcile or two later, never at once."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds:.0f} s: {what}")
+        time.sleep(0.5)  # poll interval; bounded by the deadline above
+
+
 @dataclass
 class Processes:
     """Processes started for one cluster, stopped last-started first; fails loudly if one died early."""

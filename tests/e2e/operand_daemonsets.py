@@ -10,8 +10,6 @@ needs the operator itself runs it (tests/e2e/cluster_programs.py, tests/e2e/test
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from components.shared.node_marking import GpuNodeMarking
@@ -24,7 +22,6 @@ from knowledge.gpu_operator import (
     DRIVER_CONTAINER,
     OPERAND_APP_LABEL,
 )
-from tests.e2e.control_plane import READY_SECONDS
 from tests.e2e.kube import Kubectl
 
 
@@ -71,14 +68,6 @@ def device_plugin_daemonset(cfg: StackConfig, marking: GpuNodeMarking, hosts: li
     image = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
     containers = [{"name": DEVICE_PLUGIN_CONTAINER, "image": image}, {"name": CONFIG_MANAGER_CONTAINER, "image": image}]
     return _operand(cfg, marking, DEVICE_PLUGIN_APP, hosts, containers)
-
-
-def eventually(what: str, check: Callable[[], bool], seconds: float = READY_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
 
 
 def ready_hosts(kubectl: Kubectl, namespace: str, app: str = DRIVER_APP) -> set[str]:

@@ -5,31 +5,17 @@ quota status, create ServiceAccounts and collect garbage (tests/e2e/control_plan
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.control_plane import SERVER_NODE, ControlPlane, node_ready, register_node
+from tests.e2e.control_plane import SERVER_NODE, ControlPlane, eventually, node_ready, register_node
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import kubelet_labels
 
 NAMESPACE = "e2e-control-plane"
 WORKER = "e2e-worker-1"
-SECONDS = 120
-
-
-def eventually(what: str, check: Callable[[], Any], seconds: float = SECONDS) -> Any:
-    """Poll until `check` returns something truthy (returned); fail naming `what` past the deadline."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
 
 
 @pytest.fixture(scope="module")

@@ -10,38 +10,24 @@ namespaces again.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from components.gpu_platform.quota_policy import GENERATED_BY_LABEL, QUOTA_POLICY_NAME
 from tests.e2e.cluster_programs import running_kyverno
 from tests.e2e.conftest import reported_control_plane
-from tests.e2e.control_plane import ControlPlane
+from tests.e2e.control_plane import ControlPlane, eventually
 from tests.e2e.kube import Kubectl, load_documents
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
 
-SECONDS = 120
 QUOTA = "gpu-quota-kubeflow-profiles"
 RULE = "kubeflow-profiles"
 LABEL = "app.kubernetes.io/part-of=kubeflow-profile"
 # What each policy API's policy is called on what it generates.
 GENERATED_BY = {"cel": f"{QUOTA_POLICY_NAME}-{RULE}", "clusterpolicy": QUOTA_POLICY_NAME}
-
-
-def eventually(what: str, check: Callable[[], Any], seconds: float = SECONDS) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
 
 
 @pytest.fixture(scope="module")

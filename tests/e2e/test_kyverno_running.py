@@ -14,30 +14,18 @@ registered its own webhooks for them; the API server calls it; its background co
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from offline.runner import PROJECT
+from tests.e2e.control_plane import eventually
 from tests.e2e.engine_deployed import Deployed, rewrite_config
 from tests.e2e.kube import Kubectl
 
-SECONDS = 120
 QUOTA_NAMESPACE = "e2e-kubeflow-team"
 WORKLOAD_NAMESPACE = "e2e-notebooks"
-
-
-def eventually(what: str, check: Callable[[], Any], seconds: float = SECONDS) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
 
 
 def policies_ready(kubectl: Kubectl, policy_api: str) -> bool:

@@ -42,10 +42,10 @@ from knowledge.gpu_operator import DEVICE_PLUGIN_APP, DRIVER_APP, DRIVER_POD_SEL
 from offline.runner import PROJECT, read_stack_file
 from tests.day2.cli_helpers import ROOT, Result, run
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin
-from tests.e2e.control_plane import ControlPlane
+from tests.e2e.control_plane import ControlPlane, eventually
 from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.kube import Kubectl
-from tests.e2e.operand_daemonsets import device_plugin_daemonset, driver_daemonset, eventually, ready_hosts
+from tests.e2e.operand_daemonsets import device_plugin_daemonset, driver_daemonset, ready_hosts
 from tests.e2e.proxmox_api import Vm, a1000_host
 from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
 from tests.e2e.servers import Cluster, Tools

@@ -29,10 +29,10 @@ from components.gpu_failure_domain.observed import (
 from knowledge.gpu_operator import DRIVER_APP
 from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
-from tests.e2e.control_plane import ControlPlane, node_ready, register_node
+from tests.e2e.control_plane import ControlPlane, eventually, node_ready, register_node
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import KUBELET, kubelet_report, nfd_labels, rke2_registration
-from tests.e2e.operand_daemonsets import driver_daemonset, eventually, ready_hosts
+from tests.e2e.operand_daemonsets import driver_daemonset, ready_hosts
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed, run_preview
 from tests.e2e.steps import StepRunner

@@ -12,6 +12,7 @@ disruption, the next eviction passes, the ReplicaSet replaces the evicted pod el
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import queue
 import threading
@@ -24,7 +25,7 @@ import pytest
 from components.gpu_failure_domain.observed import WAVE_CORDON_ANNOTATION
 from offline.diff import observing, settled_nodes
 from offline.runner import read_stack_file
-from tests.e2e.control_plane import ControlPlane, node_ready, register_node
+from tests.e2e.control_plane import ControlPlane, eventually, node_ready, register_node
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.servers import Tools
@@ -51,17 +52,6 @@ def drain_stack(tmp_path_factory: pytest.TempPathFactory) -> Previewed:
         return run_preview("prod", after, tmp_path_factory.mktemp("drain"))
 
 
-def eventually(what: str, check: Any, seconds: float = SECONDS) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds:.0f} s: {what}")
-        time.sleep(0.5)  # poll interval; bounded by the deadline above
-
-
 @pytest.fixture(scope="module")
 def pool(control_plane: ControlPlane, drain_stack: Previewed) -> Iterator[dict[str, str]]:
     """prod's GPU Nodes on the control plane, Ready (KWOK), with a trainer on dc1 behind a PDB."""
@@ -76,7 +66,7 @@ def pool(control_plane: ControlPlane, drain_stack: Previewed) -> Iterator[dict[s
             report["allocatable"] |= {"nvidia.com/gpu": str(cfg.slots(domain))}
             register_node(kubectl, domain.hostname, labels | nfd_labels(), taints, report)
         for host in hosts.values():
-            eventually(f"{host} Ready", lambda host=host: node_ready(kubectl, host))
+            eventually(f"{host} Ready", functools.partial(node_ready, kubectl, host))
         kubectl.ensure_namespace(NAMESPACE)
         eventually(
             "the namespace's ServiceAccount",
