@@ -14,8 +14,10 @@ API shows.
   e2e/kyverno/go.mod) applied without its Deployments, Jobs and CronJobs: CRDs, ConfigMaps, ServiceAccounts and RBAC;
   then both controllers; ready once the admission controller answers its readiness probe and has registered its
   webhooks, and the background controller holds its lease.
-- `running_gpu_operator(tools, plane, namespace, upstream)`: the operator's controller built from the v26.7.0 source
-  (e2e/build-cluster.sh), in a private mount namespace where `/opt/gpu-operator` holds the source's `assets/` (the
+- `running_gpu_operator(tools, plane, namespace)`: the operator's controller built from the v26.7.0 source
+  (e2e/build-cluster.sh), in a private mount namespace where `/opt/gpu-operator` holds the `assets/` of the source
+  copy it was built from (`Tools.gpu_operator_assets`; never the reference-data folder, which `make upstream` fills
+  without the operator's source) (the
   operator reads its operand manifests only from that path, controllers/state_manager.go; its image puts them
   there); ready once it answers /readyz. `gpu_operator_once_installed` starts it the way the kubelet would, once
   the chart's operator pod runs.
@@ -61,7 +63,6 @@ KYVERNO_POLICY_WEBHOOK = "kyverno-policy-validating-webhook-cfg"
 TOKEN_DURATION = "24h"
 OPERATOR_ASSETS_MOUNT = "/opt/gpu-operator"
 OPERATOR_VERSION = "v26.7.0"
-GPU_OPERATOR_SOURCE = f"gpu-operator-src/{OPERATOR_VERSION}"
 LAUNCH_POLL_SECONDS = 0.5
 # The operator's upgrade controller reconciles on its own node labels, its driver DaemonSets' generation and every
 # 2 minutes (controllers/upgrade_controller.go plannedRequeueInterval): a driver pod it deleted and KWOK restarted,
@@ -259,10 +260,6 @@ def running_kyverno(tools: Tools, plane: ControlPlane) -> Iterator[None]:
 # ------------------------------------------------------------------------------------------------------- GPU Operator
 
 
-def operator_assets(upstream: Path) -> Path:
-    return upstream / GPU_OPERATOR_SOURCE / "assets"
-
-
 def in_operator_mount_namespace(argv: list[str], assets: Path) -> list[str]:
     """`argv` run where /opt/gpu-operator holds `assets`, as the operator's image has it, seen by this process alone:
     a private mount namespace (util-linux `unshare`; a user namespace too when not root) with a tmpfs over /opt.
@@ -279,7 +276,7 @@ def in_operator_mount_namespace(argv: list[str], assets: Path) -> list[str]:
     return ["unshare", *user, "--mount", "--propagation", "private", "sh", "-c", script, str(assets), "--", *argv]
 
 
-def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstream: Path, processes: Processes) -> int:
+def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, processes: Processes) -> int:
     """Start the operator's controller as its chart's Deployment `gpu-operator` in `namespace` declares it; returns
     the loopback port of its health probes.
 
@@ -288,6 +285,10 @@ def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstre
     the v26.7.0 controller then reconciles the 26.3 ClusterPolicy with the admin's credentials, because 26.3's
     ClusterRole does not hold what 26.7's operands are granted (resource.k8s.io resourceclaims), which it may only
     grant holding it."""
+    assets = tools.gpu_operator_assets
+    if not (assets / "state-driver").is_dir():
+        # Without its manifests the operator would start, reconcile nothing and leave every GPU gate to time out.
+        raise ServerError(f"the GPU Operator's operand manifests are not at {assets}: run `make e2e-tools`")
     kubectl = plane.kubectl
     deployment = kubectl.json("-n", namespace, "get", "deployment", "gpu-operator")
     operator = container_of(deployment, "gpu-operator", "gpu-operator-e2e")
@@ -310,7 +311,7 @@ def start_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstre
     ]
     processes.spawn(
         "gpu-operator",
-        in_operator_mount_namespace(argv, operator_assets(upstream)),
+        in_operator_mount_namespace(argv, assets),
         log,
         {**operator.env, "KUBECONFIG": str(config)},
     )
@@ -348,11 +349,11 @@ def nudging_upgrade_controller(kubectl: Kubectl) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def running_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str, upstream: Path) -> Iterator[Path]:
+def running_gpu_operator(tools: Tools, plane: ControlPlane, namespace: str) -> Iterator[Path]:
     """The operator's controller, ready, until the block ends (the chart is installed). Yields its log."""
     processes = Processes([])
     try:
-        probe_port = start_gpu_operator(tools, plane, namespace, upstream, processes)
+        probe_port = start_gpu_operator(tools, plane, namespace, processes)
 
         def ready() -> bool:
             if processes.exited():
@@ -379,9 +380,7 @@ class OperatorLauncher:
 
 
 @contextlib.contextmanager
-def gpu_operator_once_installed(
-    tools: Tools, plane: ControlPlane, namespace: str, upstream: Path
-) -> Iterator[OperatorLauncher]:
+def gpu_operator_once_installed(tools: Tools, plane: ControlPlane, namespace: str) -> Iterator[OperatorLauncher]:
     """Run the operator's process for the chart's operator pod, from when `pulumi up` installs it, until the block
     ends."""
     launcher = OperatorLauncher([], Processes([]), [])
@@ -401,7 +400,7 @@ def gpu_operator_once_installed(
                 if running and (not launcher.pods or running[-1][1] != launcher.pods[-1]):
                     launcher.processes.stop()
                     launcher.processes = Processes([])
-                    start_gpu_operator(tools, plane, namespace, upstream, launcher.processes)
+                    start_gpu_operator(tools, plane, namespace, launcher.processes)
                     launcher.pods.append(running[-1][1])
             except Exception as error:  # reported at the block's end: a thread cannot fail the test itself
                 launcher.errors.append(repr(error))

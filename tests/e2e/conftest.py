@@ -276,7 +276,6 @@ def deployed(
     engine_path: list[Path],
     e2e_tools: Tools,
     kyverno_running: ControlPlane,
-    upstream: Path,
     packaged_chart: Path,
     control_plane_crds: list[str],
 ) -> Iterator[Deployed]:
@@ -293,7 +292,7 @@ def deployed(
     ENGINE_WORK.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="engine-up-", dir=ENGINE_WORK))
     try:
-        with deploy(engine, engine_path, kyverno_running, e2e_tools, upstream, packaged_chart, work) as running:
+        with deploy(engine, engine_path, kyverno_running, e2e_tools, packaged_chart, work) as running:
             yield running
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -148,7 +148,7 @@ def up_settled(deployed: Deployed) -> None:
 
 @contextmanager
 def deploy(
-    engine: Engine, path: list[Path], plane: ControlPlane, tools: Tools, upstream: Path, chart: Path, work: Path
+    engine: Engine, path: list[Path], plane: ControlPlane, tools: Tools, chart: Path, work: Path
 ) -> Iterator[Deployed]:
     """The stand-ins, the operator's launcher, the stack and its first `up`; everything stops when the block ends."""
     cluster = plane.kubeconfig
@@ -158,7 +158,7 @@ def deploy(
         namespace = config.gpu_operator.namespace
         with (
             cluster_standin(cluster, pve.state, config) as standin,
-            gpu_operator_once_installed(tools, plane, namespace, upstream) as operator,
+            gpu_operator_once_installed(tools, plane, namespace) as operator,
         ):
             env = {
                 "HOME": str(work / "home"),

@@ -68,6 +68,12 @@ class Tools:
         return self.bin_dir / "kyverno"
 
     @property
+    def gpu_operator_assets(self) -> Path:
+        """The operand manifests of the operator's source copy the binary was built from (e2e/build-cluster.sh, after
+        its SHA256SUMS check): the tier needs no other copy of the source than the one `make e2e-tools` stages."""
+        return self.bin_dir.parent / "src" / "gpu-operator" / "assets"
+
+    @property
     def profile_config(self) -> Path:
         """The device plugin's own config loader over profile documents (e2e/deviceplugin/profile-config)."""
         return self.bin_dir / "profile-config"

@@ -133,7 +133,7 @@ def scenario(
         watch = Watch(kubectl, namespace, hosts)
         seen: dict[str, dict[str, Sample]] = {}
         pinned = cfg.gpu_operator.driver_version
-        with running_gpu_operator(e2e_tools, plane, namespace, upstream) as log:
+        with running_gpu_operator(e2e_tools, plane, namespace) as log:
             watch.until(
                 "every node on the pinned driver, its upgrade state done",
                 lambda now: all(s.driver == pinned and s.state == DONE for s in now.values()),
