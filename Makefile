@@ -76,7 +76,7 @@ diff: $(RUNTIME)
 
 # The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.
 check: $(DEV)
-	GPU_POOL_CHECK_STACK=$(STACK) $(UV) run --no-sync pytest -q tests/contract/test_preview_manifests_contract.py $(ARGS)
+	GPU_POOL_CHECK_STACK=$(STACK) $(UV) run --no-sync pytest tests/contract/test_preview_manifests_contract.py $(ARGS)
 
 # docs/config-reference.md and docs/stack-config.schema.json from the config models.
 docs: $(RUNTIME)
@@ -145,7 +145,7 @@ device-tools:
 
 e2e: e2e-tools $(DEV)
 	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
-	  $(UV) run --no-sync pytest -q tests/e2e $(ARGS)
+	  $(UV) run --no-sync pytest tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:
 # make real-preview STACK=mylab. It runs the program's host and cluster preflights (no GPU_POOL_OFFLINE).
