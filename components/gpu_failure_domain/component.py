@@ -11,7 +11,6 @@ from typing import Any
 
 import pulumi
 import pulumi_command as command
-import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 import pulumi_proxmoxve as proxmoxve
 
@@ -19,7 +18,7 @@ from components.gpu_failure_domain.cloud_init import build_user_data
 from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.plan import DomainPlan, PlatformWait, Step
 from components.gpu_failure_domain.proxmox_vm import pci_mapping_args, snippet_file_name, vm_args
-from components.shared.kubernetes_objects import register_object
+from components.shared.kubernetes_objects import register_node_patch, register_object
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.platform_handles import PlatformHandles
 from config.failure_domain import FailureDomainConfig
@@ -138,11 +137,8 @@ class GpuFailureDomain(pulumi.ComponentResource):
             )
         if step.kind == "node-labels":
             assert step.manifest is not None
-            # Any: the manifest is the builder's plain dict (pulumi-kubernetes 4.32's stubs want their TypedDict).
-            metadata: Any = dict(step.manifest)
-            return kubernetes.core.v1.NodePatch(
-                name, metadata=metadata, opts=self._options(step, provider=args.kubernetes_provider)
-            )
+            options = self._options(step, provider=args.kubernetes_provider)
+            return register_node_patch(name, dict(step.manifest), options)
         if step.kind == "smoke-test":
             assert step.manifest is not None
             # pulumi-kubernetes awaits a Job until it completes: `pulumi up` fails here, named after this domain,

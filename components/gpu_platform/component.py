@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_command as command
-import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules, prometheus_rule_labels
@@ -28,7 +28,7 @@ from components.gpu_platform.release_values import registered_crds, release_valu
 from components.gpu_platform.steering_policy import build_gpu_steering_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
 from components.shared.kubectl import kubectl_prefix
-from components.shared.kubernetes_objects import register_object
+from components.shared.kubernetes_objects import register_helm_release, register_object
 from components.shared.platform_handles import PlatformHandles
 from config.stack import StackConfig
 from knowledge.gpu_operator_chart import CHART_NAME
@@ -82,22 +82,24 @@ class GpuPlatform(pulumi.ComponentResource):
         # upgrade hook) must run. A chart on disk is named by its path as the stack file gives it (relative to the
         # project): an absolute path differs between machines and shows a chart change on every preview
         # (pulumi-kubernetes#2573).
-        self.release = kubernetes.helm.v3.Release(
-            f"{name}-gpu-operator",
-            name=CHART_NAME,
-            chart=operator_cfg.chart or CHART_NAME,
-            version=operator_cfg.chart_version,
-            repository_opts=None if local_chart is not None else {"repo": operator_cfg.chart_repository},
+        release: dict[str, Any] = {
+            "name": CHART_NAME,
+            "chart": operator_cfg.chart or CHART_NAME,
+            "version": operator_cfg.chart_version,
             # The CRDs are resources above: Helm must not create them behind the plan on first install.
-            skip_crds=local_chart is not None,
-            namespace=operator_cfg.namespace,
-            create_namespace=False,
-            values=values,
+            "skipCrds": local_chart is not None,
+            "namespace": operator_cfg.namespace,
+            "createNamespace": False,
+            "values": values,
             # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the
             # workloads is left to the operator-ready step below, which reports what it sees.
-            skip_await=True,
-            timeout=OPERATOR_WAIT_SECONDS,
-            opts=after(namespace, time_slicing, dcgm_metrics, *crds),
+            "skipAwait": True,
+            "timeout": OPERATOR_WAIT_SECONDS,
+        }
+        if local_chart is None:
+            release["repositoryOpts"] = {"repo": operator_cfg.chart_repository}
+        self.release = register_helm_release(
+            f"{name}-gpu-operator", release, after(namespace, time_slicing, dcgm_metrics, *crds)
         )
         wait = operator_wait_command(
             kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
