@@ -16,6 +16,9 @@ NODE = "rke2-worker-dc1-gpu-a"
 VM = "/api2/json/nodes/pve-dc1/qemu/4101"
 DEVICE = json.dumps([{"id": "10de:25b0", "path": "0000:01:00"}])
 MOVED = json.dumps([{"id": "10de:25b0", "path": "0000:02:00"}])
+# A wait that must time out, on a scenario of one state: its first poll already sees what the message names, so
+# 0.3 s is enough (the harness's default leaves several polls to scenarios that change).
+TIMES_OUT = "0.005"
 
 
 @pytest.fixture
@@ -150,16 +153,19 @@ def test_a_node_ready_timeout_blames_the_api_server_when_kubectl_cannot_reach_it
     harness.scenario(
         {"node": [{"error": "Unable to connect to the server: dial tcp 10.0.0.1:6443: connect: connection refused"}]}
     )
-    result = harness.run("node-ready")
+    result = harness.run("node-ready", TIMEOUT_MINUTES=TIMES_OUT)
     assert result.returncode == 1
-    assert "timed out after 0.02 min waiting for node rke2-worker-dc1-gpu-a to register and be Ready" in result.stderr
+    assert (
+        f"timed out after {TIMES_OUT} min waiting for node rke2-worker-dc1-gpu-a to register and be Ready"
+        in result.stderr
+    )
     assert "connection refused" in result.stderr
     assert "Likeliest cause: kubectl cannot reach the API server" in result.stderr
 
 
 def test_a_node_ready_timeout_blames_cloud_init_when_the_node_never_registered(harness: Harness) -> None:
     harness.scenario({})
-    result = harness.run("node-ready")
+    result = harness.run("node-ready", TIMEOUT_MINUTES=TIMES_OUT)
     assert result.returncode == 1
     assert "Likeliest cause: the node never registered with RKE2" in result.stderr
 
@@ -183,7 +189,7 @@ def test_gpu_ready_waits_for_the_profiles_slots_on_the_pinned_driver(harness: Ha
 
 def test_gpu_ready_keeps_waiting_while_the_node_runs_the_old_driver(harness: Harness) -> None:
     harness.scenario({"node": [node(gpus="4")], "driver-pods": [driver_pods(version="570.172.08")]})
-    result = harness.run("gpu-ready", **gpu_env())
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, **gpu_env())
     assert result.returncode == 1
     assert "on another driver" in result.stderr
     assert "the operator upgrades one node at a time" in result.stderr
@@ -192,7 +198,7 @@ def test_gpu_ready_keeps_waiting_while_the_node_runs_the_old_driver(harness: Har
 def test_gpu_ready_waits_until_the_operators_driver_upgrade_is_done(harness: Harness) -> None:
     upgrading = {"nvidia.com/gpu-driver-upgrade-state": "pod-restart-required"}
     harness.scenario({"node": [node(gpus="4", labels=upgrading)], "driver-pods": [driver_pods()]})
-    result = harness.run("gpu-ready", **gpu_env())
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, **gpu_env())
     assert result.returncode == 1
     assert "driver upgrade on rke2-worker-dc1-gpu-a is still at pod-restart-required" in result.stderr
 
@@ -207,7 +213,7 @@ def test_gpu_ready_fails_at_once_when_the_operators_driver_upgrade_failed(harnes
 
 def test_gpu_ready_names_the_device_plugin_when_the_driver_is_fine_but_the_slots_are_missing(harness: Harness) -> None:
     harness.scenario({"node": [node(gpus="1")], "driver-pods": [driver_pods()]})
-    result = harness.run("gpu-ready", **gpu_env())
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, **gpu_env())
     assert result.returncode == 1
     assert "the device plugin advertises 1 of 4 GPUs: debug from the driver up" in result.stderr
 
@@ -233,7 +239,9 @@ def test_a_wave_gate_waits_for_the_pinned_kubelet_then_the_slots(harness: Harnes
 
 def test_a_wave_gate_that_fails_names_the_domain_the_gate_and_how_to_resume(harness: Harness) -> None:
     harness.scenario({"node": [kubelet("v1.33.5+rke2r1", gpus="4")], "driver-pods": [driver_pods()]})
-    result = harness.run("gpu-ready", KUBELET_VERSION="v1.33.6+rke2r1", WAVE_DOMAIN="dc2", **gpu_env())
+    result = harness.run(
+        "gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, KUBELET_VERSION="v1.33.6+rke2r1", WAVE_DOMAIN="dc2", **gpu_env()
+    )
     assert result.returncode == 1
     assert "is not Ready on kubelet v1.33.6+rke2r1: on the VM, journalctl -u rke2-agent" in result.stderr
     assert (
