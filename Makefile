@@ -99,6 +99,11 @@ doctor: $(DAY2)
 upstream: $(RUNTIME)
 	$(UV) run --no-sync python -m refdata.fetch --dest $(UPSTREAM_DEST) $(if $(UPSTREAM_FROM),--from $(abspath $(UPSTREAM_FROM)))
 
+# mypy's cache beside uv's, shared by every clone and worktree of the project: a fresh clone type-checks in under a
+# second instead of seven. mypy checks each cached entry against its source's size and hash, so a clone never takes
+# another's result for a file that differs.
+MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/gpu-pool/mypy
+lint: export MYPY_CACHE_DIR := $(MYPY_CACHE_DIR)
 lint: $(DEV)
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
