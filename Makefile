@@ -109,7 +109,8 @@ lint: $(DEV)
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync mypy
 
-# pytest-xdist: one worker per core (the suite is CPU-bound); TEST_WORKERS=0 runs it in one process.
+# pytest-xdist: `auto` is one worker more than the cores (tests/conftest.py says why); TEST_WORKERS=0 runs it in one
+# process.
 TEST_WORKERS ?= auto
 test: lint
 	$(UV) run --no-sync pytest -n $(TEST_WORKERS) $(ARGS)
