@@ -137,7 +137,7 @@ def read_local_chart(path: Path) -> LocalChart:
 
     Read once per process while the file is unchanged: validation, the cluster preflight and the component all ask
     for it, and parsing its CRDs is most of what a preview with a chart on disk costs (`make bench`). Callers treat
-    the documents as read-only (build_operator_crds copies them)."""
+    the documents as read-only (build_operator_crds copies only the metadata it annotates)."""
     if path.is_dir():
         return _read_directory(path)
     if path.is_file():
