@@ -47,8 +47,9 @@ def type_token(api_version: str, kind: str) -> str:
 
 
 def _alias_token(api_version: str, kind: str, version: str) -> str:
-    group = api_version.rsplit("/", 1)[0] if "/" in api_version else "core"
-    return f"kubernetes:{group}/{version}:{kind}"
+    """The token of the same kind at another version of its group."""
+    group = api_version.rpartition("/")[0]
+    return type_token(f"{group}/{version}" if group else version, kind)
 
 
 def _as_typed(
