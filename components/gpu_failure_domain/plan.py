@@ -136,6 +136,10 @@ class Command:
     """What a `local` or `remote` step runs (pulumi-command): create, update and delete, and what reruns it."""
 
     create: str
+    # None: pulumi-command runs `create` again on an update ("If empty, the create command will be executed
+    # instead", provider/pkg/provider/{local,remote}/commandController.go Update, v1.2.1). A step whose update is
+    # its create leaves it unset: the node-steps script is 31 KB, and sending it twice per step made a third of
+    # every preview's bytes, each copy kept twice more in the state (docs/engine.md).
     update: str | None = None
     delete: str | None = None
     interpreter: tuple[str, ...] | None = SHELL
@@ -402,7 +406,6 @@ def plan_domain(
             waits_for=(StepName.VM, *changed),
             command=Command(
                 script,
-                update=script,
                 interpreter=tuple(INTERPRETER),
                 environment=power_cycle_environment(
                     domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES, forced=turn.reason if repair else None
@@ -419,7 +422,6 @@ def plan_domain(
             waits_for=(StepName.POWER_CYCLE,),
             command=Command(
                 script,
-                update=script,
                 interpreter=tuple(INTERPRETER),
                 environment=step_environment("node-ready", host, kubectl_args, NODE_READY_MINUTES),
                 triggers=(host,),
@@ -525,7 +527,6 @@ def plan_domain(
                 platform=("operator",),
                 command=Command(
                     script,
-                    update=script,
                     interpreter=tuple(INTERPRETER),
                     environment=gpu_ready_environment(
                         domain,
@@ -644,7 +645,6 @@ def plan_domain(
             # token makes the step run anyway, so the node it cordoned is uncordoned after its gate.
             command=Command(
                 done,
-                update=done,
                 environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token else {},
             ),
         )

@@ -106,8 +106,7 @@ class GpuPlatform(pulumi.ComponentResource):
         )
         self.operator_ready = command.local.Command(
             f"{name}-gpu-operator-ready",
-            create=wait,
-            update=wait,
+            create=wait,  # and on an update too: pulumi-command runs create when no update is given
             interpreter=["/bin/sh", "-c"],
             environment={"TIMEOUT_SECONDS": str(OPERATOR_WAIT_SECONDS)},
             # A chart bump rolls the operator: wait for the new one.

@@ -202,6 +202,15 @@ def test_every_plan_runs_its_steps_in_an_order_where_each_waits_only_for_earlier
     assert plan.steps[-1].name == "rollout"
 
 
+@pytest.mark.parametrize(("change", "state"), list(itertools.product(CHANGES, STATES)), ids=lambda v: str(v))
+def test_no_step_sends_its_create_command_again_as_its_update(change: str, state: str) -> None:
+    # pulumi-command runs `create` on an update when no `update` is given; the node-steps script twice per step
+    # was a third of every preview's bytes (docs/engine.md).
+    _, _, plan = scenario(change, state)
+    repeated = [step.name for step in plan.steps if step.command and step.command.update == step.command.create]
+    assert not repeated, f"steps sending their create again as update: {repeated}"
+
+
 def waits_transitively(plan: DomainPlan, later: str, earlier: str) -> bool:
     pending, seen = [later], set()
     while pending:

@@ -159,3 +159,8 @@ def test_a_repair_run_again_after_a_stop_says_why_the_earlier_attempt_stopped() 
     assert turn.why().startswith(f"a turn in progress ({why}); {REASON}: drain, power-cycle the VM")
     # A note left on a node no turn holds any more is not this repair's past.
     assert repair_turn(domain, replace(node, wave_stopped=why), REASON, AT).stopped == ""
+
+
+def test_no_repair_step_sends_its_create_command_again_as_its_update() -> None:
+    plan = repair(node_check=CHECK)
+    assert not [step.name for step in plan.steps if step.command and step.command.update == step.command.create]
