@@ -154,7 +154,9 @@ e2e: e2e-tools $(DEV)
 	  $(UV) run --no-sync pytest tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:
-# make real-preview STACK=mylab. It runs the program's host and cluster preflights (no GPU_POOL_OFFLINE).
+# make real-preview STACK=mylab. It runs the program's host and cluster preflights (no GPU_POOL_OFFLINE), with
+# e2e/preview.env's settings for a preview (never for `up`).
+PREVIEW_ENV := $(shell grep -v '^\#' e2e/preview.env)
 real-preview: $(RUNTIME)
 	PATH="$(if $(wildcard $(ENGINE_BIN)/pulumi),$(abspath $(ENGINE_BIN)):)$(abspath $(TOOLS)/bin):$$PATH" \
-	  pulumi preview --stack $(STACK) --diff $(ARGS)
+	  $(PREVIEW_ENV) pulumi preview --stack $(STACK) --diff $(ARGS)

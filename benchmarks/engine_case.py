@@ -3,7 +3,8 @@ difference goes.
 
 Both run under the engine `make engine-tools` picked (`.tools/engine/selected`: yours or the source build), each in
 a temp project with its own PULUMI_HOME and file backend, the stack initialised and its secrets set once, then
-previewed in turns (prod, floor, prod, floor, ...) so that load from other work spreads over both:
+previewed in turns (prod, floor, prod, floor, ...) so that load from other work spreads over both, each as
+`make real-preview` runs a preview (e2e/preview.env) and prod and the floor again with the engine's defaults:
 
 - **prod**: this program, linked into the project as the e2e tier links it, with prod's stack file, the chart on
   disk (`gpuOperator.chart`: the v26.7.0 chart packaged as NVIDIA publishes it, from the upstream data) and the
@@ -35,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.settings import ROOT, SDK_MODULES_ENV, BenchError
+from benchmarks.settings import PREVIEW_ENV, ROOT, SDK_MODULES_ENV, BenchError
 
 PROGRAM_ENTRIES = ("Pulumi.yaml", "__main__.py", "pyproject.toml", "uv.lock", "README.md", "components", "config",
                    "knowledge", "offline", "day2")  # fmt: skip
@@ -69,10 +70,14 @@ UNREACHABLE = "https://127.0.0.1:9"
 
 @dataclass
 class EngineRow:
+    # Previews as `make real-preview` runs them (e2e/preview.env: no per-step snapshot a preview throws away).
     prod: list[float] = field(default_factory=list)
     floor: list[float] = field(default_factory=list)
     # The floor after importing the SDK modules prod loads: what prod costs above it is the program and its resources.
     floor_sdk: list[float] = field(default_factory=list)
+    # The same two with the engine's defaults: a bare `pulumi preview`.
+    prod_defaults: list[float] = field(default_factory=list)
+    floor_defaults: list[float] = field(default_factory=list)
     steps: int = 0
     engine: str = ""
     # One PULUMI_DEBUG_GRPC run of each, for the breakdown.
@@ -81,6 +86,10 @@ class EngineRow:
     @property
     def ratio(self) -> float:
         return statistics.median(self.prod) / statistics.median(self.floor)
+
+    @property
+    def ratio_defaults(self) -> float:
+        return statistics.median(self.prod_defaults) / statistics.median(self.floor_defaults)
 
 
 def upstream_chart(work: Path, log: Callable[[str], None]) -> Path | None:
@@ -278,14 +287,17 @@ def measure_engine(work: Path, runs: int, sdk_modules: list[str], log: Callable[
         project.preview()
     for turn in range(runs):
         for name, project in projects.items():
-            getattr(row, name).append(project.preview())
+            getattr(row, name).append(project.preview(PREVIEW_ENV))
+        for name in ("prod", "floor"):
+            getattr(row, f"{name}_defaults").append(projects[name].preview())
         log(
             f"engine run {turn + 1}/{runs}: prod {row.prod[-1]:.2f} s, floor {row.floor[-1]:.2f} s, "
-            f"floor with prod's SDK modules {row.floor_sdk[-1]:.2f} s"
+            f"floor with prod's SDK modules {row.floor_sdk[-1]:.2f} s; with the engine's defaults prod "
+            f"{row.prod_defaults[-1]:.2f} s, floor {row.floor_defaults[-1]:.2f} s"
         )
     for name, project in projects.items():
         grpc = work / f"{name}-grpc.json"
-        wall = project.preview({"PULUMI_DEBUG_GRPC": str(grpc)})
+        wall = project.preview({**PREVIEW_ENV, "PULUMI_DEBUG_GRPC": str(grpc)})
         row.traces[name] = read_trace(grpc, wall)
     steps = json.loads(projects["prod"].run("preview", "--json")).get("steps", [])
     row.steps = len(steps)

@@ -23,6 +23,7 @@ from benchmarks.settings import (
     MAX_LARGEST_RSS_MB,
     MAX_PROD_OVER_BASELINE,
     MAX_TEST_SUITE_S,
+    PREVIEW_ENV,
     SDK_DISTRIBUTIONS,
 )
 from benchmarks.suite_timing import SLOWEST_TESTS, Timed
@@ -324,14 +325,17 @@ def render(report: Report) -> str:
         met = cold_preview.wall < MAX_COLD_PREVIEW_S
         targets.append(["cold `make preview` under 20 s", f"{cold_preview.wall:.1f} s", _check(met)])
     if report.engine is not None:
-        ratio_engine = report.engine.ratio
-        targets.append(
-            [
-                f"real engine: prod preview <= {MAX_ENGINE_OVER_FLOOR}x its floor",
-                f"{ratio_engine:.2f}x",
-                _check(ratio_engine <= MAX_ENGINE_OVER_FLOOR),
-            ]
-        )
+        for how, ratio_engine in (
+            ("as `make real-preview` runs it", report.engine.ratio),
+            ("with the engine's defaults", report.engine.ratio_defaults),
+        ):
+            targets.append(
+                [
+                    f"real engine, {how}: prod preview <= {MAX_ENGINE_OVER_FLOOR}x its floor",
+                    f"{ratio_engine:.2f}x",
+                    _check(ratio_engine <= MAX_ENGINE_OVER_FLOOR),
+                ]
+            )
     lines += ["", "## Targets", "", *_table(["target", "measured", "status"], targets)]
     lines += render_profiles(report)
     return "\n".join(lines) + "\n"
@@ -386,6 +390,10 @@ def render_profiles(report: Report) -> list[str]:
     return lines
 
 
+def _env_words() -> str:
+    return ", ".join(f"`{key}={value}`" for key, value in PREVIEW_ENV.items())
+
+
 def _median_row(label: str, walls: list[float]) -> list[str]:
     return [label, str(len(walls)), f"{statistics.median(walls):.2f}", f"{min(walls):.2f}-{max(walls):.2f}"]
 
@@ -402,12 +410,16 @@ def render_engine(row: EngineRow | None) -> list[str]:
     prod, floor = row.traces["prod"], row.traces["floor"]
     sdk_cost = statistics.median(row.floor_sdk) - statistics.median(row.floor)
     own_cost = statistics.median(row.prod) - statistics.median(row.floor_sdk)
+    with_modules = statistics.median(row.prod) / statistics.median(row.floor_sdk)
     lines += [
         f"`pulumi preview` under the real engine ({row.engine}, the plugins `make engine-tools` selected), each",
         "stack in a temp project with a file backend (`benchmarks/engine_case.py`). **prod**: this program with",
         "prod's stack file, the v26.7.0 chart on disk and the preflights off (GPU_POOL_OFFLINE=1), against a",
         f"kubeconfig whose cluster does not answer; {row.steps} steps. **floor**: a program that registers the same",
-        "three providers with the same settings and nothing else. One warm-up each, then turns (prod, floor, ...).",
+        "three providers with the same settings and nothing else. One warm-up each, then turns (prod, floor, ...),",
+        "each preview as `make real-preview` runs it (e2e/preview.env: the engine serializes a preview's snapshot",
+        f"once instead of after every step), {_env_words()}, and prod and the floor again with the engine's",
+        "defaults.",
         "",
         *_table(
             ["case", "runs", "median wall (s)", "min-max (s)"],
@@ -415,13 +427,17 @@ def render_engine(row: EngineRow | None) -> list[str]:
                 _median_row("prod", row.prod),
                 _median_row("floor", row.floor),
                 _median_row("floor, after importing prod's SDK modules", row.floor_sdk),
+                _median_row("prod, the engine's defaults", row.prod_defaults),
+                _median_row("floor, the engine's defaults", row.floor_defaults),
             ],
         ),
         "",
-        f"prod / floor: **{row.ratio:.2f}x**. Of the difference, importing the SDK modules prod uses (the Kubernetes",
-        f"API groups, Helm, command, Proxmox resources, the dashboard SDK) takes {sdk_cost:.2f} s; the program's own",
-        f"work and its {row.steps} steps under the engine the other {own_cost:.2f} s (prod / floor with those",
-        f"modules: {statistics.median(row.prod) / statistics.median(row.floor_sdk):.2f}x).",
+        f"prod / floor: **{row.ratio:.2f}x** as `make real-preview` runs a preview, **{row.ratio_defaults:.2f}x** with",
+        "the engine's defaults (the difference is the engine serializing prod's growing snapshot after each of its",
+        "steps, only to discard it: docs/engine.md). Of the difference to the floor, importing the SDK modules prod",
+        "uses (the Kubernetes API groups, Helm, command, Proxmox resources, the dashboard SDK) takes",
+        f"{sdk_cost:.2f} s; the program's own work and its {row.steps} steps under the engine the other",
+        f"{own_cost:.2f} s (prod / floor with those modules: {with_modules:.2f}x).",
         "",
         "Where the time goes, from one more run of each with the engine's gRPC log (PULUMI_DEBUG_GRPC: every call",
         "the engine makes, with its duration): the CLI's own start before it runs the program, the language",

@@ -26,6 +26,27 @@ MAX_COLD_PREVIEW_S = 20.0
 MAX_ENGINE_OVER_FLOOR = 1.5
 
 
+ENV_LINE = re.compile(r"^([A-Z_][A-Z0-9_]*)=(\S+)$")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines without spaces, `#` comments and blank lines skipped: e2e/preview.env, which the Makefile
+    pastes in front of `pulumi preview` as it is, so any other line is refused here."""
+    settings: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = ENV_LINE.match(line)
+        if match is None:
+            raise BenchError(f"{path}: {line!r} is not a KEY=VALUE line (no spaces), as the Makefile needs")
+        settings[match[1]] = match[2]
+    return settings
+
+
+# What `make real-preview` sets for a preview (e2e/preview.env): the real-engine row measures both ways.
+PREVIEW_ENV = read_env_file(ROOT / "e2e" / "preview.env")
+
+
 class BenchError(RuntimeError):
     pass
 
