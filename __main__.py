@@ -26,6 +26,7 @@ from components.gpu_platform.health_check import HealthCheckBundle
 from components.shared.kubectl import kubectl_prefix
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
+from components.shared.sdk_debug_log import send_sdk_debug_messages_in_background
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
@@ -37,6 +38,8 @@ from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
+# The SDK's four blocking debug messages per resource held up every registration behind them (docs/engine.md).
+send_sdk_debug_messages_in_background()
 
 
 def refuse(title: str, messages: list[str]) -> NoReturn:

@@ -134,12 +134,14 @@ class PulumiStack:
         """The stack file, as a user keeps it: plain keys; secrets go through `set_secret`."""
         self.stack_file.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
 
-    def run(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, check: bool = True, stdin: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         argv = ["pulumi", *args, "--stack", self.name, "--non-interactive"]
         done = subprocess.run(
             argv,
             cwd=self.project_dir,
-            env=self.environment(),
+            env=self.environment() | (env or {}),
             input=stdin,
             capture_output=True,
             text=True,

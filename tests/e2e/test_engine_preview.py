@@ -9,6 +9,7 @@ needs nothing at preview: the providers' Check and Diff run locally, and the pro
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -48,3 +49,34 @@ def test_secrets_reach_the_program_as_secrets_and_never_appear_in_the_preview(
     written = yaml.safe_load(stack_file)["config"]
     for key in SECRETS:
         assert set(written[f"{PROJECT}:{key}"]) == {"secure"}, f"{key} is not stored as a ciphertext"
+
+
+def test_every_debug_message_of_the_sdk_reaches_the_engine_in_order_before_the_program_ends(
+    prod_engine_stack: PulumiStack, previewed: dict[str, Any]
+) -> None:
+    """The SDK's debug messages go through components/shared/sdk_debug_log.py's thread: none may be lost or come
+    out of the order the SDK logged them in. (That the last ones are sent at exit however late the engine answers
+    is shown in tests/shared/test_sdk_debug_log.py, which can hold the engine; here it answers at once.)"""
+    # The engine's events as they happen, one JSON document a line, with the debug diagnostics `--debug` keeps.
+    done = prod_engine_stack.run("preview", "--debug", "--json", env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    debug = [
+        event["diagnosticEvent"]["message"].strip()
+        for event in events
+        if event.get("diagnosticEvent", {}).get("severity") == "debug"
+    ]
+    for name in step_ops(previewed):
+        quoted = re.escape(name)
+        sequence = [
+            next((i for i, text in enumerate(debug) if re.fullmatch(pattern, text)), None)
+            for pattern in (
+                rf"registering resource: ty=[^,]+, name={quoted}, custom=.*",
+                rf"resource registration prepared: ty=[^,]+, name={quoted}",
+                rf"resource registration successful: ty=[^,]+, urn=\S+::{quoted}",
+            )
+        ]
+        found = [i for i in sequence if i is not None]
+        assert len(found) == len(sequence), f"{name}: the SDK's debug messages are missing: {sequence}"
+        assert found == sorted(found), f"{name}: the SDK's debug messages arrived out of order"
+    # The SDK's last message, logged after every registration: sent before the program's process ended.
+    assert debug[-1] == "run_pulumi_func completed"

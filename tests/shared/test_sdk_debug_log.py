@@ -1,0 +1,200 @@
+"""The SDK's debug messages go to the engine from a thread of their own (components/shared/sdk_debug_log.py): the
+program never waits for one, none is lost or reordered, and info, warnings and errors stay synchronous.
+
+The engine here is a recording `Log` that can be held, so each test decides when the engine answers; no test
+sleeps. `tests/e2e/test_engine_preview.py` checks the same promise under the real engine."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from pulumi.runtime import mocks, settings
+from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc
+
+from components.shared import sdk_debug_log
+from components.shared.sdk_debug_log import BackgroundDebugLog, send_sdk_debug_messages_in_background
+
+HELD_SECONDS = 20
+
+
+def message(text: str, severity: engine_pb2.LogSeverity.ValueType = engine_pb2.DEBUG) -> engine_pb2.LogRequest:
+    return engine_pb2.LogRequest(severity=severity, message=text)
+
+
+@dataclass
+class RecordingEngine:
+    """The engine's `Log`: records what it receives, answers once `answering` is set, refuses what `refuse` names."""
+
+    received: list[str] = field(default_factory=list)
+    answering: threading.Event = field(default_factory=threading.Event)
+    first_call: threading.Event = field(default_factory=threading.Event)
+    refuse: set[str] = field(default_factory=set)
+    threads: set[str] = field(default_factory=set)
+
+    def __call__(self, request: engine_pb2.LogRequest) -> str:
+        self.first_call.set()
+        # A failsafe, not a pause: a `Log` that blocked its caller would otherwise hang the test.
+        if not self.answering.wait(timeout=HELD_SECONDS):
+            raise AssertionError(f"the engine was held {HELD_SECONDS} s: the caller waited for it")
+        self.threads.add(threading.current_thread().name)
+        if request.message in self.refuse:
+            raise RuntimeError(f"the engine refused {request.message!r}")
+        self.received.append(request.message)
+        return f"answer to {request.message}"
+
+
+class UnusedChannel:
+    def unary_unary(self, method: str, **_: object) -> Callable[[engine_pb2.LogRequest], str]:
+        def call(request: engine_pb2.LogRequest) -> str:
+            raise AssertionError(f"{method} called")
+
+        return call
+
+
+@pytest.fixture
+def engine() -> RecordingEngine:
+    return RecordingEngine()
+
+
+@pytest.fixture
+def log(engine: RecordingEngine) -> Iterator[BackgroundDebugLog]:
+    background = BackgroundDebugLog(engine)
+    yield background
+    engine.answering.set()
+    background.close()
+
+
+def test_a_debug_message_returns_before_the_engine_has_answered_it(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    assert log(message("registering resource: dc1-vm")) is None
+    engine.first_call.wait()
+    assert engine.received == []  # the engine is still holding it; the program went on
+    engine.answering.set()
+    log.close()
+    assert engine.received == ["registering resource: dc1-vm"]
+    assert engine.threads == {sdk_debug_log.THREAD_NAME}
+
+
+def test_a_warning_waits_for_every_earlier_debug_message_and_is_sent_before_the_call_returns(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    log(message("registering resource: dc1-vm"))
+    log(message("resource registration prepared: dc1-vm"))
+    engine.answering.set()
+    answer = log(message("dc1: the VM has no GPU yet", engine_pb2.WARNING))
+    assert answer == "answer to dc1: the VM has no GPU yet"
+    assert engine.received == [
+        "registering resource: dc1-vm",
+        "resource registration prepared: dc1-vm",
+        "dc1: the VM has no GPU yet",
+    ]
+
+
+@pytest.mark.parametrize("severity", [engine_pb2.INFO, engine_pb2.WARNING, engine_pb2.ERROR])
+def test_info_warnings_and_errors_are_not_answered_before_the_engine_answers(
+    severity: engine_pb2.LogSeverity.ValueType, engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    caller = threading.Thread(target=log, args=(message("preflight failed", severity),))
+    caller.start()
+    engine.first_call.wait()
+    assert caller.is_alive()  # held with the engine
+    engine.answering.set()
+    caller.join()
+    assert engine.received == ["preflight failed"]
+
+
+def test_messages_reach_the_engine_in_the_order_the_sdk_logged_them(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    sent = [
+        message("registering resource: dc1-vm"),
+        message("a warning", engine_pb2.WARNING),
+        message("resource registration prepared: dc1-vm"),
+        message("resource registration successful: dc1-vm"),
+        message("an error", engine_pb2.ERROR),
+        message("run_pulumi_func completed"),
+    ]
+    engine.answering.set()
+    for request in sent:
+        log(request)
+    log.close()
+    assert engine.received == [request.message for request in sent]
+
+
+def test_closing_sends_every_queued_debug_message_before_it_returns(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    for n in range(3):
+        log(message(f"debug {n}"))
+    engine.first_call.wait()
+    closing = threading.Thread(target=log.close)
+    closing.start()
+    assert closing.is_alive()  # the engine has not answered the first one yet
+    engine.answering.set()
+    closing.join()
+    assert engine.received == ["debug 0", "debug 1", "debug 2"]
+
+
+def test_after_closing_a_message_is_sent_at_once_on_the_callers_thread(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    engine.answering.set()
+    log.close()
+    log(message("exit code 1", engine_pb2.ERROR))
+    assert engine.received == ["exit code 1"]
+    assert engine.threads == {threading.current_thread().name}
+
+
+def test_an_error_the_engine_answers_to_a_warning_is_raised_to_the_caller(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    engine.answering.set()
+    engine.refuse.add("a warning")
+    with pytest.raises(RuntimeError, match="refused 'a warning'"):
+        log(message("a warning", engine_pb2.WARNING))
+
+
+def test_a_debug_message_the_engine_refused_is_raised_from_the_next_warning(
+    engine: RecordingEngine, log: BackgroundDebugLog
+) -> None:
+    engine.answering.set()
+    engine.refuse.add("registering resource: dc1-vm")
+    log(message("registering resource: dc1-vm"))
+    with pytest.raises(RuntimeError, match="refused 'registering resource: dc1-vm'"):
+        log(message("a warning", engine_pb2.WARNING))
+    # Raised once; the warning itself was sent.
+    assert log(message("another warning", engine_pb2.WARNING)) == "answer to another warning"
+    assert engine.received == ["a warning", "another warning"]
+
+
+def test_the_real_engine_client_gets_the_background_log_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's own client class, on a channel that only hands out its methods: nothing is called or connected.
+    client = engine_pb2_grpc.EngineStub(UnusedChannel())
+    own_log = client.Log
+    monkeypatch.setattr(settings, "get_engine", lambda: client)
+    at_exit: list[Callable[[], None]] = []
+    monkeypatch.setattr(atexit, "register", at_exit.append)
+    try:
+        first = send_sdk_debug_messages_in_background()
+        assert isinstance(first, BackgroundDebugLog)
+        assert first.send is own_log
+        assert at_exit == [first.close]  # what is queued is sent before the process exits
+        assert client.Log is first
+        assert send_sdk_debug_messages_in_background() is first
+    finally:
+        for close in at_exit:
+            close()
+
+
+@pytest.mark.usefixtures("monitor")
+def test_the_offline_previews_mock_engine_is_left_as_it_is() -> None:
+    mock_engine = settings.get_engine()
+    assert isinstance(mock_engine, mocks.MockEngine)
+    assert send_sdk_debug_messages_in_background() is None
+    assert not isinstance(mock_engine.Log, BackgroundDebugLog)
+    assert settings.get_engine() is mock_engine
