@@ -24,9 +24,9 @@ from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
 from components.shared.kubectl import kubectl_prefix
+from components.shared.language_host import freeze_for_exit, send_sdk_debug_messages_in_background
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
-from components.shared.sdk_debug_log import send_sdk_debug_messages_in_background
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
@@ -38,7 +38,8 @@ from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
-# The SDK's four blocking debug messages per resource held up every registration behind them (docs/engine.md).
+# The SDK's four blocking debug messages per resource held up every registration behind them
+# (components/shared/language_host.py).
 send_sdk_debug_messages_in_background()
 
 
@@ -148,3 +149,6 @@ if wave.active:
     pulumi.export("wave", wave_export(wave, plans, cluster_state.source))
 pulumi.export("schedulableGpuSlots", cfg.total_slots)
 pulumi.export("gpuOperator", {"chart": cfg.gpu_operator.chart_version, "driver": cfg.gpu_operator.driver_version})
+
+# Everything alive now lives until the process exits: frozen, Python's exit skips it (language_host.py).
+freeze_for_exit()

@@ -218,6 +218,9 @@ class Trace:
     before_run: float  # the CLI's own start: the language host asked what it needs, plugins found
     run: float  # the language host's Run: the program, from its uv environment check to its last registration
     to_first_plugin: float  # Run's start to the first provider's handshake: starting Python, imports, config
+    # The last provider call's answer to Run's end: the program's exit (its process ending, the language host's
+    # answer), with nothing else left to do.
+    after_last_call: float
     rpc: dict[tuple[str, str], tuple[int, float]]  # (plugin, method) -> calls, seconds
 
 
@@ -230,7 +233,7 @@ def _stamp(text: str) -> datetime | None:
 def read_trace(log: Path, wall: float) -> Trace:
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     rpc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    first = run_start = run_end = first_plugin = None
+    first = run_start = run_end = first_plugin = last_call = None
     for entry in entries:
         at = _stamp(str(entry.get("timestamp", "0001")))
         method = str(entry.get("method", "?")).rsplit("/", 1)[-1]
@@ -245,6 +248,10 @@ def read_trace(log: Path, wall: float) -> Trace:
         if metadata.get("kind") == "resource" and method == "Handshake" and at is not None:
             first_plugin = at if first_plugin is None else min(first_plugin, at)
         duration = entry.get("duration")
+        provider_answer = metadata.get("kind") == "resource" and entry.get("progress") == "response_completed"
+        # Cancel: the engine ending each provider after Run.
+        if provider_answer and metadata.get("mode") == "client" and method != "Cancel" and at is not None:
+            last_call = at if last_call is None else max(last_call, at)
         if entry.get("progress") == "response_completed" and duration and metadata.get("mode") == "client":
             who = str(metadata.get("name") or f"language host ({metadata.get('runtime', '?')})")
             rpc[(who, method)][0] += 1
@@ -256,6 +263,7 @@ def read_trace(log: Path, wall: float) -> Trace:
         before_run=(run_start - first).total_seconds(),
         run=(run_end - run_start).total_seconds(),
         to_first_plugin=((first_plugin or run_end) - run_start).total_seconds(),
+        after_last_call=(run_end - (last_call or run_end)).total_seconds(),
         rpc={k: (int(n), float(t)) for k, (n, t) in rpc.items()},
     )
 

@@ -442,7 +442,8 @@ def render_engine(row: EngineRow | None) -> list[str]:
         "Where the time goes, from one more run of each with the engine's gRPC log (PULUMI_DEBUG_GRPC: every call",
         "the engine makes, with its duration): the CLI's own start before it runs the program, the language",
         "host's `Run` (the program: uv's environment check, Python's start and imports, the program's work and",
-        "its registrations), within it the time to the first provider's start, and the calls to each provider.",
+        "its registrations), within it the time to the first provider's start and the time after the last",
+        "provider call until `Run` returns (the program's process ending), and the calls to each provider.",
         "Provider calls overlap the program and each other (the engine runs steps in parallel), so they do not",
         "add up to the wall time.",
         "",
@@ -455,6 +456,8 @@ def render_engine(row: EngineRow | None) -> list[str]:
         ["`Run`: the program", f"{prod.run:.2f}", f"{floor.run:.2f}", f"{prod.run - floor.run:+.2f}"],
         ["of it, to the first provider's start", f"{prod.to_first_plugin:.2f}", f"{floor.to_first_plugin:.2f}",
          f"{prod.to_first_plugin - floor.to_first_plugin:+.2f}"],
+        ["of it, after the last provider call (the program's exit)", f"{prod.after_last_call:.2f}",
+         f"{floor.after_last_call:.2f}", f"{prod.after_last_call - floor.after_last_call:+.2f}"],
     ]  # fmt: skip
     for plugin in plugins:
         (pn, pt), (fn, ft) = _rpc_total(prod, plugin), _rpc_total(floor, plugin)

@@ -43,6 +43,8 @@ def test_the_program_the_first_plugin_and_each_providers_calls_are_read_from_the
                 _entry("ResourceProvider/Check", "response_completed", "2026-12-04T18:32:06.700000Z", K8S, 2 * 10**8),
                 _entry("ResourceProvider/Check", "response_completed", "2026-12-04T18:32:06.800000Z", K8S, 10**8),
                 _entry("LanguageRuntime/Run", "response_completed", "2026-12-04T18:32:08.000000Z", LANGUAGE, 3 * 10**9),
+                # The engine ends each provider once Run has returned: not the program's work.
+                _entry("ResourceProvider/Cancel", "response_completed", "2026-12-04T18:32:08.1Z", K8S, 10**6),
             ]
         )
     )
@@ -52,6 +54,7 @@ def test_the_program_the_first_plugin_and_each_providers_calls_are_read_from_the
     assert trace.before_run == pytest.approx(1.0)
     assert trace.run == pytest.approx(3.0)
     assert trace.to_first_plugin == pytest.approx(1.5)
+    assert trace.after_last_call == pytest.approx(1.2)
     calls, seconds = trace.rpc[("kubernetes", "Check")]
     assert (calls, round(seconds, 6)) == (2, 0.3)
     calls, seconds = trace.rpc[("language host (python)", "Run")]

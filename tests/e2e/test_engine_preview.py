@@ -54,9 +54,9 @@ def test_secrets_reach_the_program_as_secrets_and_never_appear_in_the_preview(
 def test_every_debug_message_of_the_sdk_reaches_the_engine_in_order_before_the_program_ends(
     prod_engine_stack: PulumiStack, previewed: dict[str, Any]
 ) -> None:
-    """The SDK's debug messages go through components/shared/sdk_debug_log.py's thread: none may be lost or come
+    """The SDK's debug messages go through components/shared/language_host.py's thread: none may be lost or come
     out of the order the SDK logged them in. (That the last ones are sent at exit however late the engine answers
-    is shown in tests/shared/test_sdk_debug_log.py, which can hold the engine; here it answers at once.)"""
+    is shown in tests/shared/test_language_host.py, which can hold the engine; here it answers at once.)"""
     # The engine's events as they happen, one JSON document a line, with the debug diagnostics `--debug` keeps.
     done = prod_engine_stack.run("preview", "--debug", "--json", env={"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"})
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

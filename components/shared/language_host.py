@@ -1,21 +1,32 @@
-"""The Python SDK's own debug messages, sent to the engine without holding up the program.
+"""The program as the Python language host's process under the real engine: two costs that are not the program's
+work, each measured in a preview of prod (docs/engine.md, "What a real preview costs").
 
-The SDK logs four debug messages for every resource ("registering resource", "resource registration prepared",
-"... successful", "beginning rpc": pulumi runtime/resource.py, rpc_manager.py) and sends each one as a blocking
-gRPC call to the engine (`pulumi.log._log`, "If we can log synchronously, do so") on the thread that runs the
-program and its event loop. In a preview of prod that is 276 calls and about 0.2 s of that thread spent waiting
-for the engine's answers, while the registrations behind them wait too (docs/engine.md, "What a real preview
-costs"). The engine shows those messages only under `pulumi --debug` or `-v`.
+**The SDK's debug messages.** The SDK logs four debug messages for every resource ("registering resource",
+"resource registration prepared", "... successful", "beginning rpc": pulumi runtime/resource.py, rpc_manager.py)
+and sends each one as a blocking gRPC call to the engine (`pulumi.log._log`, "If we can log synchronously, do so")
+on the thread that runs the program and its event loop: 276 calls in a preview of prod, about 0.2 s of that thread
+spent waiting for the engine's answers, while the registrations behind them waited too. The engine shows those
+messages only under `pulumi --debug` or `-v`. Here the engine's `Log` goes through one queue and one thread of its
+own. A debug message returns at once and is still sent, in the order the SDK logged it, before the program's
+process exits. Info, warnings and errors stay synchronous: each waits until every message logged before it is
+sent, then is sent itself, so what the user sees keeps its order and the program's last error is on the engine's
+side before the program ends.
 
-Here the engine's `Log` goes through one queue and one thread of its own. A debug message returns at once and is
-still sent, in the order the SDK logged it, before the program's process exits. Info, warnings and errors stay
-synchronous: each waits until every message logged before it is sent, then is sent itself, so what the user sees
-keeps its order and the program's last error is on the engine's side before the program ends.
+**The interpreter's exit.** When the program's process ends, Python's finalization collects garbage over every
+object still alive, and the language host's `Run`, hence the preview, waits for it: 0.10 s after prod's last step
+(the floor's empty program: about 0.08 s). Everything alive when the program has registered its resources (the
+modules, the validated config, the chart's CRDs, the resources and their outputs) stays alive until then anyway;
+`gc.freeze()` moves it to the permanent generation, which no collection traverses, and the exit takes 0.03 s.
+Objects made afterwards (the engine's answers) are collected as before.
+
+Both only under the real engine: the mocks of the offline preview and the tests answer in-process, and the tests
+run the program many times in one process, where frozen objects would pile up.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -104,11 +115,16 @@ class BackgroundDebugLog:
                     message.done.set()
 
 
-def send_sdk_debug_messages_in_background() -> BackgroundDebugLog | None:
-    """Puts the engine client's `Log` behind a BackgroundDebugLog, once; None where there is no real engine (the
-    mocks of the offline preview and the unit tests answer in-process)."""
+def real_engine() -> engine_pb2_grpc.EngineStub | None:
+    """The engine's client when the program runs under the real engine; None under the mocks."""
     engine = settings.get_engine()
-    if not isinstance(engine, engine_pb2_grpc.EngineStub):
+    return engine if isinstance(engine, engine_pb2_grpc.EngineStub) else None
+
+
+def send_sdk_debug_messages_in_background() -> BackgroundDebugLog | None:
+    """Puts the engine client's `Log` behind a BackgroundDebugLog, once; None without a real engine."""
+    engine = real_engine()
+    if engine is None:
         return None
     current = engine.Log
     if isinstance(current, BackgroundDebugLog):
@@ -118,3 +134,12 @@ def send_sdk_debug_messages_in_background() -> BackgroundDebugLog | None:
     engine.Log = background
     atexit.register(background.close)
     return background
+
+
+def freeze_for_exit() -> bool:
+    """Every object alive now out of the garbage collector's way (gc.freeze); False, doing nothing, without a real
+    engine. Call it once the program has registered its resources."""
+    if real_engine() is None:
+        return False
+    gc.freeze()
+    return True

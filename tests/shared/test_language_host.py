@@ -1,5 +1,7 @@
-"""The SDK's debug messages go to the engine from a thread of their own (components/shared/sdk_debug_log.py): the
-program never waits for one, none is lost or reordered, and info, warnings and errors stay synchronous.
+"""The program as the language host's process (components/shared/language_host.py). The SDK's debug messages go to
+the engine from a thread of their own: the program never waits for one, none is lost or reordered, and info,
+warnings and errors stay synchronous. At the end of the program its objects are frozen for the exit, only under the
+real engine.
 
 The engine here is a recording `Log` that can be held, so each test decides when the engine answers; no test
 sleeps. `tests/e2e/test_engine_preview.py` checks the same promise under the real engine."""
@@ -7,6 +9,7 @@ sleeps. `tests/e2e/test_engine_preview.py` checks the same promise under the rea
 from __future__ import annotations
 
 import atexit
+import gc
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,8 +18,12 @@ import pytest
 from pulumi.runtime import mocks, settings
 from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc
 
-from components.shared import sdk_debug_log
-from components.shared.sdk_debug_log import BackgroundDebugLog, send_sdk_debug_messages_in_background
+from components.shared import language_host
+from components.shared.language_host import (
+    BackgroundDebugLog,
+    freeze_for_exit,
+    send_sdk_debug_messages_in_background,
+)
 
 HELD_SECONDS = 20
 
@@ -77,7 +84,7 @@ def test_a_debug_message_returns_before_the_engine_has_answered_it(
     engine.answering.set()
     log.close()
     assert engine.received == ["registering resource: dc1-vm"]
-    assert engine.threads == {sdk_debug_log.THREAD_NAME}
+    assert engine.threads == {language_host.THREAD_NAME}
 
 
 def test_a_warning_waits_for_every_earlier_debug_message_and_is_sent_before_the_call_returns(
@@ -198,3 +205,26 @@ def test_the_offline_previews_mock_engine_is_left_as_it_is() -> None:
     assert send_sdk_debug_messages_in_background() is None
     assert not isinstance(mock_engine.Log, BackgroundDebugLog)
     assert settings.get_engine() is mock_engine
+
+
+def test_under_the_real_engine_every_object_alive_at_the_end_is_frozen_for_the_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = engine_pb2_grpc.EngineStub(UnusedChannel())
+    monkeypatch.setattr(settings, "get_engine", lambda: client)
+    alive = {"the validated config": ["..."]}
+    assert gc.get_freeze_count() == 0
+    assert any(o is alive for o in gc.get_objects())  # a collection would traverse it
+    try:
+        assert freeze_for_exit() is True
+        assert gc.get_freeze_count() > 0
+        assert all(o is not alive for o in gc.get_objects())  # no collection traverses it any more
+    finally:
+        gc.unfreeze()  # this test process goes on
+
+
+@pytest.mark.usefixtures("monitor")
+def test_the_offline_preview_and_the_tests_freeze_nothing() -> None:
+    # They run the program many times in one process: frozen objects would never be collected.
+    assert freeze_for_exit() is False
+    assert gc.get_freeze_count() == 0
