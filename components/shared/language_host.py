@@ -14,7 +14,7 @@ side before the program ends.
 
 **The interpreter's exit.** When the program's process ends, Python's finalization collects garbage over every
 object still alive, and the language host's `Run`, hence the preview, waits for it: 0.10 s after prod's last step
-(the floor's empty program: about 0.08 s). Everything alive when the program has registered its resources (the
+(the floor's empty program: 0.08 to 0.12 s). Everything alive when the program has registered its resources (the
 modules, the validated config, the chart's CRDs, the resources and their outputs) stays alive until then anyway;
 `gc.freeze()` moves it to the permanent generation, which no collection traverses, and the exit takes 0.03 s.
 Objects made afterwards (the engine's answers) are collected as before.
@@ -72,9 +72,10 @@ class BackgroundDebugLog:
         if request.severity == engine_pb2.DEBUG:
             self._put(_Message(request))
             return None
-        message = _Message(request, done=threading.Event())
+        done = threading.Event()
+        message = _Message(request, done)
         self._put(message)
-        message.done.wait()  # type: ignore[union-attr]  # set just above
+        done.wait()
         refused, self._refused = self._refused, None
         if message.error is not None:
             raise message.error
