@@ -30,6 +30,7 @@ from config.cross_key import StackParts
 from config.failure_domain import FailureDomainConfig
 from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
+from config.stack_yaml import FAST_SAFE_LOADER
 from knowledge.driver_matrix import driver_problem
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, MANAGED_LABEL_PREFIXES
 from knowledge.gpu_operator_chart import (
@@ -111,7 +112,7 @@ def render(parts: StackParts) -> RenderedPlan:
         if parts.rke2 is not None:
             agent = rke2_agent_config(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
             document = build_user_data(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
-            user_data = yaml.safe_load(document.removeprefix("#cloud-config\n"))
+            user_data = yaml.load(document.removeprefix("#cloud-config\n"), Loader=FAST_SAFE_LOADER)
         nodes.append(
             RenderedNode(
                 label=label,

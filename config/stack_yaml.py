@@ -13,6 +13,7 @@ syntax is the same) and resolves every plain scalar by those rules instead.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -33,6 +34,11 @@ _YAML_STYLE_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-
 _TIMESTAMP = re.compile(r"^[0-9]{4}-")
 _GO_INT = re.compile(r"^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
 _INT64 = 2**63
+
+# libyaml's parser, where PyYAML has it, for YAML this project wrote itself or a chart ships: the same documents as
+# the pure-Python parser, several times faster (the CRDs are megabytes; every preview reads back its cloud-init).
+# A stack file is composed by the pure-Python parser below, whose messages users see.
+FAST_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class DuplicateKeyError(ValueError):
@@ -117,9 +123,17 @@ def _value(node: yaml.Node, where: str) -> Any:
     raise yaml.YAMLError(f"{where}: unexpected YAML node {node!r}")
 
 
+@functools.lru_cache(maxsize=8)
+def _compose(text: str) -> yaml.Node | None:
+    """The document's node tree, composed once per text: a preview reads its stack file for the config and again
+    for numbers written with a leading zero. Nodes are only read here, never changed; a YAML error is not cached."""
+    return yaml.compose(text, Loader=_Composer)
+
+
 def load_stack_yaml(text: str, where: str) -> Any:
-    """The document as the Pulumi CLI decodes it. Raises DuplicateKeyError or yaml.YAMLError."""
-    node = yaml.compose(text, Loader=_Composer)
+    """The document as the Pulumi CLI decodes it (new containers each call). Raises DuplicateKeyError or
+    yaml.YAMLError."""
+    node = _compose(text)
     return None if node is None else _value(node, where)
 
 
@@ -134,7 +148,7 @@ def surprising_numbers(text: str) -> list[tuple[Path_, str, Any]]:
     """Every plain scalar of the document the CLI would read as another number than it shows: (its path in the
     document, the text as written, the value the CLI reads). Parse errors are the reader's to report: none here."""
     try:
-        root = yaml.compose(text, Loader=_Composer)
+        root = _compose(text)
     except yaml.YAMLError:
         return []
     found: list[tuple[Path_, str, Any]] = []

@@ -13,6 +13,8 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks, settings
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
@@ -90,6 +92,10 @@ def placeholder_keys(config: Mapping[str, Any], secrets: Mapping[str, str]) -> l
     return sorted((secure | required) - given)
 
 
+def _no_stack_trace() -> source_pb2.StackTrace:
+    return source_pb2.StackTrace()
+
+
 def install_mocks(
     stack: str,
     *,
@@ -97,6 +103,12 @@ def install_mocks(
     invoke: Callable[[mocks.MockCallArgs], dict[str, Any]] | None = None,
 ) -> RecordingMonitor:
     """`pulumi.runtime.set_mocks` with a recording monitor: the one way tests and the preview set up."""
+    # For every resource the SDK walks the Python stack and formats each frame (traceback.extract_stack reads the
+    # source lines) so that the engine can record where the resource was declared; the mock monitor drops it, and
+    # the walk was a tenth of an offline preview. The SDK's own answer when it finds no frame is sent instead.
+    # Only under the mocks: a program under the engine runs in a process of its own, untouched.
+    if hasattr(sdk_resource, "_get_stack_trace"):
+        sdk_resource._get_stack_trace = _no_stack_trace
     monitor = RecordingMonitor(PlanMocks(preview, invoke))
     pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     return monitor

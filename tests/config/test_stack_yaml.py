@@ -120,3 +120,16 @@ def test_an_lspci_address_unquoted_reaches_the_check_as_text_and_the_fix_shows_t
     assert result.returncode == 1
     assert "gpu.pciAddress: is lspci's short form; Proxmox wants the PCI domain too: '0000:41:00.0'" in result.stderr
     assert "2460" not in result.stderr and "2460.0" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_text_read_twice_gives_two_documents_and_a_broken_one_fails_both_times() -> None:
+    """The node tree is composed once per text (a preview reads its stack file twice); what callers get and change
+    is theirs alone, and a YAML error is raised every time, not remembered as a result."""
+    text = "config:\n  gpu-pool:a:\n    b: [1, 2]\n"
+    first = load_stack_yaml(text, "t.yaml")
+    first["config"]["gpu-pool:a"]["b"].append(3)
+
+    assert load_stack_yaml(text, "t.yaml") == {"config": {"gpu-pool:a": {"b": [1, 2]}}}
+    for _ in range(2):
+        with pytest.raises(yaml.YAMLError):
+            load_stack_yaml("config: [\n", "t.yaml")

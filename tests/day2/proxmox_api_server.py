@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.loopback import serving
 
 PREFIX = "/api2/json/"
 
@@ -75,11 +76,5 @@ def proxmox_api(
     context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     api.url = f"https://127.0.0.1:{server.server_address[1]}/"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield api
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

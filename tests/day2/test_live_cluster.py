@@ -8,7 +8,6 @@ into its models and the tool turns them back into plain dicts (ApiClient.sanitiz
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from tests.day2.cli_helpers import kubeconfig, run, write_dump
 from tests.day2.k8s_objects import NOW_TEXT, dump
 from tests.day2.scenarios import broken_driver, notebooks
+from tests.loopback import Serving
 
 PATHS = {
     "/api/v1/nodes": "Node",
@@ -75,14 +75,11 @@ class FakeApiServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def __enter__(self) -> FakeApiServer:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+        self.serving = Serving(self.httpd)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
+        self.serving.stop()
 
 
 @pytest.fixture

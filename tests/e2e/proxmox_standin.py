@@ -16,7 +16,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.e2e.proxmox_api import ApiError, PciFunction, ProxmoxState
 from tests.e2e.servers import _openssl, free_ports, stop
+from tests.loopback import serving
 
 SSHD = Path("/usr/sbin/sshd")
 API_PREFIX = "/api2/json"
@@ -198,13 +198,6 @@ def start_proxmox(work: Path, nodes: dict[str, list[PciFunction]], token: str) -
     context = write_tls(work)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, token))
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, name="proxmox-standin", daemon=True)
-    thread.start()
-    try:
-        with running_sshd(work) as (ssh_port, agent):
-            endpoint = f"https://127.0.0.1:{server.server_address[1]}/"
-            yield ProxmoxStandIn(endpoint, token, state, ssh_port, agent, pwd.getpwuid(os.getuid()).pw_name)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(server, name="proxmox-standin"), running_sshd(work) as (ssh_port, agent):
+        endpoint = f"https://127.0.0.1:{server.server_address[1]}/"
+        yield ProxmoxStandIn(endpoint, token, state, ssh_port, agent, pwd.getpwuid(os.getuid()).pw_name)

@@ -16,6 +16,7 @@ from tests.e2e.nodes import registered_nodes, set_status
 from tests.e2e.stacks import Previewed
 from tests.e2e.steps import StepRunner
 from tests.gpu_failure_domain.node_steps_harness import FakeProxmox, Journal
+from tests.loopback import serving
 
 PENDING = [{"key": "hostpci0", "value": "mapping=gpu-dc1,pcie=1", "pending": "mapping=gpu-dc1,pcie=1,rombar=1"}]
 # Fast polls, and a short deadline so a regression fails here instead of waiting the production 30 minutes.
@@ -84,20 +85,15 @@ def test_a_power_cycle_drains_the_node_before_the_stop_and_uncordons_it_once_it_
     environment = prod.stack.resource(f"{domain.name}-power-cycle")["inputs"]["environment"]
     journal = VmJournal(tmp_path / "journal.log", kubectl, domain.hostname)
     api = FakeProxmox(journal, PENDING)
-    api.thread.start()
-    try:
-        with registered_nodes(kubectl, prod.stack, only=domain):
-            done = prod.command(
-                f"{domain.name}-power-cycle",
-                PROXMOX_ENDPOINT=api.endpoint,
-                PROXMOX_API_TOKEN="pulumi@pve!gpu-pool=e2e",
-                TIMEOUT_MINUTES="1",
-                **QUICK,
-            )
-            node = kubectl.json("get", "node", domain.hostname)
-    finally:
-        api.server.shutdown()
-        api.server.server_close()
+    with serving(api.server), registered_nodes(kubectl, prod.stack, only=domain):
+        done = prod.command(
+            f"{domain.name}-power-cycle",
+            PROXMOX_ENDPOINT=api.endpoint,
+            PROXMOX_API_TOKEN="pulumi@pve!gpu-pool=e2e",
+            TIMEOUT_MINUTES="1",
+            **QUICK,
+        )
+        node = kubectl.json("get", "node", domain.hostname)
     assert not journal.errors
     assert done.returncode == 0, done.stdout + done.stderr
     vm = f"/api2/json/nodes/{domain.proxmox_node}/qemu/{domain.vm_id}"

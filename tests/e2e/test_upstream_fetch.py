@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from refdata.sources import (
 )
 from tests.e2e.engine import Engine
 from tests.e2e.servers import Tools
+from tests.loopback import Serving
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE_TIME = "2026-08-20T00:00:00Z"
@@ -76,12 +76,10 @@ class Loopback:
         handler = functools.partial(_QuietHandler, directory=str(root))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.serving = Serving(self.server)
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serving.stop()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from components.gpu_failure_domain.node_steps import INTERPRETER, node_steps_script
+from tests.loopback import serving
 
 FAKE_KUBECTL = """#!{python}
 import json, os, sys
@@ -141,7 +142,6 @@ class FakeProxmox:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def endpoint(self) -> str:
@@ -196,9 +196,5 @@ class Harness:
     @contextmanager
     def proxmox(self, pending: list[dict[str, Any]]) -> Iterator[FakeProxmox]:
         api = FakeProxmox(self.journal, pending)
-        api.thread.start()
-        try:
+        with serving(api.server):
             yield api
-        finally:
-            api.server.shutdown()
-            api.server.server_close()
