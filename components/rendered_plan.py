@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
-from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES, build_user_data, rke2_agent_config
+from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES, rke2_agent_config, user_data_document
 from components.gpu_failure_domain.node_metadata import node_labels, registration_labels
 from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_csv, metrics_digest
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
@@ -30,7 +28,6 @@ from config.cross_key import StackParts
 from config.failure_domain import FailureDomainConfig
 from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
-from config.stack_yaml import FAST_SAFE_LOADER
 from knowledge.driver_matrix import driver_problem
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, MANAGED_LABEL_PREFIXES
 from knowledge.gpu_operator_chart import (
@@ -111,8 +108,7 @@ def render(parts: StackParts) -> RenderedPlan:
         agent = user_data = None
         if parts.rke2 is not None:
             agent = rke2_agent_config(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
-            document = build_user_data(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
-            user_data = yaml.load(document.removeprefix("#cloud-config\n"), Loader=FAST_SAFE_LOADER)
+            user_data = user_data_document(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
         nodes.append(
             RenderedNode(
                 label=label,

@@ -21,9 +21,10 @@ from typing import Any
 
 import yaml
 
-from config.stack_yaml import FAST_SAFE_LOADER
-
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+# The CRDs are megabytes of YAML (v26.7.0's ClusterPolicy alone is 1.4 MB): libyaml's parser, where PyYAML has it,
+# reads them ten times faster than the pure-Python one, to the same documents.
+_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ChartSourceError(ValueError):
@@ -62,7 +63,7 @@ def _chart_yaml(text: str, where: str) -> dict[str, Any]:
 
 def _crd_documents(text: str, where: str) -> tuple[dict[str, Any], ...]:
     try:
-        return tuple(d for d in yaml.load_all(text, Loader=FAST_SAFE_LOADER) if isinstance(d, dict))
+        return tuple(d for d in yaml.load_all(text, Loader=_SAFE_LOADER) if isinstance(d, dict))
     except yaml.YAMLError as error:
         raise ChartSourceError(f"{where} is not valid YAML ({error.__class__.__name__})") from None
 

@@ -35,11 +35,6 @@ _TIMESTAMP = re.compile(r"^[0-9]{4}-")
 _GO_INT = re.compile(r"^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)$")
 _INT64 = 2**63
 
-# libyaml's parser, where PyYAML has it, for YAML this project wrote itself or a chart ships: the same documents as
-# the pure-Python parser, several times faster (the CRDs are megabytes; every preview reads back its cloud-init).
-# A stack file is composed by the pure-Python parser below, whose messages users see.
-FAST_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 class DuplicateKeyError(ValueError):
     """A mapping key given twice: the message names the key and both lines."""

@@ -38,10 +38,12 @@ def rke2_agent_config(
     }
 
 
-def build_user_data(
+def user_data_document(
     domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
-) -> str:
-    """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
+) -> dict[str, Any]:
+    """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
+    (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
+    plan read this, not a parse of the text they would have to write first. It holds the join token."""
     user: dict[str, Any] = {
         "name": domain.username,
         "groups": ["sudo"],
@@ -66,7 +68,7 @@ def build_user_data(
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]
-    document: dict[str, Any] = {
+    return {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
         "users": [user],
@@ -91,6 +93,13 @@ def build_user_data(
         ],
         "runcmd": runcmd,
     }
+
+
+def build_user_data(
+    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+) -> str:
+    """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
+    document = user_data_document(domain, rke2, token, marking)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 
