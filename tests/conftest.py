@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate.utils
 import pytest
 
 from offline.recording import Recording, RecordingMonitor
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
 from refdata import fetch as refdata_fetch
 from tests.proxmox_hardware import answering
+
+# kubernetes_validate opens and parses the kind's schema and the whole _definitions.json (1.4 MB) again for every
+# object it validates: a third of the fixture tests' time. The files are the package's own and never change.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
 
 UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
 # Every skip for missing upstream data says this, so the session's summary can count them (pytest_terminal_summary).
