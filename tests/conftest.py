@@ -30,7 +30,8 @@ FETCH_HINT = "make upstream (or make upstream UPSTREAM_FROM=<mirror> without net
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (`make test`): one worker more than the usable cores. Many tests wait on a subprocess (the offline
     preview, promtool, the node steps, loopback servers) for part of their time; on 2 cores, 3 workers ran the suite
-    in 43-47 s against 51.6 s for 2 and 48 s for 4 (2026-12-05). PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
+    in 43-47 s against 51.6 s for 2 and 48 s for 4 (2026-12-05); once the loopback servers stopped at once
+    (tests/loopback.py), 3 and 2 measured the same (42.5 s, interleaved). PYTEST_XDIST_AUTO_NUM_WORKERS still wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
     return len(os.sched_getaffinity(0)) + 1
