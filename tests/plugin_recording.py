@@ -79,9 +79,16 @@ def shipped_stacks() -> list[str]:
     return sorted(p.name.split(".")[1] for p in ROOT_DIR.glob("Pulumi.*.yaml"))
 
 
-def stack_config(stack: str) -> StackConfig:
-    """A shipped stack's validated config."""
-    raw = read_stack_file(stack)
+def valid_stack_files() -> list[Path]:
+    """Every stack file shipped that a preview accepts: beside the program and under examples/ (not
+    examples/mistakes, which holds mistakes on purpose)."""
+    found = [*ROOT_DIR.glob("Pulumi.*.yaml"), *ROOT_DIR.glob("examples/*/Pulumi.*.yaml")]
+    return sorted(p for p in found if "mistakes" not in p.relative_to(ROOT_DIR).parts)
+
+
+def stack_config(stack: str, root: Path = ROOT_DIR) -> StackConfig:
+    """A shipped stack's validated config (`root`: the folder of its stack file)."""
+    raw = read_stack_file(stack, root)
     return validate_stack({k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith("gpu-pool:")})
 
 

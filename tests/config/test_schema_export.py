@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from config.schema_export import _models, generated_files, stack_file_schema
+from tests.plugin_recording import valid_stack_files
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
-# Every valid stack file shipped: the examples too (not the one that holds mistakes on purpose).
-VALID_STACK_FILES = STACK_FILES + sorted(p for p in ROOT.glob("examples/*/Pulumi.*.yaml") if "mistakes" not in p.parts)
+VALID_STACK_FILES = valid_stack_files()
 SCHEMA_LINE = "# yaml-language-server: $schema=./docs/stack-config.schema.json"
 
 

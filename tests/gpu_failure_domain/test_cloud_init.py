@@ -14,9 +14,8 @@ from components.gpu_failure_domain.cloud_init import build_user_data, rke2_agent
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
 from config.rke2 import Rke2Config
-from config.stack import StackConfig
-from config.validate import validate_stack
-from offline.runner import ROOT_DIR, read_stack_file
+from offline.runner import ROOT_DIR
+from tests.plugin_recording import stack_config, valid_stack_files
 
 RKE2 = Rke2Config.model_validate({"serverUrl": "https://rke2.lab:9345", "version": "v1.33.5+rke2r1"})
 DOMAIN = FailureDomainConfig.model_validate(
@@ -132,26 +131,16 @@ def test_a_failed_rke2_install_stops_first_boot_instead_of_starting_a_broken_age
     assert "curl" in ran and "systemctl" not in ran
 
 
-# Every shipped stack a preview accepts (examples/mistakes is refused on purpose).
-SHIPPED = sorted(
-    p
-    for p in [*ROOT_DIR.glob("Pulumi.*.yaml"), *ROOT_DIR.glob("examples/*/Pulumi.*.yaml")]
-    if "mistakes" not in p.parts
-)
+SHIPPED = valid_stack_files()
 # Join tokens as RKE2 writes them, and ones with YAML's own characters in them.
 TOKENS = ["K10" + "ab12" * 16 + "::server:5f2b8c", "tok: with # and 'quotes' and \"more\"", "on", "0x10", "- a"]
-
-
-def shipped_stack(path: Path) -> StackConfig:
-    raw = read_stack_file(path.name.split(".")[1], path.parent)
-    return validate_stack({key.split(":", 1)[1]: value for key, value in raw.items() if key.startswith("gpu-pool:")})
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(ROOT_DIR)) for p in SHIPPED])
 def test_cloud_init_reads_from_the_text_exactly_the_document_the_plans_checks_read(path: Path) -> None:
     """The rendered plan's rules read `user_data_document`, never a parse of the text: they hold only while the
     two are the same, for every domain of every shipped stack and for tokens YAML would misread if unquoted."""
-    stack = shipped_stack(path)
+    stack = stack_config(path.name.split(".")[1], path.parent)
     marking = GpuNodeMarking.from_kyverno(stack.kyverno)
     for domain in stack.failure_domains:
         for token in TOKENS:
