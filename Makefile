@@ -94,7 +94,8 @@ claims: $(DAY2)
 doctor: $(DAY2)
 	$(UV) run --no-sync gpu-pool doctor $(ARGS)
 
-# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub),
+# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub;
+# the e2e tier's source trees from GitHub's source archives: the build scripts read .upstream/ first),
 # each checked against refdata/digests.json, into .upstream/; UPSTREAM_FROM=<dir> takes them from a mirror instead.
 upstream: $(RUNTIME)
 	$(UV) run --no-sync python -m refdata.fetch --dest $(UPSTREAM_DEST) $(if $(UPSTREAM_FROM),--from $(abspath $(UPSTREAM_FROM)))
