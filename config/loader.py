@@ -17,6 +17,7 @@ from config.errors import NAMESPACE, ConfigError, key_path
 from config.secret_checks import secret_problems
 from config.stack import StackConfig
 from config.stack_yaml import surprising_numbers
+from config.text_file import NotUtf8Error, read_utf8
 from config.validate import SECRET_KEYS, stack_keys, validate_stack
 
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
@@ -84,8 +85,9 @@ def _stack_file_problems(raw: Mapping[str, Any]) -> list[str]:
     if path is None:
         return []
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+        text = read_utf8(path)
+    except (OSError, NotUtf8Error):
+        # The CLI read the same file before the program ran; what it said about it stands.
         return []
     return number_problems(text, raw)
 

@@ -13,6 +13,7 @@ import yaml
 
 from config.ciphertexts import ciphertext_problems
 from config.stack_yaml import DuplicateKeyError, load_stack_yaml
+from config.text_file import NotUtf8Error, read_utf8
 
 PROJECT = "gpu-pool"
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -28,7 +29,9 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     if not path.is_file():
         raise StackFileError(f"no stack file {path.name} in {root}")
     try:
-        document = load_stack_yaml(path.read_text(encoding="utf-8"), path.name) or {}
+        document = load_stack_yaml(read_utf8(path), path.name) or {}
+    except NotUtf8Error as error:
+        raise StackFileError(f"{path.name}: {error}") from None
     except DuplicateKeyError as error:
         raise StackFileError(str(error)) from None
     except yaml.YAMLError as error:

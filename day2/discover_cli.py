@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from config.text_file import NotUtf8Error, read_utf8
 from day2.discover import (
     Card,
     bars_mib,
@@ -69,9 +70,11 @@ def _read_stack(name: str, folder: Path) -> dict[str, Any]:
 
 def _load_json(source: str, save: str = "pvesh get /nodes/<node>/hardware/pci --output-format json") -> Any:
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        text = sys.stdin.read() if source == "-" else read_utf8(Path(source))
     except OSError as error:
         raise Day2Error(f"--from {source}: cannot read it: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise Day2Error(f"--from {source}: {error}") from None
     if not text.strip():
         raise Day2Error(f"--from {source} is empty: save the answer with `{save} > FILE`")
     try:
@@ -115,9 +118,11 @@ def _bars(resources: list[str]) -> dict[str, int]:
         if not sep or not path:
             raise Day2Error(f"--resource {item}: expected ADDRESS=FILE, e.g. 0000:01:00.0=resource-01.txt")
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_utf8(Path(path))
         except OSError as error:
             raise Day2Error(f"--resource {item}: cannot read it: {error.strerror}") from None
+        except NotUtf8Error as error:
+            raise Day2Error(f"--resource {item}: {error}") from None
         slot = (address.lower() if address.count(":") == 2 else f"0000:{address.lower()}").split(".")[0]
         mib = bars_mib(text)
         if mib == 0:

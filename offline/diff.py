@@ -36,6 +36,7 @@ from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
+from config.text_file import NotUtf8Error, read_utf8
 from config.validate import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
@@ -52,9 +53,11 @@ class DiffError(Exception):
 def read_nodes(path: Path) -> dict[str, Any]:
     """A saved `kubectl get nodes -o json`; refused with what is wrong, never half-read."""
     try:
-        nodes = json.loads(path.read_text(encoding="utf-8"))
+        nodes = json.loads(read_utf8(path))
     except OSError as error:
         raise DiffError(f"NODES: cannot read {path}: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise DiffError(f"NODES: {path}: {error}") from None
     except ValueError as error:
         raise DiffError(
             f"NODES: {path} is not JSON ({error}): save it with `kubectl get nodes -o json > {path}`"
