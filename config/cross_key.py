@@ -19,6 +19,7 @@ from config.gpu_operator import GpuOperatorConfig
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
+from config.operator_schema import image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
@@ -480,6 +481,16 @@ def _rollout_max_unavailable(parts: StackParts) -> list[str]:
     ]
 
 
+def _extra_values_schema(parts: StackParts) -> list[str]:
+    operator = parts.operator
+    return schema_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
+
+
+def _extra_values_images(parts: StackParts) -> list[str]:
+    operator = parts.operator
+    return image_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
+
+
 # Every rule across keys, by the id docs/validation.md lists it under (a test keeps the two in step).
 CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("unique-domain-names", lambda p: _duplicates(p, "name", "domain names", "")),
@@ -510,6 +521,8 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
+    ("extra-values-fit-the-clusterpolicy-schema", _extra_values_schema),
+    ("extra-values-compose-image-references", _extra_values_images),
 )
 
 
