@@ -28,7 +28,7 @@ from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.driver_matrix import chart_deprecation
-from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE
+from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE, NFD_NVIDIA_PCI_LABEL
 from knowledge.rke2 import GPU_OPERATOR_RKE2_MINORS, RKE2_LINE_CONTAINERD
 
 DEFAULT_SSH_PORT = 22
@@ -537,6 +537,15 @@ def config_warnings(cfg: StackConfig) -> list[str]:
             "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
         )
     warnings += rke2_line_warnings(cfg.rke2.version)
+    nfd = cfg.gpu_operator.extra_values.get("nfd")
+    if isinstance(nfd, Mapping) and nfd.get("enabled") is False:
+        taint = f"{cfg.kyverno.taint_key}={cfg.kyverno.taint_value}:{cfg.kyverno.taint_effect}"
+        warnings.append(
+            "gpu-pool:gpuOperator.extraValues.nfd.enabled: false: the chart deploys no Node Feature Discovery, so "
+            f"the cluster's own NFD must label the GPU nodes ({NFD_NVIDIA_PCI_LABEL}=true, which every operand is "
+            f"scheduled by) and its worker must tolerate their taint ({taint}); without both, no driver, toolkit "
+            "or device plugin ever runs there"
+        )
     return warnings + [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
         f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from config.base import nearest
 from config.ciphertexts import ciphertext_problems
 from config.stack_yaml import DuplicateKeyError, load_stack_yaml
 from config.text_file import NotUtf8Error, read_utf8
@@ -38,6 +39,9 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
         raise StackFileError(f"{path.name} is not valid YAML: {error}") from None
     if not isinstance(document, dict):
         raise StackFileError(f"{path.name}: the file must be a map with a `config:` key")
+    misplaced = _top_level_problems(document, path.name)
+    if misplaced:
+        raise StackFileError("\n".join(misplaced))
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise StackFileError(f"{path.name}: `config` must be a map of keys")
@@ -45,6 +49,29 @@ def read_stack_file(stack: str, root: Path = ROOT_DIR) -> dict[str, Any]:
     if problems:
         raise StackFileError("\n".join(problems))
     return namespaced(config, path.name)
+
+
+# The keys of a stack file (pulumi sdk/v3 go/common/workspace/project.go, `ProjectStack`'s yaml tags). The CLI
+# hands the program only `config:`; a key anywhere else is read by nobody.
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+
+
+def _top_level_problems(document: Mapping[Any, Any], file_name: str) -> list[str]:
+    problems: list[str] = []
+    for key in document:
+        name = str(key)
+        if name in STACK_FILE_KEYS:
+            continue
+        if ":" in name or name.startswith(PROJECT):
+            problems.append(
+                f"{file_name}: `{name}` is outside `config:`, where the Pulumi CLI never gives it to the program: "
+                "indent it under config: (two spaces)"
+            )
+            continue
+        suggestion = nearest(name, list(STACK_FILE_KEYS))
+        hint = f"did you mean `{suggestion}:`?" if suggestion else f"a stack file has: {', '.join(STACK_FILE_KEYS)}"
+        problems.append(f"{file_name}: `{name}` is not a key of a stack file, so nothing reads it; {hint}")
+    return problems
 
 
 def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
