@@ -108,7 +108,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "zero cores",
         lambda c: domain(c, 0).update({"cores": 0}),
-        ["gpu-pool:failureDomains[dc1].cores: Input should be greater than or equal to 1"],
+        ["gpu-pool:failureDomains[dc1].cores: is 0: a VM needs at least 1 vCPU"],
     ),
     (
         "too little memory for the driver build",
@@ -208,7 +208,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "no failure domains",
         lambda c: c.update({FD: []}),
-        ["gpu-pool:failureDomains: List should have at least 1 item"],
+        ["gpu-pool:failureDomains: is empty: list at least one failure domain"],
     ),
 ]
 
