@@ -21,6 +21,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.operator_schema import image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
+from config.proxy import ProxyConfig
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -53,6 +54,7 @@ class StackParts:
     smoke_image: str | None = None
     rollout: RolloutConfig | None = None
     rke2: Rke2Config | None = None
+    proxy: ProxyConfig | None = None
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
@@ -76,6 +78,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
         rollout=cfg.rollout,
         rke2=cfg.rke2,
+        proxy=cfg.proxy,
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
@@ -166,6 +169,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         smoke_image=smoke.image if smoke and smoke.enabled else None,
         rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
         rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
+        proxy=_parsed(ProxyConfig.model_validate, raw.get("proxy", {})),
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),

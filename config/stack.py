@@ -12,6 +12,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
+from config.proxy import ProxyConfig
 from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.rollout import RolloutConfig
@@ -25,6 +26,11 @@ class StackConfig(ConfigModel):
 
     proxmox: ProxmoxConfig = Field(description="how the stack reaches the Proxmox VE cluster that holds the GPU hosts")
     rke2: Rke2Config = Field(description="the RKE2 cluster the GPU workers join")
+    proxy: ProxyConfig = Field(
+        default_factory=ProxyConfig,
+        description="the HTTP(S) proxy a lab behind one downloads through: the RKE2 installer and agent, apt, the "
+        "GPU Operator's driver container (docs/air-gap.md)",
+    )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description="the Kubernetes API the stack and its kubectl steps talk to"
     )
