@@ -456,6 +456,27 @@ def _rollout_order(parts: StackParts) -> list[str]:
     return problems
 
 
+def _release_key(version: str) -> tuple[int, ...]:
+    """`v1.33.13+rke2r2` -> (1, 33, 13, 2), for ordering releases of one line."""
+    core, _, build = version.removeprefix("v").partition("+rke2r")
+    return (*map(int, core.split(".")), int(build or 0))
+
+
+def _patch_warnings(version: str, minor: tuple[int, int]) -> list[str]:
+    """A release newer than the newest gpu-pool knows on its line: it may have come out since (a warning, not a
+    refusal), or it is a typo for a patch that does not exist, which the node's installer finds only at first boot
+    (curl gets a 404 and cloud-init stops)."""
+    newest = RKE2_LINE_CONTAINERD[minor][2]
+    if _release_key(version) <= _release_key(newest):
+        return []
+    return [
+        f"gpu-pool:rke2.version: {version} is newer than the newest v{minor[0]}.{minor[1]} release gpu-pool knows "
+        f"({newest}, knowledge/rke2.py): if https://github.com/rancher/rke2/releases/tag/{version.replace('+', '%2B')} "
+        "exists, the pin works (pin what the servers run); if not, it is a typo, and every new VM's install would "
+        "fail at first boot"
+    ]
+
+
 def rke2_line_warnings(version: str) -> list[str]:
     """An RKE2 line newer than any gpu-pool knows: accepted (every line from v1.33 ships containerd 2), but said."""
     match = RKE2_VERSION.match(version)
@@ -464,6 +485,8 @@ def rke2_line_warnings(version: str) -> list[str]:
     minor = (int(match[1]), int(match[2]))
     newest_line = max(RKE2_LINE_CONTAINERD)
     lowest, highest = GPU_OPERATOR_RKE2_MINORS
+    if minor in RKE2_LINE_CONTAINERD:
+        return _patch_warnings(version, minor)
     if minor <= newest_line:
         return []
     first, first_containerd, newest, newest_containerd = RKE2_LINE_CONTAINERD[newest_line]
