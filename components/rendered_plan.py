@@ -112,7 +112,9 @@ def render(parts: StackParts) -> RenderedPlan:
         agent = user_data = None
         if parts.rke2 is not None:
             agent = rke2_agent_config(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
-            user_data = user_data_document(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking, parts.proxy)
+            user_data = user_data_document(
+                domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking, parts.proxy, parts.registry_mirrors
+            )
         nodes.append(
             RenderedNode(
                 label=label,

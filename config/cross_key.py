@@ -21,7 +21,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.operator_schema import image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
-from config.proxy import ProxyConfig
+from config.proxy import ProxyConfig, registry_mirrors
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -55,6 +55,7 @@ class StackParts:
     rollout: RolloutConfig | None = None
     rke2: Rke2Config | None = None
     proxy: ProxyConfig | None = None
+    registry_mirrors: Mapping[str, list[str]] | None = None
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
@@ -79,10 +80,23 @@ def parts_of(cfg: StackConfig) -> StackParts:
         rollout=cfg.rollout,
         rke2=cfg.rke2,
         proxy=cfg.proxy,
+        registry_mirrors=cfg.registry_mirrors,
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
     )
+
+
+def _mirrors(value: Any) -> Mapping[str, list[str]] | None:
+    """The registry mirrors where they parse (their own key's message says what is wrong otherwise)."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(e, str) for e in v) for k, v in value.items()
+    ):
+        return None
+    try:
+        return registry_mirrors(dict(value))
+    except ValueError:
+        return None
 
 
 def _parsed(parse: Any, value: Any) -> Any:
@@ -170,6 +184,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
         rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
         proxy=_parsed(ProxyConfig.model_validate, raw.get("proxy", {})),
+        registry_mirrors=_mirrors(raw.get("registryMirrors", {})),
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),

@@ -10,6 +10,7 @@ proxy (`no_proxy_for`): a pod or service address sent to the proxy never arrives
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -71,6 +72,36 @@ def no_proxy_for(proxy: ProxyConfig, cidrs: Sequence[str], subnet: str | None, s
     entries = [*cidrs, *CLUSTER_NAMES, *([subnet] if subnet else []), *([server_host] if server_host else [])]
     entries += proxy.no_proxy
     return ",".join(dict.fromkeys(entries))
+
+
+# A registry as containerd names it: a host with an optional port, or `*` for every registry (RKE2's
+# registries.yaml, "Mirrors": the default endpoint for any registry without a mirror of its own).
+_REGISTRY = re.compile(r"^(\*|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?)$")
+
+
+def registry_mirrors(value: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`gpu-pool:registryMirrors`: registry -> its mirror endpoints, in the order containerd tries them."""
+    for registry, endpoints in value.items():
+        if not _REGISTRY.match(registry):
+            raise ValueError(
+                f"{registry!r} is not a registry name: a host with an optional port as images name it (docker.io, "
+                "nvcr.io, registry.lab:5000), or * for every registry"
+            )
+        if not endpoints:
+            raise ValueError(f"{registry}: give at least one endpoint, e.g. https://mirror.lab.internal:5000")
+        for endpoint in endpoints:
+            parts = urlsplit(endpoint)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"{registry}: {endpoint!r} is not an endpoint URL: write https://<host>[:port], as RKE2's "
+                    "registries.yaml takes it"
+                )
+    return value
+
+
+def registries_yaml(mirrors: dict[str, list[str]]) -> dict[str, object]:
+    """/etc/rancher/rke2/registries.yaml (RKE2 docs, "Private Registry Configuration": mirrors.<registry>.endpoint)."""
+    return {"mirrors": {registry: {"endpoint": list(endpoints)} for registry, endpoints in mirrors.items()}}
 
 
 def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str | None = None) -> dict[str, str]:

@@ -11,7 +11,7 @@ import yaml
 from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
-from config.proxy import ProxyConfig, proxy_environment, subnet_of
+from config.proxy import ProxyConfig, proxy_environment, registries_yaml, subnet_of
 from config.rke2 import Rke2Config
 
 RKE2_INSTALL_URL = "https://get.rke2.io"
@@ -28,6 +28,8 @@ RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname 
 # Where RKE2's systemd unit reads its environment (RKE2 docs, "Configure an HTTP proxy"): the agent and the
 # containerd it starts pull images through the proxy.
 RKE2_AGENT_ENV_FILE = "/etc/default/rke2-agent"
+# Where RKE2 reads its registry mirrors at start (it writes containerd's hosts.toml from it).
+RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
 
 
 def exports(env: Mapping[str, str]) -> str:
@@ -57,6 +59,7 @@ def user_data_document(
     token: str,
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
+    mirrors: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -101,6 +104,14 @@ def user_data_document(
         )
         # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
         apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
+    if mirrors:
+        write_files.append(
+            {
+                "path": RKE2_REGISTRIES_FILE,
+                "permissions": "0600",
+                "content": yaml.safe_dump(registries_yaml(dict(mirrors)), sort_keys=True),
+            }
+        )
     document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
@@ -137,9 +148,10 @@ def build_user_data(
     token: str,
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
+    mirrors: Mapping[str, list[str]] | None = None,
 ) -> str:
     """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
-    document = user_data_document(domain, rke2, token, marking, proxy)
+    document = user_data_document(domain, rke2, token, marking, proxy, mirrors)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

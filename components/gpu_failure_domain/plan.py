@@ -312,7 +312,9 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token: build_user_data(domain, stack.rke2, token, marking, stack.proxy),
+        user_data=lambda token: build_user_data(
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors
+        ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
         # host keys, RKE2 reinstalled). Its inputs are first-boot only. A replacement (another node or datastore)

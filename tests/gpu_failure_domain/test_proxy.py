@@ -140,3 +140,51 @@ def test_cloud_init_itself_validates_the_user_data_of_a_stack_behind_a_proxy(tmp
 
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert "Valid cloud-config" in checked.stdout
+
+
+def _with_mirrors(mirrors: Any) -> StackConfig:
+    raw = {k.removeprefix("gpu-pool:"): copy.deepcopy(v) for k, v in read_stack_file("prod").items()}
+    raw["registryMirrors"] = mirrors
+    return validate_stack(raw)
+
+
+def test_registry_mirrors_reach_rke2s_registries_yaml_on_first_boot_and_cloud_init_takes_them(tmp_path: Path) -> None:
+    mirrors = {"docker.io": ["https://mirror.lab.internal:5000"], "*": ["https://harbor.lab.internal"]}
+    stack = _with_mirrors(mirrors)
+
+    document = user_data_document(stack.failure_domains[0], stack.rke2, TOKEN, mirrors=stack.registry_mirrors)
+
+    [file] = [f for f in document["write_files"] if f["path"] == "/etc/rancher/rke2/registries.yaml"]
+    assert file["permissions"] == "0600"
+    assert yaml.safe_load(file["content"]) == {
+        "mirrors": {
+            "docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]},
+            "*": {"endpoint": ["https://harbor.lab.internal"]},
+        }
+    }
+    cloud_init = shutil.which("cloud-init")
+    if cloud_init is not None:
+        (tmp_path / "user-data").write_text(
+            build_user_data(stack.failure_domains[0], stack.rke2, TOKEN, mirrors=mirrors)
+        )
+        checked = subprocess.run(
+            [cloud_init, "schema", "--config-file", str(tmp_path / "user-data")], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("mirrors", "said"),
+    [
+        ({"https://docker.io": ["https://m.lab"]}, "'https://docker.io' is not a registry name"),
+        ({"docker.io": []}, "docker.io: give at least one endpoint"),
+        ({"docker.io": ["mirror.lab:5000"]}, "docker.io: 'mirror.lab:5000' is not an endpoint URL"),
+    ],
+)
+def test_a_mirror_rke2_could_not_use_is_refused_naming_the_key(mirrors: dict[str, Any], said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _with_mirrors(mirrors)
+
+    assert any(m.startswith("gpu-pool:registryMirrors") and said in m for m in caught.value.messages), (
+        caught.value.messages
+    )
