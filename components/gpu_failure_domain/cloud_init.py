@@ -53,6 +53,34 @@ def rke2_agent_config(
     }
 
 
+def _egress_settings(
+    env: Mapping[str, str], proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
+) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """The files and apt settings a lab behind a proxy or with registry mirrors needs (docs/air-gap.md)."""
+    write_files: list[dict[str, str]] = []
+    apt: dict[str, str] = {}
+    if env and proxy is not None:
+        write_files.append(
+            {
+                "path": RKE2_AGENT_ENV_FILE,
+                # The proxy URL may carry a password.
+                "permissions": "0600",
+                "content": "".join(f"{name}={value}\n" for name, value in env.items()),
+            }
+        )
+        # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
+        apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
+    if mirrors:
+        write_files.append(
+            {
+                "path": RKE2_REGISTRIES_FILE,
+                "permissions": "0600",
+                "content": yaml.safe_dump(registries_yaml(dict(mirrors)), sort_keys=True),
+            }
+        )
+    return write_files, apt
+
+
 def user_data_document(
     domain: FailureDomainConfig,
     rke2: Rke2Config,
@@ -91,27 +119,7 @@ def user_data_document(
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]
-    write_files: list[dict[str, str]] = []
-    apt: dict[str, str] = {}
-    if env and proxy is not None:
-        write_files.append(
-            {
-                "path": RKE2_AGENT_ENV_FILE,
-                # The proxy URL may carry a password.
-                "permissions": "0600",
-                "content": "".join(f"{name}={value}\n" for name, value in env.items()),
-            }
-        )
-        # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
-        apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
-    if mirrors:
-        write_files.append(
-            {
-                "path": RKE2_REGISTRIES_FILE,
-                "permissions": "0600",
-                "content": yaml.safe_dump(registries_yaml(dict(mirrors)), sort_keys=True),
-            }
-        )
+    write_files, apt = _egress_settings(env, proxy, mirrors)
     document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
