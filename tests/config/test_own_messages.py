@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from components.stack_check import validate_stack
 from config.errors import ConfigError
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 
 Edit = Callable[[dict[str, Any]], None]

@@ -11,7 +11,7 @@ import pytest
 from config.schema_export import config_reference, stack_file_schema
 from config.secret_checks import secret_problems
 from config.secret_sources import secrets_from_environment
-from config.secrets import AUTH_MODES, BY_KEY, SECRETS, auth_mode, needed_secrets, proxmox_credential
+from config.secrets import AUTH_MODES, BY_KEY, SECRETS, Auth, auth_mode, needed_secrets, proxmox_credential
 from offline.runner import placeholder, placeholder_keys
 
 FULL = {f"gpu-pool:{secret.key}" for secret in SECRETS}
@@ -30,20 +30,20 @@ def test_every_offline_placeholder_passes_its_own_secrets_shape_check(key: str, 
 
 
 @pytest.mark.parametrize("auth", AUTH_MODES)
-def test_each_auth_mode_needs_exactly_its_own_proxmox_credential_and_the_join_token(auth: str) -> None:
-    credential = proxmox_credential(auth)  # type: ignore[arg-type]
-    needed = [secret.key for secret in needed_secrets(auth)]  # type: ignore[arg-type]
+def test_each_auth_mode_needs_exactly_its_own_proxmox_credential_and_the_join_token(auth: Auth) -> None:
+    credential = proxmox_credential(auth)
+    needed = [secret.key for secret in needed_secrets(auth)]
 
     assert credential.auth == auth and credential.provider_env is not None
     assert credential.key in needed and "rke2Token" in needed and "sshPrivateKey" not in needed
     assert [s.key for s in needed_secrets(auth) if s.auth is not None] == [credential.key]
 
 
-@pytest.mark.parametrize(
-    ("proxmox", "expected"),
-    [({"auth": "rootPassword"}, "rootPassword"), ({}, "apiToken"), ({"auth": "nonsense"}, "apiToken"),
-     ("not a map", "apiToken")],
-)  # fmt: skip
+RAW_AUTH = [({"auth": "rootPassword"}, "rootPassword"), ({}, "apiToken"), ({"auth": "nonsense"}, "apiToken"),
+            ("not a map", "apiToken")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("proxmox", "expected"), RAW_AUTH)
 def test_the_auth_mode_of_a_raw_proxmox_value_falls_back_to_the_default(proxmox: object, expected: str) -> None:
     assert auth_mode(proxmox) == expected
 

@@ -9,9 +9,9 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.stack_check import validate_stack
 from config.run_environment import ssh_credential_problems
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 from tests.config.refusal import Run
 

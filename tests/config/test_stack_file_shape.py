@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from components.stack_check import validate_stack
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.stack_file import StackFileError, read_stack_file
 from config.stack_yaml import load_stack_yaml
-from config.validate import validate_stack
 from offline.runner import ROOT_DIR
 from tests.config.refusal import Run, refused
 

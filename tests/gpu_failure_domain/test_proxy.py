@@ -16,10 +16,10 @@ import yaml
 from components.gpu_failure_domain.cloud_init import RKE2_AGENT_ENV_FILE, build_user_data, user_data_document
 from components.gpu_failure_domain.rollout import rke2_upgrade_command
 from components.gpu_platform.release_values import release_values
+from components.stack_check import validate_stack
 from config.errors import ConfigError
 from config.proxy import proxy_environment, subnet_of
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 
 PROXY = "http://proxy.lab.internal:3128"
