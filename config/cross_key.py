@@ -523,6 +523,37 @@ def _rollout_max_unavailable(parts: StackParts) -> list[str]:
     ]
 
 
+# The kernel lines each Ubuntu release's archive serves (Ubuntu kernel release cycle: jammy GA 5.15, its last HWE
+# 6.8; noble GA 6.8; resolute's GA 6.17 and up): a pin outside them is a package `apt-get install` cannot find,
+# which the kernel wave learns only after the drain. A newer HWE line is the archive's to add, so only the floor
+# (and jammy's closed ceiling) is judged.
+KERNEL_LINES: Mapping[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
+    "ubuntu-22.04": ((5, 15), (6, 8)),
+    "ubuntu-24.04": ((6, 8), None),
+    "ubuntu-26.04": ((6, 17), None),
+}
+
+
+def _kernel_of_the_guest_release(parts: StackParts) -> list[str]:
+    guest = parts.proxmox.guest_os if parts.proxmox is not None else None
+    if guest is None or guest not in KERNEL_LINES:
+        return []
+    lowest, highest = KERNEL_LINES[guest]
+    problems = []
+    for _, where, domain in _domains(parts, "kernel"):
+        if domain.kernel is None:
+            continue
+        line = tuple(int(part) for part in domain.kernel.split("-", 1)[0].split(".")[:2])
+        if line < lowest or (highest is not None and line > highest):
+            span = f"{lowest[0]}.{lowest[1]}" + (f" to {highest[0]}.{highest[1]}" if highest else " and later")
+            problems.append(
+                f"{where}.kernel: {domain.kernel} is a {line[0]}.{line[1]} kernel, and {guest}'s archive serves "
+                f"{span} (gpu-pool:proxmox.guestOs): the kernel wave would find no such package after draining "
+                "the node; pin one of its releases (apt-cache search linux-image- on the VM)"
+            )
+    return problems
+
+
 def _extra_values_schema(parts: StackParts) -> list[str]:
     operator = parts.operator
     return schema_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
@@ -563,6 +594,7 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
+    ("kernel-of-the-guest-release", _kernel_of_the_guest_release),
     ("extra-values-fit-the-clusterpolicy-schema", _extra_values_schema),
     ("extra-values-compose-image-references", _extra_values_images),
 )

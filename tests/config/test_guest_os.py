@@ -4,10 +4,15 @@ holds and the GPU Operator's driver images all assume Ubuntu."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from pydantic import ValidationError
 
+from components.stack_check import validate_stack
+from config.errors import ConfigError
 from config.proxmox import ProxmoxConfig, guest_os_of
+from config.stack_file import read_stack_file
 
 ENDPOINT = "https://pve.lab:8006/"
 
@@ -50,3 +55,31 @@ def test_an_ubuntu_release_the_driver_images_do_not_cover_is_refused() -> None:
 
 def test_the_name_is_read_not_the_datastore() -> None:
     assert guest_os_of("noble-store:import/jammy.qcow2") == "ubuntu-22.04"
+
+
+@pytest.mark.parametrize(
+    ("image", "kernel", "refused"),
+    [
+        ("noble-server-cloudimg-amd64.qcow2", "5.15.0-130-generic", True),
+        ("noble-server-cloudimg-amd64.qcow2", "6.8.0-60-generic", False),
+        ("noble-server-cloudimg-amd64.qcow2", "6.11.0-29-generic", False),
+        ("jammy-server-cloudimg-amd64.qcow2", "6.11.0-29-generic", True),
+        ("jammy-server-cloudimg-amd64.qcow2", "6.8.0-60-generic", False),
+        ("jammy-server-cloudimg-amd64.qcow2", "5.15.0-130-generic", False),
+    ],
+)
+def test_a_kernel_pin_is_judged_by_the_lines_the_guest_releases_archive_serves(
+    image: str, kernel: str, refused: bool
+) -> None:
+    raw = {k.removeprefix("gpu-pool:"): copy.deepcopy(v) for k, v in read_stack_file("prod").items()}
+    raw["proxmox"]["cloudImage"] = f"local:import/{image}"
+    raw["failureDomains"][0]["kernel"] = kernel
+
+    try:
+        validate_stack(raw)
+        problems: list[str] = []
+    except ConfigError as error:
+        problems = error.messages
+    said = [p for p in problems if p.startswith("gpu-pool:failureDomains[") and ".kernel:" in p and "archive" in p]
+
+    assert bool(said) == refused, problems
