@@ -19,6 +19,7 @@ from day2.discover import (
     Card,
     bars_mib,
     find_cards,
+    other_nodes_answer,
     parse_answer,
     proxmox_mappings,
     report_json,
@@ -166,6 +167,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             else {}
         )
         answer = parse_answer(_load_json(args.answer), args.answer)
+        other = other_nodes_answer(args.node, answer, raw.get("gpu-pool:failureDomains"))
+        if other is not None:
+            raise Day2Error(
+                f"--from {args.answer}: it holds every card the stack gives node {other} and none of node "
+                f"{args.node}'s, so it was saved on {other}: save node {args.node}'s answer there with "
+                f"`pvesh get /nodes/{args.node}/hardware/pci --output-format json`, or pass --node {other}"
+            )
         nodes[args.node] = find_cards(args.node, answer, mapped, in_proxmox, bars)
     else:
         proxmox = raw.get("gpu-pool:proxmox")
