@@ -17,7 +17,7 @@ from components.gpu_platform.cel_policies import (
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
-from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap
+from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
 from components.gpu_platform.health_check import HealthCheckBundle, build_health_alert_rules, build_health_check
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import crd_resource_suffix
@@ -67,7 +67,9 @@ class GpuPlatform(pulumi.ComponentResource):
             after(namespace),
         )
         dcgm_metrics = register_object(
-            f"{name}-dcgm-metrics", build_dcgm_metrics_configmap(operator_cfg.namespace), after(namespace)
+            f"{name}-dcgm-metrics",
+            build_dcgm_metrics_configmap(operator_cfg.namespace, deployed_exporter_version(operator_cfg)),
+            after(namespace),
         )
         local_chart = operator_cfg.local_chart()
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
