@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from components.gpu_platform.promql import held_gpus_by_pod, node_regex
+from components.gpu_platform.usage_rules import build_usage_group
 from config.monitoring import MonitoringConfig
 from knowledge.metric_names import (
     DCGM_FB_FREE,
@@ -254,14 +255,18 @@ def build_gpu_alert_rules(
     *,
     expected_slots_by_node: Mapping[str, int],
     namespace: str,
+    slots_per_card_by_node: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The `PrometheusRule` with the GPU alerts, in `cfg.rules_namespace`.
+    """The `PrometheusRule` with the GPU alerts, in `cfg.rules_namespace`, and with `slots_per_card_by_node` the
+    usage recording rules (components/gpu_platform/usage_rules.py) in a group of their own.
 
     expected_slots_by_node: Kubernetes node name -> schedulable nvidia.com/gpu its sharing profile
     promises (replicas; 1 for a whole card). namespace: the GPU Operator's namespace, where dcgm-exporter
-    runs (its `up` series carry it).
+    runs (its `up` series carry it). slots_per_card_by_node: node name -> its profile's replicas (1 for whole).
     """
     _check_expected(expected_slots_by_node)
+    if slots_per_card_by_node is not None:
+        _check_expected(slots_per_card_by_node)
     rules = [
         _xid_errors(cfg),
         _temperature(cfg),
@@ -279,10 +284,15 @@ def build_gpu_alert_rules(
             "namespace": cfg.rules_namespace,
             "labels": prometheus_rule_labels(cfg),
         },
-        "spec": {"groups": [{"name": GROUP_NAME, "rules": rules}]},
+        "spec": {
+            "groups": [
+                {"name": GROUP_NAME, "rules": rules},
+                *([build_usage_group(slots_per_card_by_node)] if slots_per_card_by_node is not None else []),
+            ]
+        },
     }
 
 
 def rule_expressions(rule: Mapping[str, Any]) -> list[str]:
-    """Every `expr` in a PrometheusRule, in order."""
+    """Every `expr` in a PrometheusRule (alerts and recording rules), in order."""
     return [str(r["expr"]) for group in rule["spec"]["groups"] for r in group["rules"]]

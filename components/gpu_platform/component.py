@@ -147,6 +147,9 @@ class GpuPlatform(pulumi.ComponentResource):
                 build_gpu_alert_rules(
                     cfg.monitoring,
                     expected_slots_by_node={d.hostname: cfg.slots(d) for d in cfg.failure_domains},
+                    slots_per_card_by_node={
+                        d.hostname: cfg.sharing_profiles[d.sharing].replicas for d in cfg.failure_domains
+                    },
                     # The exporter's namespace: DcgmExporterDown filters its `up` series on it.
                     namespace=operator_cfg.namespace,
                 ),

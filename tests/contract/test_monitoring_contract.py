@@ -121,6 +121,20 @@ def test_the_prometheus_rule_validates_against_the_crd_schema(rule_validator: js
     assert set(rule["metadata"]) == {"name", "namespace", "labels"}
 
 
+def test_the_prometheus_rule_with_the_usage_recording_rules_validates_against_the_crd_schema(
+    rule_validator: jsonschema.Draft7Validator,
+) -> None:
+    rule = build_gpu_alert_rules(
+        MonitoringConfig(),
+        expected_slots_by_node=ARTICLE_NODES,
+        namespace="gpu-operator",
+        slots_per_card_by_node={node: min(slots, 4) for node, slots in ARTICLE_NODES.items()},
+    )
+
+    rule_validator.validate(rule)
+    assert [group["name"] for group in rule["spec"]["groups"]] == ["gpu-pool.gpus", "gpu-pool.usage"]
+
+
 @pytest.mark.parametrize(
     "mutate",
     [

@@ -39,9 +39,24 @@ PROGRAM_DIRS = ("components", "config", "day2", "knowledge")
 
 
 def all_queries() -> list[str]:
-    rule = build_gpu_alert_rules(MonitoringConfig(), expected_slots_by_node=ARTICLE_NODES, namespace="gpu-operator")
+    rule = build_gpu_alert_rules(
+        MonitoringConfig(),
+        expected_slots_by_node=ARTICLE_NODES,
+        namespace="gpu-operator",
+        slots_per_card_by_node=dict.fromkeys(ARTICLE_NODES, 1),
+    )
     panels = [query.replace("$node", ".*") for query in dashboard_queries(build_dashboard(MonitoringConfig()))]
     return rule_expressions(rule) + panels
+
+
+def all_queries_and_records() -> list[str]:
+    rule = build_gpu_alert_rules(
+        MonitoringConfig(),
+        expected_slots_by_node=ARTICLE_NODES,
+        namespace="gpu-operator",
+        slots_per_card_by_node=dict.fromkeys(ARTICLE_NODES, 1),
+    )
+    return [str(r.get("record", r.get("alert"))) for group in rule["spec"]["groups"] for r in group["rules"]]
 
 
 def test_no_program_module_spells_a_dcgm_field_outside_the_contract() -> None:
@@ -57,6 +72,7 @@ def test_no_program_module_spells_a_dcgm_field_outside_the_contract() -> None:
 
 
 def test_every_query_reads_each_dcgm_field_it_uses_under_both_of_its_names() -> None:
+    assert any("namespace:gpu_pool_gpus_used:sum" in q for q in all_queries_and_records())
     for query in all_queries():
         names = {name for name in metric_names(query) if name.startswith("DCGM_")}
         for name in names:
