@@ -243,7 +243,7 @@ def test_an_explicit_namespace_labelled_before_the_policy_gets_no_generated_quot
     assert cluster.quotas == {}
 
 
-LABEL_SETS = ({}, KUBEFLOW_LABELS, TEAM_LABELS, {**KUBEFLOW_LABELS, **TEAM_LABELS})
+LABEL_SETS: tuple[dict[str, str], ...] = ({}, KUBEFLOW_LABELS, TEAM_LABELS, {**KUBEFLOW_LABELS, **TEAM_LABELS})
 # Every way two namespaces can be explicit or not, labelled for none, one or both rules, or not yet created (None).
 WORLDS = [
     (
