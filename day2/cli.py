@@ -10,6 +10,7 @@ it failed); 2 a usage, input or connection error, or a repair's guard rail, repo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -31,6 +32,7 @@ from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
 from day2.prometheus import idle_holders, peak_utilisation
 from day2.sources import CLAIMS_NEEDS, DOCTOR_NEEDS, DUMP_COMMAND, load_dump, load_live
+from day2.usage import prometheus_duration
 
 PROG = "gpu-pool"
 DEBUG_ENV = "GPU_POOL_DEBUG"
@@ -62,6 +64,13 @@ def timestamp(text: str) -> datetime:
     if parsed is None or parsed.tzinfo is None:
         raise argparse.ArgumentTypeError(f"'{text}' is not an RFC 3339 time with a zone, e.g. 2026-05-04T10:00:00Z")
     return parsed
+
+
+def prometheus_range(text: str) -> str:
+    try:
+        return prometheus_duration(text.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def positive_seconds(text: str) -> float:
@@ -102,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     claims.add_argument("--prometheus", metavar="URL", help="flag holders whose GPU stayed idle (dcgm-exporter data)")
     claims.add_argument("--watch", type=positive_seconds, metavar="SECONDS", help="print free GPUs every SECONDS")
+    claims.add_argument(
+        "--usage", action="store_true", help="GPU-hours held per namespace and profile owner (needs --prometheus)"
+    )
+    claims.add_argument(
+        "--since", type=prometheus_range, default="7d", metavar="DURATION", help="--usage range (default: 7d)"
+    )
     doctor = commands.add_parser("doctor", parents=[common], help="walk a GPU node's floors from the driver up")
     doctor.add_argument("node", nargs="?", metavar="NODE", help="node name (default: every GPU node)")
     doctor.add_argument(
@@ -160,7 +175,30 @@ def _with_idle(snapshot: Snapshot, claims: Claims, options: ClaimsOptions, url: 
     return compute_claims(snapshot, replace(options, idle=idle))
 
 
+def _run_usage(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
+    from day2.usage import print_usage, profile_owners, read_usage, usage_json
+
+    if not args.prometheus:
+        raise Day2Error("--usage reads GPU-hours from the usage recording rules in Prometheus: pass --prometheus URL")
+    if args.watch is not None:
+        raise Day2Error("--usage is a report over a range; drop --watch")
+    if args.dump is not None:
+        if args.kubeconfig or args.context:
+            raise Day2Error("--from reads a dump; --kubeconfig and --context are for a live cluster")
+        snapshot = load_dump(args.dump)
+    else:
+        snapshot = load_live(args.kubeconfig or facts.kubeconfig, args.context or facts.context, namespaces=True)
+    usage = read_usage(args.prometheus, args.since, args.now or ctx.clock(), profile_owners(snapshot))
+    if args.output == "json":
+        ctx.out.write(json.dumps(usage_json(usage), indent=2) + "\n")
+    else:
+        print_usage(usage, ctx.out)
+    return 0
+
+
 def _run_claims(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
+    if args.usage:
+        return _run_usage(args, facts, ctx)
     sample = _sampler(args, facts)
     if args.watch is not None:
         from day2.watch import watch  # prints with day2.render, which needs rich

@@ -287,7 +287,11 @@ def build_gpu_alert_rules(
         "spec": {
             "groups": [
                 {"name": GROUP_NAME, "rules": rules},
-                *([build_usage_group(slots_per_card_by_node)] if slots_per_card_by_node is not None else []),
+                *(
+                    [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent)]
+                    if slots_per_card_by_node is not None
+                    else []
+                ),
             ]
         },
     }

@@ -10,6 +10,9 @@ carries them as one constant series per domain. Names follow Prometheus' `level:
 - `namespace:gpu_pool_slots_held:sum`: nvidia.com/gpu requested by Running pods, by namespace.
 - `namespace:gpu_pool_gpus_held:sum`: each Running pod's slots / its node's slots per card, by namespace
   (4 pods x 1 slot on an x4 node = 1). Pending (even bound) and finished pods hold nothing here.
+- `namespace:gpu_pool_gpus_held_idle:sum`: GPUs held on nodes whose cards were all below the idle threshold
+  (GpuHeldWhileIdle's `idleUtilisationPercent`) at that evaluation: `gpu-pool claims --usage` divides its hours by
+  the held hours for the idle share.
 - `namespace:gpu_pool_gpus_used:sum`: utilisation-weighted GPUs (GPU_UTIL / 100), only on cards with a single
   holder: whole-card nodes, or nodes where one pod holds every slot in use. On a shared card the exporter names
   one of its pods and measures the whole card, so the series is left out rather than guessed.
@@ -45,8 +48,9 @@ USAGE_INTERVAL_SECONDS: Final = 60
 SLOTS_PER_CARD: Final = "gpu_pool_node_slots_per_card"
 SLOTS_HELD: Final = "namespace:gpu_pool_slots_held:sum"
 GPUS_HELD: Final = "namespace:gpu_pool_gpus_held:sum"
+GPUS_HELD_IDLE: Final = "namespace:gpu_pool_gpus_held_idle:sum"
 GPUS_USED: Final = "namespace:gpu_pool_gpus_used:sum"
-RECORDED: Final = (SLOTS_PER_CARD, SLOTS_HELD, GPUS_HELD, GPUS_USED)
+RECORDED: Final = (SLOTS_PER_CARD, SLOTS_HELD, GPUS_HELD, GPUS_HELD_IDLE, GPUS_USED)
 
 
 def running_slots_by_pod() -> str:
@@ -61,6 +65,18 @@ def running_slots_by_pod() -> str:
 def gpus_held_by_pod() -> str:
     """Each Running pod's share of physical GPUs: its slots / its node's slots per card."""
     return f"({running_slots_by_pod()}) / on (node) group_left () max by (node) ({SLOTS_PER_CARD})"
+
+
+def _node_utilisation() -> str:
+    """The busiest card's utilisation per node (percent), from DCGM, with the node in `node` as kube-state-metrics
+    names it."""
+    util = f'label_replace({dcgm_series(DCGM_GPU_UTIL)}, "node", "$1", "{DCGM_NODE_LABEL}", "(.+)")'
+    return f"max by (node) ({util})"
+
+
+def gpus_held_idle_by_pod(idle_percent: float) -> str:
+    """GPUs held (as gpus_held_by_pod) on nodes whose every card is below `idle_percent` now."""
+    return f"({gpus_held_by_pod()}) and on (node) (({_node_utilisation()}) < {idle_percent:g})"
 
 
 def _holder_labels(expr: str) -> str:
@@ -87,8 +103,9 @@ def gpus_used_by_pod() -> str:
     )
 
 
-def build_usage_group(slots_per_card_by_node: Mapping[str, int]) -> dict[str, Any]:
-    """The recording-rule group: one slots-per-card series per GPU node, then the per-namespace usage series."""
+def build_usage_group(slots_per_card_by_node: Mapping[str, int], idle_percent: float) -> dict[str, Any]:
+    """The recording-rule group: one slots-per-card series per GPU node, then the per-namespace usage series.
+    idle_percent: below it a card counts as idle (the GpuHeldWhileIdle threshold)."""
     constants = [
         {"record": SLOTS_PER_CARD, "expr": f"vector({slots})", "labels": {"node": node}}
         for node, slots in sorted(slots_per_card_by_node.items())
@@ -100,9 +117,16 @@ def build_usage_group(slots_per_card_by_node: Mapping[str, int]) -> dict[str, An
             *constants,
             {"record": SLOTS_HELD, "expr": f"sum by (namespace) ({running_slots_by_pod()})"},
             {"record": GPUS_HELD, "expr": f"sum by (namespace) ({gpus_held_by_pod()})"},
+            {"record": GPUS_HELD_IDLE, "expr": f"sum by (namespace) ({gpus_held_idle_by_pod(idle_percent)})"},
             {"record": GPUS_USED, "expr": f"sum by (namespace) ({gpus_used_by_pod()})"},
         ],
     }
+
+
+def data_since_query(window: str) -> str:
+    """The time of the first usage sample in the window (the slots-per-card constants are recorded every interval
+    from the moment the rule is loaded, whoever holds what)."""
+    return f"min(min_over_time(timestamp({SLOTS_PER_CARD})[{window}:{USAGE_INTERVAL}]))"
 
 
 def gpu_hours_query(record: str, window: str) -> str:

@@ -13,6 +13,7 @@ import yaml
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
 from components.gpu_platform.usage_rules import (
     GPUS_HELD,
+    GPUS_HELD_IDLE,
     GPUS_USED,
     SLOTS_HELD,
     SLOTS_PER_CARD,
@@ -219,6 +220,19 @@ def test_gpus_used_is_recorded_only_on_single_holder_cards_whatever_the_exporter
     )
 
 
+def test_held_hours_on_idle_cards_count_only_where_every_card_of_the_node_was_below_the_threshold(
+    promtool: str, tmp_path: Path
+) -> None:
+    # Default threshold 5 %: dc3 at 2 % is idle (team-b's whole card), dc1 at 90 % and dc2 at 80 % are not.
+    series = [(s, v.replace("50x", "2x")) if "DCGM" in s and DC3 in s else (s, v) for s, v in lab_series()]
+    evaluate(
+        promtool,
+        tmp_path,
+        series,
+        [{"expr": gpu_hours_query(GPUS_HELD_IDLE, "1h"), "eval_time": "60m", "exp_samples": samples({"team-b": 1.0})}],
+    )
+
+
 def test_the_variants_really_rename_what_they_claim() -> None:
     newer = " ".join(newer_names(s, v)[0] for s, v in lab_series())
     plain = " ".join(plain_pod_labels(s, v)[0] for s, v in lab_series())
@@ -234,4 +248,4 @@ def test_promtool_accepts_the_rule_with_the_usage_group(promtool: str, tmp_path:
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(SLOTS_PER_CARD_BY_NODE) + 3} rules found" in result.stdout
+    assert f"SUCCESS: {len(SLOTS_PER_CARD_BY_NODE) + 4} rules found" in result.stdout
