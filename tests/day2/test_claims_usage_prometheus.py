@@ -37,7 +37,7 @@ OWNERS = {"team-a": "alice@example.org", "team-b": "bob@example.org"}
 # Prometheus (and promtool's backfill) starts a group's evaluations at an offset within the interval taken from a
 # hash of the group and its file, so 90 minutes hold 89 or 90 samples: GPU-hours are exact to one interval (one
 # sample of 1 GPU = 1/60 h), which is the answer's own resolution.
-ONE_SAMPLE = 60 / 3600 + 1e-6
+ONE_SAMPLE = 60 / 3600 + 1e-4  # and the JSON's 4 decimals
 
 
 def minutes(start: datetime, end: datetime) -> list[datetime]:
