@@ -37,7 +37,8 @@ OWNERS = {"team-a": "alice@example.org", "team-b": "bob@example.org"}
 # Prometheus (and promtool's backfill) starts a group's evaluations at an offset within the interval taken from a
 # hash of the group and its file, so 90 minutes hold 89 or 90 samples: GPU-hours are exact to one interval (one
 # sample of 1 GPU = 1/60 h), which is the answer's own resolution.
-ONE_SAMPLE = 60 / 3600 + 1e-4  # and the JSON's 4 decimals
+ONE_SAMPLE = 60 / 3600
+ROUNDING = 1e-4  # the JSON's 4 decimals
 
 
 def minutes(start: datetime, end: datetime) -> list[datetime]:
@@ -179,12 +180,12 @@ def test_gpu_hours_are_held_gpus_times_hours_time_slice_aware(tmp_path: Path, pr
     by_namespace = rows(usage_json(tmp_path, prometheus_url))
 
     # 90 minutes of data: 4 quarter-cards = 1 GPU -> 1.5; a whole card -> 1.5; 1 of 4 slots -> 0.375.
-    assert by_namespace["team-a"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE)
-    assert by_namespace["team-b"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE)
-    assert by_namespace["team-e"]["gpuHours"] == pytest.approx(0.375, abs=ONE_SAMPLE / 4)
-    assert by_namespace["team-a"]["slotHours"] == pytest.approx(6.0, abs=4 * ONE_SAMPLE)
+    assert by_namespace["team-a"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE + ROUNDING)
+    assert by_namespace["team-b"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE + ROUNDING)
+    assert by_namespace["team-e"]["gpuHours"] == pytest.approx(0.375, abs=ONE_SAMPLE / 4 + ROUNDING)
+    assert by_namespace["team-a"]["slotHours"] == pytest.approx(6.0, abs=4 * ONE_SAMPLE + ROUNDING)
     # Whatever the offset, the three are the same samples: a quarter card is exactly a quarter of a whole one.
-    assert by_namespace["team-e"]["gpuHours"] == pytest.approx(by_namespace["team-b"]["gpuHours"] / 4)
+    assert by_namespace["team-e"]["gpuHours"] == pytest.approx(by_namespace["team-b"]["gpuHours"] / 4, abs=ROUNDING)
     # A Pending pod holds nothing.
     assert "team-c" not in by_namespace
 
@@ -212,14 +213,14 @@ def test_gpu_hours_add_up_per_kubeflow_profile_owner(tmp_path: Path, prometheus_
 
     assert set(owners) == {"alice@example.org", "bob@example.org"}
     assert owners["alice@example.org"]["namespaces"] == ["team-a"]
-    assert owners["alice@example.org"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE)
+    assert owners["alice@example.org"]["gpuHours"] == pytest.approx(1.5, abs=ONE_SAMPLE + ROUNDING)
     assert rows(usage_json(tmp_path, prometheus_url))["team-e"]["owner"] is None
 
 
 def test_a_shorter_range_counts_only_its_own_samples(tmp_path: Path, prometheus_url: str) -> None:
     by_namespace = rows(usage_json(tmp_path, prometheus_url, since="30m"))
 
-    assert by_namespace["team-a"]["gpuHours"] == pytest.approx(0.5, abs=ONE_SAMPLE)
+    assert by_namespace["team-a"]["gpuHours"] == pytest.approx(0.5, abs=ONE_SAMPLE + ROUNDING)
 
 
 def test_the_table_names_each_namespace_its_owner_and_its_hours(tmp_path: Path, prometheus_url: str) -> None:
