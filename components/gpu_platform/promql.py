@@ -3,6 +3,7 @@ against what its source really emits)."""
 
 from __future__ import annotations
 
+from components.gpu_platform.usage_rules import RECORDED
 from knowledge.metric_names import (
     DCGM_FB_FREE,
     DCGM_FB_USED,
@@ -50,6 +51,8 @@ KSM_METRICS_USED: frozenset[str] = frozenset(
     }
 )
 PROMETHEUS_METRICS_USED: frozenset[str] = frozenset({PROMETHEUS_UP})
+# gpu-pool's own recording rules (usage_rules.py), which the dashboard's usage row reads.
+RECORDED_METRICS_USED: frozenset[str] = frozenset(RECORDED)
 # Every DCGM name a query may select: both names of each field used.
 DCGM_NAMES_USED: frozenset[str] = frozenset(name for metric in DCGM_METRICS_USED for name in metric.names)
 

@@ -100,7 +100,8 @@ def test_the_pinned_chart_leaves_honor_labels_off_so_exporter_pod_labels_are_ren
 def test_every_kube_state_metric_the_alerts_and_dashboard_read_is_one_it_documents(upstream: Path) -> None:
     documented = set((upstream / "kube-state-metrics" / "metric-names.txt").read_text().split())
     queries = rule_expressions(article_rule()) + [
-        query.replace("$node", ".*") for query in dashboard_queries(build_dashboard(MonitoringConfig()))
+        query.replace("$node", ".*").replace("$__range", "6h")
+        for query in dashboard_queries(build_dashboard(MonitoringConfig()))
     ]
     used = {name for query in queries for name in metric_names(query) if name.startswith("kube_")}
 

@@ -45,7 +45,10 @@ def all_queries() -> list[str]:
         namespace="gpu-operator",
         slots_per_card_by_node=dict.fromkeys(ARTICLE_NODES, 1),
     )
-    panels = [query.replace("$node", ".*") for query in dashboard_queries(build_dashboard(MonitoringConfig()))]
+    panels = [
+        query.replace("$node", ".*").replace("$__range", "6h")
+        for query in dashboard_queries(build_dashboard(MonitoringConfig()))
+    ]
     return rule_expressions(rule) + panels
 
 
@@ -172,7 +175,11 @@ def fixture_series(newer: bool) -> list[dict[str, str]]:
 
 
 def dcgm_panel_queries() -> list[str]:
-    return [q.replace("$node", ".*") for q in dashboard_queries(build_dashboard(MonitoringConfig())) if "DCGM_" in q]
+    return [
+        q.replace("$node", ".*").replace("$__range", "6h")
+        for q in dashboard_queries(build_dashboard(MonitoringConfig()))
+        if "DCGM_" in q
+    ]
 
 
 def expected_samples(query: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
+from components.gpu_platform.dashboard import build_dashboard
 from components.gpu_platform.usage_rules import (
     GPUS_HELD,
     GPUS_HELD_IDLE,
@@ -249,3 +250,24 @@ def test_promtool_accepts_the_rule_with_the_usage_group(promtool: str, tmp_path:
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(SLOTS_PER_CARD_BY_NODE) + 4} rules found" in result.stdout
+
+
+def test_the_dashboard_usage_row_shows_the_same_gpu_hours_and_held_gpus(promtool: str, tmp_path: Path) -> None:
+    queries = {
+        target["expr"]
+        for panel in build_dashboard(MonitoringConfig())["panels"]
+        for target in panel.get("targets") or []
+        if GPUS_HELD in target["expr"] or SLOTS_HELD in target["expr"]
+    }
+    hours = gpu_hours_query(GPUS_HELD, "$__range")
+
+    assert {hours, GPUS_HELD, f"sum({GPUS_HELD})", gpu_hours_query(SLOTS_HELD, "$__range")} == queries
+    evaluate(
+        promtool,
+        tmp_path,
+        lab_series(),
+        [
+            {"expr": hours.replace("$__range", "1h"), "eval_time": "60m", "exp_samples": samples(HELD_HOURS)},
+            {"expr": f"sum({GPUS_HELD})", "eval_time": "30m", "exp_samples": [{"labels": "{}", "value": 2.25}]},
+        ],
+    )
