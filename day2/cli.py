@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from config.project import PROJECT
-from day2 import discover_cli, repair_cli
-from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
-from day2.doctor import diagnose_all, require_known_node
+from day2.claims.compute import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
+from day2.claims.prometheus import idle_holders, peak_utilisation
+from day2.discover import command as discover_cli
+from day2.doctor.walk import diagnose_all, require_known_node
 from day2.errors import Day2Error
-from day2.node_check import add_arguments as add_node_check_arguments
-from day2.node_check import run as run_node_check
-from day2.node_facts import NodeInputError
+from day2.node_check.command import add_arguments as add_node_check_arguments
+from day2.node_check.command import run as run_node_check
+from day2.node_check.facts import NodeInputError
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
-from day2.prometheus import idle_holders, peak_utilisation
+from day2.repair import command as repair_cli
 from day2.sources import CLAIMS_NEEDS, DOCTOR_NEEDS, DUMP_COMMAND, load_dump, load_live
 
 PROG = PROJECT
@@ -164,7 +165,7 @@ def _with_idle(snapshot: Snapshot, claims: Claims, options: ClaimsOptions, url: 
 def _run_claims(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
     sample = _sampler(args, facts)
     if args.watch is not None:
-        from day2.watch import watch  # prints with day2.render, which needs rich
+        from day2.claims.watch import watch  # prints with day2.render, which needs rich
 
         if args.prometheus:
             raise Day2Error("--watch prints free GPUs only; drop --prometheus")
@@ -191,7 +192,7 @@ def _run_claims(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
 
 def _run_doctor(args: argparse.Namespace, facts: PoolFacts, ctx: _Io) -> int:
     from day2 import render
-    from day2.node_report import read_node_checks
+    from day2.doctor.node_report import read_node_checks
 
     node_floors = read_node_checks(args.node_check)
     snapshot = _sampler(args, facts)()

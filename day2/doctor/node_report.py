@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from day2.doctor.floors_types import Fix
 from day2.errors import Day2Error
-from day2.floors_types import Fix
-from day2.node_floors import FLOOR_NAMES
+from day2.node_check.floors import FLOOR_NAMES
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from day2.node_facts import (
+from day2.node_check.facts import (
     NodeFacts,
     NodeInputError,
     read_devices,
@@ -26,8 +26,8 @@ from day2.node_facts import (
     read_module,
     read_nvml_json,
 )
-from day2.node_floors import Expected, report_json, table, walk
-from day2.node_nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
+from day2.node_check.floors import Expected, report_json, table, walk
+from day2.node_check.nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
 
 PROG = "gpu-pool node-check"
 LIVE_SYSFS = Path("/sys")

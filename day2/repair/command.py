@@ -1,9 +1,9 @@
 """`gpu-pool repair NODE --stack NAME`: a faulted card brought back through Proxmox, one failure domain at a time.
 
-It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair.py), checks
+It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair/decide.py), checks
 the guard rails, and prints the repair's turn: the steps `make diff` names, planned by the same function that
 plans a wave's turns (components/gpu_failure_domain/plan.py, a turn of kind `repair`). With `--yes` it runs them
-in order as pulumi-command would (day2/repair_run.py) and stops at the first failure with the node cordoned.
+in order as pulumi-command would (day2/repair/run.py) and stops at the first failure with the node cordoned.
 
 Exit codes: 0 it would repair (`--yes`: it did); 1 no repair is needed, a power cycle cannot fix what is broken
 (the reason says what to do instead), or a step of the repair failed; 2 a refusal (a guard rail) or an input
@@ -29,13 +29,13 @@ from config.secret_sources import FILE_ENV
 from config.secrets import proxmox_credential
 from config.stack import StackConfig
 from day2.bundle import node_check_command
-from day2.doctor import diagnose
+from day2.doctor.node_report import NodeCheck, parse_node_check, read_node_checks
+from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
-from day2.node_report import NodeCheck, parse_node_check, read_node_checks
 from day2.node_stack import as_flags, expected_of
 from day2.pool import facts_of, read_stack
-from day2.repair import TIME_FORMAT, Decision, decide, power_cycles_within_a_day, refusals, vm_problem
-from day2.repair_run import Inputs, execute, key_file, ssh_argv
+from day2.repair.decide import TIME_FORMAT, Decision, decide, power_cycles_within_a_day, refusals, vm_problem
+from day2.repair.run import Inputs, execute, key_file, ssh_argv
 from day2.sources import DOCTOR_NEEDS, load_dump, load_live
 
 

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from config.secrets import BY_KEY
-from day2.discover import (
+from day2.discover.cards import (
     Card,
     bars_mib,
     find_cards,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from day2.node_facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
+from day2.node_check.facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
 from knowledge import nvml as nv
 from knowledge import pci
 from knowledge.gpu_cards import card_facts, driver_listing
