@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # What node-check imports and reads, and nothing else: it runs on the node with the standard library alone.
 NODE_CHECK_FILES = (
     "day2/__init__.py",
+    "day2/command.py",
     "day2/node_check/__init__.py",
+    "day2/node_check/__main__.py",
     "day2/node_check/command.py",
     "day2/node_check/facts.py",
     "day2/node_check/floors.py",

@@ -380,7 +380,7 @@ def on_a_gpu_worker(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[s
     for name in NODE_CHECK_FILES:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
-    command = [sys.executable, "-S", "-E", "-s", "-m", "day2.node_check.command", *argv]
+    command = [sys.executable, "-S", "-E", "-s", "-m", "day2.node_check", *argv]
     return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
 
 
