@@ -29,6 +29,7 @@ from day2.doctor.floors_pool import (
 from day2.doctor.floors_types import Check, Fix, NodeContext
 from day2.doctor.node_report import GPU_PRODUCT_LABEL, NodeCheck, NodeExpectations, recheck
 from day2.errors import Day2Error
+from day2.node_check.floors import Floor
 from day2.pool import PoolFacts
 
 FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
@@ -48,14 +49,6 @@ FLOOR_NAMES = tuple(name for name, _ in FLOORS)
 # node-check's floors (the node's own: pci, link, driver, nvml, health) stand right below this one.
 NODE_FLOORS_BEFORE = "driver"
 NOT_CHECKED = "not checked: a floor below is broken"
-
-
-@dataclass(frozen=True)
-class Floor:
-    name: str
-    # None: not checked, because a floor below is broken.
-    ok: bool | None
-    detail: str
 
 
 @dataclass(frozen=True)

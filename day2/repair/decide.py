@@ -22,7 +22,8 @@ from typing import Any
 from components.gpu_failure_domain.observed import ObservedNode
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from day2.doctor.walk import Diagnosis, Floor
+from day2.doctor.walk import Diagnosis
+from day2.node_check.floors import Floor
 
 DAY = datetime.timedelta(hours=24)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

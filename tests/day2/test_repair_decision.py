@@ -25,9 +25,9 @@ from config.validate import validate_stack
 from day2.doctor import walk as doctor
 from day2.doctor.floors_types import Fix
 from day2.doctor.node_report import NodeCheck, parse_node_check
-from day2.doctor.walk import Diagnosis, Floor, diagnose
+from day2.doctor.walk import Diagnosis, diagnose
 from day2.node_check.facts import NodeFacts, read_devices, read_kernel_log, read_module, read_nvml_json
-from day2.node_check.floors import Expected, report_json, walk
+from day2.node_check.floors import Expected, Floor, report_json, walk
 from day2.pool import facts_of
 from day2.repair.decide import decide, power_cycles_within_a_day, refusals, vm_problem
 from day2.sources import load_dump
