@@ -15,9 +15,10 @@ from config.base import nearest
 from config.earlier_file import waived
 from config.errors import NAMESPACE, ConfigError, key_path
 from config.secret_checks import secret_problems
+from config.secrets import SECRET_KEYS, SECRETS, Auth, auth_mode, needed_secrets
 from config.stack import StackConfig
 from config.stack_yaml import surprising_numbers
-from config.validate import SECRET_KEYS, stack_keys, validate_stack
+from config.validate import stack_keys, validate_stack
 
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
 # otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
@@ -26,13 +27,19 @@ STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 
 @dataclass(frozen=True)
 class Secrets:
-    """Secret config values, only ever as secret Outputs."""
+    """The secrets the stack sets (config/secrets.py's rows, by key), only ever as secret Outputs. A required one
+    is always here: load_config refuses a stack without it."""
 
-    proxmox_api_token: pulumi.Output[str] | None
-    proxmox_root_password: pulumi.Output[str] | None
-    rke2_token: pulumi.Output[str]
-    # Optional: the key the kernel upgrade logs in to the VMs with (else the ssh-agent).
-    ssh_private_key: pulumi.Output[str] | None = None
+    values: Mapping[str, pulumi.Output[str]]
+
+    def get(self, key: str) -> pulumi.Output[str] | None:
+        return self.values.get(key)
+
+    def require(self, key: str) -> pulumi.Output[str]:
+        value = self.values.get(key)
+        if value is None:
+            raise KeyError(f"{NAMESPACE}:{key} is not set (load_config refuses a stack without a required secret)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -128,12 +135,8 @@ def _missing_secret(key: str, why: str) -> str:
     return f"{NAMESPACE}:{key}: secret not set ({why}); run: pulumi config set --secret {NAMESPACE}:{key} <value>"
 
 
-def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> str:
-    if stack is not None:
-        return stack.proxmox.auth
-    proxmox = raw.get("proxmox")
-    auth = proxmox.get("auth") if isinstance(proxmox, Mapping) else None
-    return auth if auth in ("apiToken", "rootPassword") else "apiToken"
+def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> Auth:
+    return stack.proxmox.auth if stack is not None else auth_mode(raw.get("proxmox"))
 
 
 def load_config() -> LoadedConfig:
@@ -147,25 +150,17 @@ def load_config() -> LoadedConfig:
         problems += error.messages
     secret_keys = {key for key in (f"{NAMESPACE}:{short}" for short in SECRET_KEYS) if _is_secret(key)}
     problems += [problem for problem in secret_problems(secret_values, secret_keys) if not waived(problem)]
-    auth = _auth(raw, stack)
-    if auth == "apiToken" and "proxmoxApiToken" not in secret_values:
-        problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))
-    if auth == "rootPassword" and "proxmoxRootPassword" not in secret_values:
-        problems.append(_missing_secret("proxmoxRootPassword", "root@pam's password, for raw PCI passthrough"))
-    if "rke2Token" not in secret_values:
-        problems.append(_missing_secret("rke2Token", "the RKE2 join token the GPU workers register with"))
+    problems += [
+        _missing_secret(secret.key, secret.purpose)
+        for secret in needed_secrets(_auth(raw, stack))
+        if secret.key not in secret_values
+    ]
     if problems or stack is None:
         raise ConfigError(problems)
     config = pulumi.Config(NAMESPACE)
-    rke2_token = config.require_secret("rke2Token")
+    values = {secret.key: config.get_secret(secret.key) for secret in SECRETS}
     return LoadedConfig(
-        stack=stack,
-        secrets=Secrets(
-            config.get_secret("proxmoxApiToken"),
-            config.get_secret("proxmoxRootPassword"),
-            rke2_token,
-            config.get_secret("sshPrivateKey"),
-        ),
+        stack=stack, secrets=Secrets({key: value for key, value in values.items() if value is not None})
     )
 
 

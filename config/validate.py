@@ -14,9 +14,8 @@ from config.cross_key import StackParts, cross_key_problems, parts_from_raw, par
 from config.earlier_file import waived
 from config.errors import NAMESPACE, ConfigError, format_validation_error
 from config.rendered_checks import rendered_problems
+from config.secrets import SECRET_KEYS
 from config.stack import StackConfig
-
-SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token", "sshPrivateKey")
 
 
 def stack_keys() -> list[str]:
