@@ -239,8 +239,12 @@ def test_make_diff_plans_against_saved_nodes_and_says_what_up_will_do_now(tmp_pa
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("not json", "is not JSON"), ('{"kind": "Node"}', "is not a `kubectl get nodes -o json` answer")],
-    ids=["not JSON", "not a node list"],
+    [
+        ("not json", "is not JSON"),
+        ('{"kind": "PodList", "items": [{"kind": "Pod"}]}', "lists 1 Pod, not only Nodes"),
+        ('{"kind": "Node"}', "has no status.conditions"),
+    ],
+    ids=["not JSON", "not a node list", "a node without status"],
 )
 def test_make_diff_refuses_a_nodes_file_it_cannot_read_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
