@@ -95,6 +95,20 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
         {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s", DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true"}}}
     )
     quoted = shlex.quote(node)
+    # A node that is not Ready (its kubelet stopped reporting) is not drained: `kubectl drain` would wait out its
+    # timeout on pods stuck Terminating on an unreachable kubelet (FIELD-REVIEW-5 WRONG-3). The turn stops before
+    # it changes anything, and the node says why and what brings it back.
+    not_ready = (
+        f"not Ready (Ready=$ready): the turn stopped before its drain; bring it back with: gpu-pool repair {node} "
+        "--stack STACK (a card or VM fault), or wait for it to be Ready; then pulumi up resumes the wave here"
+    )
+    ready_path = shlex.quote('{.status.conditions[?(@.type=="Ready")].status}')
+    ready_check = (
+        f"ready=$({kubectl} get node {quoted} -o jsonpath={ready_path}); "
+        'if [ "$ready" != True ]; then '
+        f'{kubectl} annotate node {quoted} --overwrite "{WAVE_STOPPED_ANNOTATION}={not_ready}" >/dev/null; '
+        f'echo "gpu-pool: {node} is {not_ready}" >&2; exit 1; fi; '
+    )
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
     stopped = shlex.quote(
         f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
@@ -102,7 +116,8 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
     )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
-        f"if [ {_unschedulable(kubectl, node)} != true ]; then "
+        + ready_check
+        + f"if [ {_unschedulable(kubectl, node)} != true ]; then "
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '

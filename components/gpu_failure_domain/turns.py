@@ -23,8 +23,17 @@ What runs is decided by what the Node shows, not only by its record: the RKE2 in
 is not on the pin, the kernel install only where the node does not run the pinned kernel. The gate and the
 record run in every turn, so a node is never uncordoned ungated.
 
-Domains already out (a turn in progress, or cordoned by someone else with a change) go first: they cost no more
-capacity, and the serving ones follow `rollout.order`. Each batch waits for the previous batch's last steps.
+Domains already out (a turn in progress, cordoned by someone else with a change, or not Ready) go first: they
+cost no more capacity, and the serving ones follow `rollout.order`. Each batch waits for the previous batch's last
+steps.
+
+A Node whose Ready condition is `False` or `Unknown` (the kubelet stopped reporting: the node lifecycle controller
+taints it unreachable, it is never cordoned) is out, as the GPU Operator's own upgrade controller counts it
+(k8s-operator-libs common_manager.go, unavailable nodes) and as `gpu-pool repair`'s guard rail does: the capacity
+timeline counts it out from the start, draining another domain while it is out is a danger when that exceeds
+`rollout.maxUnavailable`, and its own turn stops before the drain (rollout.wave_drain_command: no `kubectl drain`
+waits 15 minutes on an unreachable kubelet), which stops the wave there with `gpu-pool repair <node>` or waiting
+for Ready as the way on (FIELD-REVIEW-5 WRONG-3).
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from config.stack import StackConfig
 from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
 
 Kind = Literal["first-install", "none", "roll", "verify", "resume", "repair"]
-Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress"]
+Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress", "not Ready"]
 # What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
 DISRUPTIVE = ("vm", "driver", "sharing")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][^+]*?rke2r(\d+))?")
@@ -97,6 +106,11 @@ class Turn:
         """One line: why this domain has this turn, and how it ends."""
         what = ", ".join(self.changes) or "nothing"
         end = "" if self.uncordons else "; it stays cordoned: someone else cordoned it before the wave"
+        if self.situation == "not Ready":
+            end += (
+                "; it is not Ready: its turn stops before the drain unless it is Ready by then "
+                "(`gpu-pool repair`, or wait for Ready)"
+            )
         then = "uncordon and record" if self.uncordons else "record"
         return {
             "first-install": "no Node yet: created with the others, no wave",
@@ -132,6 +146,9 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
     """The domain's turn from its Node (None: not registered, or the cluster was not read)."""
     if observed is None:
         return Turn(domain.name, "first-install", "no Node")
+    elsewhere: Situation = "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
+    if not observed.ready:
+        elsewhere = "not Ready"
     desired = rollout_state(domain, stack)
     changes = _changes(desired, observed, domain)
     in_turn = observed.turn_in_progress
@@ -144,10 +161,12 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
     if in_turn:
         kind, situation = "resume", "a turn in progress"
     elif not changes:
-        return Turn(domain.name, "none", "cordoned by someone else" if observed.cordoned_by_someone_else else "serving")
+        return Turn(domain.name, "none", elsewhere)
     else:
-        kind = "roll" if disrupts else "verify"
-        situation = "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
+        # A node that is not Ready is drained even where its change would not need it: its gate cannot pass while
+        # its kubelet is gone, and its turn must stop before anything runs on it.
+        kind = "roll" if disrupts or not observed.ready else "verify"
+        situation = elsewhere
     resume = observed.resume_token if in_turn else ""
     key = json.dumps({"from": dict(observed.rollout or {}), "resume": resume, "to": desired}, sort_keys=True)
     return Turn(
@@ -274,7 +293,11 @@ def _capacity(
 
 
 def _dangers(
-    stack: StackConfig, turns: Mapping[str, Turn], capacity: list[CapacityPoint], out: Sequence[str]
+    stack: StackConfig,
+    turns: Mapping[str, Turn],
+    capacity: list[CapacityPoint],
+    out: Sequence[str],
+    not_ready: frozenset[str] = frozenset(),
 ) -> list[str]:
     dangers: list[str] = []
     count = len(stack.failure_domains)
@@ -293,8 +316,26 @@ def _dangers(
                 f"the pool has no schedulable GPU while {', '.join(point.out)} "
                 f"{'are' if len(point.out) > 1 else 'is'} out in this wave"
             )
-    others = [name for name in out if turns[name].situation == "cordoned by someone else" or not turns[name].uncordons]
+    sick = [name for name in out if name in not_ready]
+    others = [
+        name
+        for name in out
+        if name not in not_ready and (turns[name].situation == "cordoned by someone else" or not turns[name].uncordons)
+    ]
     widest = max((len(point.out) for point in capacity), default=0)
+    if sick and widest > size:
+        dangers.append(
+            f"{', '.join(sick)} {'are' if len(sick) > 1 else 'is'} not Ready (the kubelet does not report) and "
+            f"count{'' if len(sick) > 1 else 's'} as out, so this wave has {widest} domains out at once while "
+            f"gpu-pool:rollout.maxUnavailable is {size}: bring {'them' if len(sick) > 1 else 'it'} back first "
+            "(`gpu-pool repair <node> --stack <stack>`, or wait for Ready), or roll this change later"
+        )
+    for name in sick:
+        if turns[name].drains:
+            dangers.append(
+                f"{name} is not Ready: its turn stops before the drain and the wave stops there unless it is Ready "
+                "by then (`gpu-pool repair <node> --stack <stack>`, or wait for Ready; `pulumi up` again resumes)"
+            )
     if others and widest > size:
         dangers.append(
             f"{', '.join(others)} {'are' if len(others) > 1 else 'is'} cordoned by someone else and "
@@ -364,17 +405,20 @@ def rke2_problems(
 def plan_wave(stack: StackConfig, observed: Mapping[str, ObservedNode | None], server: str | None = None) -> Wave:
     by_name = {d.name: d for d in stack.failure_domains}
     turns = {name: turn_for(by_name[name], stack, observed.get(name)) for name in wave_order(stack)}
+    # Out before the wave starts: cordoned, in a turn, or not Ready (observed.ObservedNode.out, as repair counts).
     out = [
         name
         for name in wave_order(stack)
-        if (node := observed.get(name)) is not None and (node.unschedulable or turns[name].kind == "resume")
+        if (node := observed.get(name)) is not None
+        and (node.unschedulable or not node.ready or turns[name].kind == "resume")
     ]
+    not_ready = frozenset(name for name in out if (node := observed.get(name)) is not None and not node.ready)
     batches = _batches(stack, turns, out)
     capacity = _capacity(stack, turns, batches, out) if batches else []
     return Wave(
         turns=turns,
         batches=batches,
         capacity=capacity,
-        dangers=_dangers(stack, turns, capacity, out),
+        dangers=_dangers(stack, turns, capacity, out, not_ready),
         problems=rke2_problems(stack, observed, turns, server),
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
+
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
     WAVE_CORDON_ANNOTATION,
@@ -84,3 +86,57 @@ def test_a_profile_edit_restarts_gpu_feature_discovery_with_the_device_plugin_on
         "kubectl -n gpu-operator delete pod -l 'app in (nvidia-device-plugin-daemonset,gpu-feature-discovery)' "
         "--field-selector spec.nodeName=n1 --wait=true --timeout=5m"
     )
+
+
+STAND_IN_KUBECTL = """#!/bin/sh
+# A stand-in kubectl for the drain command: answers the Node's Ready status and cordon from the environment, and
+# journals every call.
+echo "kubectl $*" >> "$JOURNAL"
+case "$*" in
+  *"get node"*"Ready"*) printf '%s' "$READY" ;;
+  *"get node"*"unschedulable"*) printf '' ;;
+esac
+exit 0
+"""
+
+
+def run_drain(tmp_path, ready: str) -> tuple[int, list[str], str]:
+    import os
+    import subprocess
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(STAND_IN_KUBECTL)
+    kubectl.chmod(0o755)
+    journal = tmp_path / "journal"
+    journal.write_text("")
+    done = subprocess.run(
+        ["/bin/sh", "-c", wave_drain_command("n1", str(kubectl), "dc1")],
+        env={**os.environ, "JOURNAL": str(journal), "READY": ready},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    calls = [line.replace(str(kubectl), "kubectl") for line in journal.read_text().splitlines()]
+    return done.returncode, calls, done.stderr
+
+
+@pytest.mark.parametrize("ready", ["False", "Unknown", ""], ids=["Ready False", "Ready Unknown", "no Ready condition"])
+def test_a_turn_on_a_node_that_is_not_ready_stops_before_its_drain_and_the_node_says_how_to_bring_it_back(
+    tmp_path, ready: str
+) -> None:
+    """FIELD-REVIEW-5 WRONG-3: the drain used to run against an unreachable kubelet and wait out its 15 minutes."""
+    code, calls, stderr = run_drain(tmp_path, ready)
+
+    assert code == 1
+    assert not any(" drain " in call or " patch " in call for call in calls), calls
+    (annotate,) = [call for call in calls if " annotate node n1 " in call]
+    assert f"{WAVE_STOPPED_ANNOTATION}=not Ready (Ready={ready}): the turn stopped before its drain" in annotate
+    assert "gpu-pool repair n1 --stack STACK" in annotate and "wait for it to be Ready" in annotate
+    assert "gpu-pool: n1 is not Ready" in stderr
+
+
+def test_a_turn_on_a_ready_node_cordons_and_drains_it(tmp_path) -> None:
+    code, calls, _ = run_drain(tmp_path, "True")
+
+    assert code == 0
+    assert [call.split()[1] for call in calls] == ["get", "get", "patch", "drain"]
