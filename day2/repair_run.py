@@ -79,13 +79,16 @@ def step_argv(step: Step, inputs: Inputs) -> list[str]:
     return [*(step.command.interpreter or ()), step.command.create]
 
 
-def step_environment(step: Step, credential: Mapping[str, str]) -> dict[str, str]:
+def step_environment(step: Step, credential: Mapping[str, str], allow_ha: bool = False) -> dict[str, str]:
     assert step.command is not None
     environment = {**os.environ}
     if step.kind == "local":
         environment.update(step.command.environment)
         if step.command.proxmox_credentials:
             environment.update(credential)
+            if allow_ha:
+                # repair.allowHaManaged: the stop and start go through HA; the step checks where the VM runs after.
+                environment["POWER_CYCLE_HA"] = "1"
     return environment
 
 
@@ -94,7 +97,7 @@ def run_step(step: Step, inputs: Inputs, credential: Mapping[str, str], out: Tex
     last = ""
     process = subprocess.Popen(
         step_argv(step, inputs),
-        env=step_environment(step, credential),
+        env=step_environment(step, credential, inputs.stack.repair.allow_ha_managed),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
