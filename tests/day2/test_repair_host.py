@@ -5,10 +5,8 @@ lock, HA state and status from `GET /cluster/resources?type=vm` and the card in 
 from __future__ import annotations
 
 import json
-import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,6 @@ import pytest
 
 from tests.day2.cli_helpers import ROOT
 from tests.day2.test_repair_cli import NODE, lab_with_proxmox_at, repair
-from tests.loopback import serving
 
 SAVED = ROOT / "examples" / "day2" / "proxmox-h200-lab"
 TOKEN = "root@pam!gpu-pool=0b7c4c1e-not-a-real-token"
@@ -148,7 +145,7 @@ def proxmox(tmp_path: Path, refuse: dict[str, tuple[int, str]]) -> Iterator[str]
     """The e2e tier's Proxmox stand-in (tests/e2e/proxmox_api.py) over loopback HTTPS, with the lab's VMs and the
     H200 host, refusing the paths in `refuse` as pveproxy does (status line = PVE's message)."""
     from tests.e2e.proxmox_api import ApiError, PciFunction, ProxmoxState, Vm
-    from tests.e2e.proxmox_standin import _handler, write_tls
+    from tests.e2e.proxmox_standin import serving_api
 
     h200 = PciFunction("0000:41:00.0", "0x030200", "0x10de", "0x2335", "0x10de", "0x18bf", 40, "GH100 [H200]")
     state = ProxmoxState({"pve-dc1": [], "pve-dc2": [h200], "pve-dc3": []}, tmp_path)
@@ -163,11 +160,8 @@ def proxmox(tmp_path: Path, refuse: dict[str, tuple[int, str]]) -> Iterator[str]
         return handle(method, path, form)
 
     state.handle = refusing  # type: ignore[method-assign]
-    context: ssl.SSLContext = write_tls(tmp_path)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, TOKEN))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    with serving(server):
-        yield f"https://127.0.0.1:{server.server_address[1]}/"
+    with serving_api(tmp_path, state, TOKEN) as endpoint:
+        yield endpoint
 
 
 @pytest.mark.parametrize(

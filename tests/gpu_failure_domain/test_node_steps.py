@@ -482,3 +482,49 @@ def test_the_script_names_the_annotations_the_plan_reads() -> None:
     assert node_steps_script.WAVE_TURN_ANNOTATION == observed.WAVE_TURN_ANNOTATION
     assert node_steps_script.REPAIRS_ANNOTATION == observed.REPAIRS_ANNOTATION
     assert node_steps_script.WAVE_STOPPED_ANNOTATION == observed.WAVE_STOPPED_ANNOTATION
+
+
+# --- the power cycle against the e2e tier's Proxmox stand-in (qemu-server's lock and PCI checks) -------------
+
+
+def standin_vm(tmp_path: Path, *, card_on_host: bool, lock: str = "") -> tuple[Any, Any]:
+    from tests.e2e.proxmox_api import ProxmoxState, Vm, a1000_host
+
+    host = a1000_host() if card_on_host else [f for f in a1000_host() if not f.id.startswith("0000:01:00")]
+    state = ProxmoxState({"pve-dc1": host}, tmp_path)
+    state.mappings["gpu-dc1"] = {"id": "gpu-dc1", "type": "pci", "map": ["node=pve-dc1,path=0000:01:00,id=10de:25b0"]}
+    vm = Vm(4101, "pve-dc1", {"name": NODE, "hostpci0": "mapping=gpu-dc1,pcie=1"}, status="running", lock=lock)
+    state.vms[4101] = vm
+    return state, vm
+
+
+@pytest.mark.parametrize(
+    ("card_on_host", "lock", "said"),
+    [
+        (False, "", "the start task of VM 4101 on pve-dc1 failed: no pci device info for device '0000:01:00.0'"),
+        (True, "backup", "Proxmox refused POST /nodes/pve-dc1/qemu/4101/status/shutdown: 500 VM is locked (backup)"),
+    ],
+    ids=["the host lost the card", "a backup holds the lock"],
+)
+def test_against_the_proxmox_stand_in_a_refused_cycle_is_one_line_and_charges_only_an_accepted_stop(
+    harness: Harness, tmp_path: Path, card_on_host: bool, lock: str, said: str
+) -> None:
+    from tests.e2e.proxmox_standin import serving_api
+
+    state, vm = standin_vm(tmp_path, card_on_host=card_on_host, lock=lock)
+    cordoned = node(unschedulable=True, boot="boot-1")
+    harness.scenario({"node": [cordoned]})
+    with serving_api(tmp_path, state, "pulumi@pve!gpu-pool=abc") as endpoint:
+        result = harness.run(
+            "power-cycle",
+            **(power_cycle_env(endpoint) | {"PROXMOX_INSECURE": "true"}),
+            POWER_CYCLE_REASON="node:health: Xid 79",
+        )
+
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"gpu-pool: {said}")
+    patches = [line for line in harness.journal.lines() if " patch node " in line]
+    # The budget counts a stop Proxmox accepted, and only that.
+    assert len(patches) == (0 if lock else 1)
+    assert vm.status == ("running" if lock else "stopped")
