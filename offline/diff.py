@@ -267,7 +267,28 @@ def compare_configs(
         new = preview(stack, after, "current", secrets)
     changes = diff_recordings(old, new)
     wave = wave_of(new, {c.name for c in changes if c.op != "same"})
+    if wave is not None and any("driver" in turn.changes for turn in wave.domains.values()):
+        nodes_info += cordoned_gpu_nodes_outside(new_stack, observed)
     return Comparison(changes, refusals, wave, observed, nodes_dangers, nodes_info)
+
+
+def cordoned_gpu_nodes_outside(stack: StackConfig, nodes: dict[str, Any]) -> list[str]:
+    """With no upgrade slots of its own the GPU Operator upgrades every cordoned node in upgrade-required, not only
+    the wave's (k8s-operator-libs upgrade_inplace.go; FIELD-REVIEW-5 H1): the cordoned GPU nodes the stack does
+    not own are upgraded, their GPU pods deleted, as soon as the new release lands."""
+    ours = {d.hostname for d in stack.failure_domains}
+    found = []
+    for item in nodes.get("items") or []:
+        name = str((item.get("metadata") or {}).get("name"))
+        capacity = ((item.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")
+        gpus = str(capacity).isdigit() and int(str(capacity)) > 0
+        if name not in ours and gpus and (item.get("spec") or {}).get("unschedulable"):
+            found.append(name)
+    return [
+        f"{name} is a cordoned GPU node outside this stack: the GPU Operator upgrades its driver too (it acts on "
+        "every cordoned node) as soon as the new release lands, deleting its GPU pods"
+        for name in sorted(found)
+    ]
 
 
 def diff_configs(

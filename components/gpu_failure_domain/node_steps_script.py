@@ -218,11 +218,62 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+REVISION_HASH_LABEL = "controller-revision-hash"
+
+
+def newest_revision_hash(kubectl: Kubectl, namespace: str, pod: dict[str, Any]) -> str | None:
+    """The hash of the driver DaemonSet's newest ControllerRevision, as k8s-operator-libs' podInSyncWithDS reads
+    it (pkg/upgrade pod_manager.go GetDaemonsetControllerRevisionHash: the revisions matching the DaemonSet's
+    selector whose name starts with its name, the highest `revision`, its name less `<ds>-`). None: not known."""
+    owner = next(
+        (o for o in (pod.get("metadata") or {}).get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), None
+    )
+    if owner is None:
+        return None
+    daemonset = kubectl.json("-n", namespace, "get", "daemonset", str(owner.get("name")))
+    match = ((daemonset or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or {}
+    if not match:
+        return None
+    selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
+    found = kubectl.json("-n", namespace, "get", "controllerrevisions", "-l", selector)
+    ds_name = str(owner.get("name"))
+    revisions = [
+        r
+        for r in (found or {}).get("items") or []
+        if str((r.get("metadata") or {}).get("name", "")).startswith(ds_name)
+    ]
+    if not revisions:
+        return None
+    newest = max(revisions, key=lambda r: int(r.get("revision") or 0))
+    return str(newest["metadata"]["name"]).removeprefix(f"{ds_name}-")
+
+
+def replace_out_of_sync_driver_pod(kubectl: Kubectl, namespace: str, name: str) -> bool:
+    """`upgrade-failed` is left only when the node's driver pod is in sync with the DaemonSet's newest revision
+    and Ready (k8s-operator-libs common_manager.go ProcessUpgradeFailedNodes, isDriverPodInSync); the driver
+    DaemonSet is OnDelete (gpu-operator assets/state-driver/0500_daemonset.yaml), so nothing replaces a pod of an
+    older revision. Deletes that pod (the DaemonSet controller creates it again on the newest revision), says so
+    and records it on the Node: True. False when the pod is already on the newest revision (a real failure)."""
+    for pod in _driver_pods(kubectl, namespace, name):
+        pod_hash = ((pod.get("metadata") or {}).get("labels") or {}).get(REVISION_HASH_LABEL)
+        newest = newest_revision_hash(kubectl, namespace, pod)
+        if newest is None or pod_hash is None or pod_hash == newest:
+            continue
+        pod_name = str(pod["metadata"]["name"])
+        kubectl.must("-n", namespace, "delete", "pod", pod_name, "--wait=false")
+        why = f"upgrade-failed with driver pod {pod_name} on revision {pod_hash}, the DaemonSet's newest is {newest}"
+        print(f"{name}: {why}: deleted it, so the operator's DaemonSet recreates it on {newest}; waiting")
+        record_repair(kubectl, name, {"event": "driver-pod-deleted", "reason": why})
+        return True
+    return False
+
+
 def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
     slots = int(env("GPU_SLOTS"))
     driver = env("DRIVER_VERSION")
     namespace = env("OPERATOR_NAMESPACE")
     kubelet = os.environ.get("KUBELET_VERSION", "")
+    replaced: set[str] = set()
 
     def check() -> tuple[bool, str, str]:
         node = kubectl.json("get", "node", name)
@@ -238,6 +289,19 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
             )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
+            if not replaced and replace_out_of_sync_driver_pod(kubectl, namespace, name):
+                # Once per gate: the recreated pod must pass on its own (FIELD-REVIEW-5 WRONG-2).
+                replaced.add(name)
+                return False, "upgrade-failed, out-of-sync driver pod deleted", "the recreated driver pod"
+            if replaced:
+                return (
+                    False,
+                    "upgrade-failed, waiting for the recreated driver pod",
+                    (
+                        "the recreated driver pod did not bring the node out of upgrade-failed: "
+                        + driver_log_command(namespace, name)
+                    ),
+                )
             raise StepFailed(
                 f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
                 + driver_log_command(namespace, name)

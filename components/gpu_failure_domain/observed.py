@@ -13,6 +13,8 @@ The Node's annotations are the contract between a wave and the next preview:
   of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
   each one that stopped (at which step, why, the command to resume).
 - WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
+- WAVE_SKIP_ANNOTATION: the wave set the GPU Operator's skip label for its drain (an admin's skip label has no
+  such mark and is never removed by gpu-pool).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+# The wave set the operator's skip label on this node (knowledge/gpu_operator.py DRIVER_UPGRADE_SKIP_LABEL) to hold
+# its upgrade controller off until the wave's own drain is done: only then is the label the wave's to remove.
+WAVE_SKIP_ANNOTATION = "gpu-pool.dev/driver-upgrade-held"
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"

@@ -360,7 +360,7 @@ def plan_domain(
                 "cordon (marked as the wave's) and drain",
                 waits_for=(StepName.VM, *logins),
                 # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
-                # upgrades the driver of exactly the node this drain cordons.
+                # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
                 platform=("operator",),
                 after_previous_batch=True,
                 command=Command(wave_drain_command(host, kubectl, domain.name), triggers=key),

@@ -18,15 +18,18 @@ from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
     WAVE_CORDON_ANNOTATION,
+    WAVE_SKIP_ANNOTATION,
     WAVE_STOPPED_ANNOTATION,
     WAVE_TURN_ANNOTATION,
 )
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
+from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
 from knowledge.gpu_operator import (
     DEVICE_PLUGIN_APP,
     DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION,
+    DRIVER_UPGRADE_SKIP_LABEL,
     GPU_FEATURE_DISCOVERY_APP,
     OPERAND_APP_LABEL,
 )
@@ -41,7 +44,7 @@ CHANGE_WORDS: Mapping[str, str] = {
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
-DRAIN_TIMEOUT = "15m"
+DRAIN_TIMEOUT = f"{DRAIN_TIMEOUT_SECONDS // 60}m"
 
 
 def _digest(value: object) -> str:
@@ -109,6 +112,22 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
         f'{kubectl} annotate node {quoted} --overwrite "{WAVE_STOPPED_ANNOTATION}={not_ready}" >/dev/null; '
         f'echo "gpu-pool: {node} is {not_ready}" >&2; exit 1; fi; '
     )
+    # The GPU Operator's upgrade controller acts on every cordoned node in upgrade-required (no slots of its own),
+    # and its pod deletion is stricter than this drain: held off with its skip label from before the cordon until
+    # the drain is done (k8s-operator-libs upgrade_inplace.go SkipNodeUpgrade; FIELD-REVIEW-5 WRONG-1). The mark
+    # says the wave set it; a skip label an admin set (no mark) is theirs, kept and never removed.
+    skip_path = shlex.quote("{.metadata.labels." + DRIVER_UPGRADE_SKIP_LABEL.replace(".", "\\.") + "}")
+    held_path = shlex.quote("{.metadata.annotations." + WAVE_SKIP_ANNOTATION.replace(".", "\\.") + "}")
+    hold = {"metadata": {"labels": {DRIVER_UPGRADE_SKIP_LABEL: "true"}, "annotations": {WAVE_SKIP_ANNOTATION: domain}}}
+    release = {"metadata": {"labels": {DRIVER_UPGRADE_SKIP_LABEL: None}, "annotations": {WAVE_SKIP_ANNOTATION: None}}}
+    hold_operator = (
+        f"skip=$({kubectl} get node {quoted} -o jsonpath={skip_path}); "
+        f"held=$({kubectl} get node {quoted} -o jsonpath={held_path}); "
+        f'if [ "$skip" != true ] || [ -n "$held" ]; then {_patch(kubectl, node, hold)}; fi; '
+    )
+    release_operator = (
+        f'if [ -n "$({kubectl} get node {quoted} -o jsonpath={held_path})" ]; then {_patch(kubectl, node, release)}; fi'
+    )
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
     stopped = shlex.quote(
         f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
@@ -117,11 +136,13 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
         + ready_check
+        + hold_operator
         + f"if [ {_unschedulable(kubectl, node)} != true ]; then "
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
-        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; exit 1; }}"
+        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; exit 1; }}; "
+        + release_operator
     )
 
 

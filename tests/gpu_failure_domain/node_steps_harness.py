@@ -54,6 +54,10 @@ if "get" in verb and "pods" in verb:
     answer("driver-pods")
 if "get" in verb and "job" in verb:
     answer("job")
+if "get" in verb and "daemonset" in verb:
+    answer("daemonset")
+if "get" in verb and "controllerrevisions" in verb:
+    answer("revisions")
 if "create" in verb:
     with open(os.environ["FAKE_JOURNAL"], "a") as journal:
         journal.write("created " + sys.stdin.read() + "\\n")
@@ -80,9 +84,33 @@ def node(
     return {"kind": "Node", "metadata": {"name": name, "labels": labels or {}}, "spec": spec, "status": status}
 
 
-def driver_pods(*, version: str = "570.211.01", ready: bool = True) -> dict[str, Any]:
+def driver_daemonset_revisions(*hashes: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The driver DaemonSet and its ControllerRevisions, oldest first (revision 1, 2, ...), as the API lists them."""
+    daemonset = {
+        "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-driver-daemonset"},
+        "spec": {"selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}}},
+    }
+    revisions = {
+        "kind": "List",
+        "items": [
+            {"kind": "ControllerRevision", "metadata": {"name": f"nvidia-driver-daemonset-{h}"}, "revision": i}
+            for i, h in enumerate(hashes, start=1)
+        ],
+    }
+    return daemonset, revisions
+
+
+def driver_pods(*, version: str = "570.211.01", ready: bool = True, revision: str | None = None) -> dict[str, Any]:
+    """The node's driver pod; with `revision`, as the DaemonSet controller labels it (controller-revision-hash)."""
+    metadata: dict[str, Any] = {"name": f"nvidia-driver-daemonset-{revision or 'x1'}"}
+    if revision is not None:
+        metadata["labels"] = {"app": "nvidia-driver-daemonset", "controller-revision-hash": revision}
+        metadata["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-driver-daemonset", "controller": True}
+        ]
     pod = {
-        "metadata": {"name": "nvidia-driver-daemonset-x1"},
+        "metadata": metadata,
         "spec": {
             "containers": [{"name": "nvidia-driver-ctr", "image": f"nvcr.io/nvidia/driver:{version}-ubuntu24.04"}]
         },

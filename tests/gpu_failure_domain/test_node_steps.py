@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from components.gpu_failure_domain.node_steps_script import pending_keys
-from tests.gpu_failure_domain.node_steps_harness import Harness, driver_pods, node
+from tests.gpu_failure_domain.node_steps_harness import Harness, driver_daemonset_revisions, driver_pods, node
 
 NODE = "rke2-worker-dc1-gpu-a"
 VM = "/api2/json/nodes/pve-dc1/qemu/4101"
@@ -209,6 +209,59 @@ def test_gpu_ready_fails_at_once_when_the_operators_driver_upgrade_failed(harnes
     result = harness.run("gpu-ready", TIMEOUT_MINUTES="60", **gpu_env())
     assert result.returncode == 1
     assert "upgrade-failed" in result.stderr and "logs -l app=nvidia-driver-daemonset" in result.stderr
+
+
+def test_gpu_ready_replaces_a_driver_pod_left_on_an_older_revision_in_upgrade_failed_and_passes(
+    harness: Harness,
+) -> None:
+    """FIELD-REVIEW-5 WRONG-2: the operator leaves upgrade-failed only for a driver pod in sync with the DaemonSet's
+    newest ControllerRevision (podInSyncWithDS); the DaemonSet is OnDelete, so nothing replaced the old pod and
+    every resume, fix-forward or revert failed at this gate."""
+    failed = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}
+    done = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}
+    daemonset, revisions = driver_daemonset_revisions("5d8f7c9b44", "6b7c8d9e55")
+    harness.scenario(
+        {
+            "node": [node(gpus="4", labels=failed), node(gpus="4", labels=failed), node(gpus="4", labels=done)],
+            "driver-pods": [driver_pods(revision="5d8f7c9b44"), driver_pods(revision="6b7c8d9e55")],
+            "daemonset": [daemonset],
+            "revisions": [revisions],
+        }
+    )
+    result = harness.run("gpu-ready", **gpu_env())
+
+    assert result.returncode == 0, result.stderr
+    deletes = [line for line in harness.journal.lines() if " delete " in line]
+    assert deletes == [
+        "kubectl --context lab -n gpu-operator delete pod nvidia-driver-daemonset-5d8f7c9b44 --wait=false"
+    ]
+    assert (
+        f"{NODE}: upgrade-failed with driver pod nvidia-driver-daemonset-5d8f7c9b44 on revision 5d8f7c9b44, the "
+        "DaemonSet's newest is 6b7c8d9e55: deleted it" in result.stdout
+    )
+    (patch,) = [line for line in harness.journal.lines() if " patch node " in line]
+    (record,) = json.loads(patched_annotations(patch)["gpu-pool.dev/repairs"])
+    assert record["event"] == "driver-pod-deleted" and "6b7c8d9e55" in record["reason"]
+
+
+def test_gpu_ready_in_upgrade_failed_with_the_pod_on_the_newest_revision_stops_naming_the_driver_log(
+    harness: Harness,
+) -> None:
+    failed = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-failed"}
+    daemonset, revisions = driver_daemonset_revisions("5d8f7c9b44", "6b7c8d9e55")
+    harness.scenario(
+        {
+            "node": [node(gpus="4", labels=failed)],
+            "driver-pods": [driver_pods(revision="6b7c8d9e55")],
+            "daemonset": [daemonset],
+            "revisions": [revisions],
+        }
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="60", **gpu_env())
+
+    assert result.returncode == 1
+    assert not any(" delete " in line for line in harness.journal.lines())
+    assert "upgrade-failed" in result.stderr and "-c nvidia-driver-ctr" in result.stderr
 
 
 def test_gpu_ready_names_the_device_plugin_when_the_driver_is_fine_but_the_slots_are_missing(harness: Harness) -> None:

@@ -151,3 +151,29 @@ def test_the_makefiles_hint_without_before_shows_a_form_make_diff_accepts(tmp_pa
     assert written == before and Path(before).parent == Path(folder)
     # The path the hint writes is a name the diff reads as stack prod's file.
     assert _stack_file(Path(before)) == ("prod", Path(folder))
+
+
+def test_a_driver_change_names_the_cordoned_gpu_nodes_outside_the_stack_the_operator_upgrades_too(
+    tmp_path: Path,
+) -> None:
+    """FIELD-REVIEW-5 H1: with no slots of its own the operator upgrades every cordoned node, not only the wave's."""
+    from components.gpu_failure_domain.observed import node_document
+
+    nodes = settled_nodes(prod())
+    other = node_document("build-gpu-1", labels={}, annotations={}, kubelet="v1.33.5+rke2r1", kernel="", gpus=2)
+    other["spec"]["unschedulable"] = True
+    nodes["items"].append(validated(other))
+    after = prod()
+    after["gpu-pool:gpuOperator"]["driverVersion"] = "580.173.02"
+    old, new = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", after)
+    saved = tmp_path / "nodes.json"
+    saved.write_text(json.dumps(nodes), encoding="utf-8")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--before", str(old), "--after", str(new), "--nodes", str(saved), "--out", str(tmp_path / "o")])
+
+    assert code == 0
+    assert (
+        "build-gpu-1 is a cordoned GPU node outside this stack: the GPU Operator upgrades its driver too"
+        in out.getvalue()
+    )
