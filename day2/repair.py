@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.gpu_failure_domain.observed import ObservedNode
+from components.gpu_failure_domain.observed import ACTIVE_TURN_STATES, ObservedNode
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from day2.discover import Device, parse_answer
@@ -131,6 +131,12 @@ def refusals(
             f"turn), then repair {domain.name}"
         )
     node = observed.get(domain.name)
+    if node is not None and node.holder_kind == "up" and node.turn_state in ACTIVE_TURN_STATES:
+        # A wave is at work on the node (FIELD-REVIEW-5 H2): its drain, change or gate would race the power cycle.
+        problems.append(
+            f"{domain.hostname} is held by {node.turn_holder} (gpu-pool.dev/turn-state {node.turn_state}): a wave "
+            "is turning it; let that `pulumi up` finish or stop (a stopped wave's node can be repaired), then repair"
+        )
     if node is not None:
         cycles = power_cycles_within_a_day(node, now)
         budget = stack.repair.max_per_day

@@ -225,7 +225,19 @@ def _plan(inputs: Inputs, decision: Decision, node: Any, now: datetime.datetime)
         check = Command(
             node_check_command(node_check_flags(inputs.stack, inputs.domain), strict=True), interpreter=None
         )
-    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check)
+    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check, holder=repair_holder())
+
+
+def repair_holder() -> str:
+    """Who holds the node during this repair (observed.TURN_HOLDER_ANNOTATION): `repair:<user>@<host>`."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"repair:{user}@{socket.gethostname()}"
 
 
 def _document(node: str, domain: str, decision: Decision, plan: DomainPlan | None) -> dict[str, Any]:

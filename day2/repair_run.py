@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.node_steps_script import (
     REPAIRS_ANNOTATION,
+    TURN_STATE_LABEL,
     WAVE_STOPPED_ANNOTATION,
     Kubectl,
     StepFailed,
@@ -127,7 +128,8 @@ def _record_stop(inputs: Inputs, step: Step, error: str, resume: str, out: TextI
 
     def stopped(node: dict[str, Any]) -> dict[str, Any]:
         annotations = {REPAIRS_ANNOTATION: repairs_with(node, entry), WAVE_STOPPED_ANNOTATION: why}
-        return {"metadata": {"annotations": annotations}}
+        # Still the repair's hold: `pulumi up` refuses the node until the repair is run again to its end.
+        return {"metadata": {"labels": {TURN_STATE_LABEL: "stopped"}, "annotations": annotations}}
 
     try:
         node = patch_node(kubectl, name, stopped)

@@ -57,6 +57,7 @@ WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+TURN_STATE_LABEL = "gpu-pool.dev/turn-state"
 # A repair record is kept this long (the daily budget reads the last day of it) and at most this many.
 REPAIR_RECORD_DAYS = 7
 REPAIR_RECORD_MAX = 20
@@ -268,12 +269,23 @@ def replace_out_of_sync_driver_pod(kubectl: Kubectl, namespace: str, name: str) 
     return False
 
 
+def set_turn_state(kubectl: Kubectl, name: str, state: str) -> None:
+    """The node's visible turn state (components/gpu_failure_domain/observed.py TURN_STATE_LABEL); a repair's turn
+    stays `repairing` until it ends."""
+    node = kubectl.json("get", "node", name) or {}
+    if ((node.get("metadata") or {}).get("labels") or {}).get(TURN_STATE_LABEL) == "repairing" and state == "gating":
+        return
+    kubectl.run("label", "node", name, "--overwrite", f"{TURN_STATE_LABEL}={state}")
+
+
 def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
     slots = int(env("GPU_SLOTS"))
     driver = env("DRIVER_VERSION")
     namespace = env("OPERATOR_NAMESPACE")
     kubelet = os.environ.get("KUBELET_VERSION", "")
     replaced: set[str] = set()
+    if os.environ.get("WAVE_DOMAIN"):
+        set_turn_state(kubectl, name, "gating")
 
     def check() -> tuple[bool, str, str]:
         node = kubectl.json("get", "node", name)
@@ -717,8 +729,10 @@ def step_repair_done(kubectl: Kubectl, name: str, minutes: float) -> None:
         # One patch: no interruption leaves the node uncordoned with its turn still open, or the reverse.
         change: dict[str, Any] = {
             "metadata": {
+                # The turn's end releases the hold: its visible state done, kept until the next turn.
+                "labels": {TURN_STATE_LABEL: "done"},
                 "annotations": {WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None, REPAIRS_ANNOTATION: record}
-                | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
+                | ({WAVE_CORDON_ANNOTATION: None} if ours else {}),
             }
         }
         if ours:
@@ -784,9 +798,9 @@ def main() -> int:
             # The node stays cordoned: it says why, for `kubectl describe node` and the next plan.
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             note = f"gate {env('GPU_POOL_STEP')} failed at {when}: {error}"[:1000]
-            Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))).run(
-                "annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}"
-            )
+            failed = Kubectl(json.loads(env("KUBECTL", '["kubectl"]')))
+            failed.run("annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}")
+            failed.run("label", "node", env("NODE_NAME"), "--overwrite", f"{TURN_STATE_LABEL}=stopped")
         if wave:
             print(
                 f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "

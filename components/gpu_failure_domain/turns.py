@@ -268,6 +268,9 @@ class Wave:
     capacity: list[CapacityPoint] = field(default_factory=list)
     dangers: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Domains this up must turn that a repair holds (observed.TURN_HOLDER_ANNOTATION): `pulumi preview`/`up`
+    # refuse them, `make diff` shows them as dangers (they are in `dangers` too).
+    holds: list[str] = field(default_factory=list)
 
     def previous(self, domain: str) -> list[str]:
         for index, batch in enumerate(self.batches):
@@ -440,10 +443,30 @@ def plan_wave(stack: StackConfig, observed: Mapping[str, ObservedNode | None], s
     not_ready = frozenset(name for name in out if (node := observed.get(name)) is not None and not node.ready)
     batches = _batches(stack, turns, out)
     capacity = _capacity(stack, turns, batches, out) if batches else []
+    holds = _held_by_a_repair(stack, observed, turns)
     return Wave(
         turns=turns,
         batches=batches,
         capacity=capacity,
-        dangers=_dangers(stack, turns, capacity, out, not_ready),
+        dangers=_dangers(stack, turns, capacity, out, not_ready) + holds,
         problems=rke2_problems(stack, observed, turns, server),
+        holds=holds,
     )
+
+
+def _held_by_a_repair(
+    stack: StackConfig, observed: Mapping[str, ObservedNode | None], turns: Mapping[str, Turn]
+) -> list[str]:
+    """A domain this up must turn while `gpu-pool repair` holds it (repairing, or stopped mid-repair): an up's
+    resume would gate and uncordon the node before the repair's own checks ran (FIELD-REVIEW-5 H2)."""
+    held = []
+    for domain in stack.failure_domains:
+        node = observed.get(domain.name)
+        if node is None or turns[domain.name].kind in ("none", "first-install") or node.holder_kind != "repair":
+            continue
+        held.append(
+            f"{domain.name} ({domain.hostname}) is held by {node.turn_holder} (gpu-pool.dev/turn-state "
+            f"{node.turn_state}): finish that repair first (`gpu-pool repair {domain.hostname} --stack <stack> "
+            "--yes`), then `pulumi up` turns it"
+        )
+    return held

@@ -314,6 +314,26 @@ def test_a_wave_gate_that_fails_names_the_domain_the_gate_and_how_to_resume(harn
     ) in result.stderr
 
 
+def test_a_wave_gate_shows_gating_on_the_node_and_stopped_when_it_fails(harness: Harness) -> None:
+    """The node's one visible turn state (`kubectl get nodes -L gpu-pool.dev/turn-state`), as the operator's own."""
+    harness.scenario({"node": [kubelet("v1.33.5+rke2r1", gpus="4")], "driver-pods": [driver_pods()]})
+    result = harness.run(
+        "gpu-ready",
+        TIMEOUT_MINUTES=TIMES_OUT,
+        KUBELET_VERSION="v1.33.6+rke2r1",
+        WAVE_DOMAIN="dc2",
+        WAVE_STOPPED_ANNOTATION="gpu-pool.dev/wave-stopped",
+        **gpu_env(),
+    )
+
+    assert result.returncode == 1
+    labels = [line for line in harness.journal.lines() if " label node " in line]
+    assert labels == [
+        f"kubectl --context lab label node {NODE} --overwrite gpu-pool.dev/turn-state=gating",
+        f"kubectl --context lab label node {NODE} --overwrite gpu-pool.dev/turn-state=stopped",
+    ]
+
+
 def test_kernel_rebuild_waits_for_the_new_kernel_then_replaces_only_this_nodes_driver_pod(harness: Harness) -> None:
     harness.scenario(
         {
@@ -546,6 +566,7 @@ def test_the_script_names_the_annotations_the_plan_reads() -> None:
     assert node_steps_script.WAVE_TURN_ANNOTATION == observed.WAVE_TURN_ANNOTATION
     assert node_steps_script.REPAIRS_ANNOTATION == observed.REPAIRS_ANNOTATION
     assert node_steps_script.WAVE_STOPPED_ANNOTATION == observed.WAVE_STOPPED_ANNOTATION
+    assert node_steps_script.TURN_STATE_LABEL == observed.TURN_STATE_LABEL
 
 
 # --- the power cycle against the e2e tier's Proxmox stand-in (qemu-server's lock and PCI checks) -------------

@@ -514,3 +514,49 @@ def test_draining_a_domain_while_another_is_not_ready_beyond_max_unavailable_is_
     # With room for two out at once it is no danger.
     roomy = prod(lambda raw: raw.update(rollout={"maxUnavailable": 2}) or raw["failureDomains"][0].update(cores=12))
     assert plan_wave(roomy, nodes).dangers == []
+
+
+def test_an_up_that_must_turn_a_domain_a_repair_holds_is_refused_naming_the_repair() -> None:
+    """FIELD-REVIEW-5 H2, up during a repair: the up planned the repair's node as `resume`, gated and uncordoned it
+    before the repair's own node-check and smoke test ran."""
+    after = prod(lambda raw: raw["rke2"].update(version=NEW))
+    nodes = settled(prod())
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(
+        nodes["dc2"],
+        unschedulable=True,
+        wave_cordoned="dc2",
+        wave_turn="2026-12-05T10:00:00Z",
+        turn_state="repairing",
+        turn_holder="repair:alice@laptop since 2026-12-05T10:00:00Z",
+    )
+    wave = plan_wave(after, nodes)
+
+    (held,) = wave.holds
+    assert held.startswith(
+        "dc2 (rke2-worker-dc2-gpu-a) is held by repair:alice@laptop since 2026-12-05T10:00:00Z "
+        "(gpu-pool.dev/turn-state repairing)"
+    )
+    assert "`gpu-pool repair rke2-worker-dc2-gpu-a --stack <stack> --yes`" in held
+    # make diff shows it as a danger.
+    assert held in wave.dangers
+
+
+def test_a_domain_a_repair_holds_but_this_up_does_not_turn_is_no_refusal() -> None:
+    stack = prod()
+    nodes = settled(stack)
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(nodes["dc2"], turn_state="repairing", turn_holder="repair:alice@laptop since t")
+    assert plan_wave(stack, nodes).holds == []
+
+
+def test_the_turn_state_and_holder_are_read_from_the_node() -> None:
+    from components.gpu_failure_domain.observed import observed_node
+
+    stack = prod()
+    item = settled_nodes_of(stack)["items"][0]
+    item["metadata"]["labels"]["gpu-pool.dev/turn-state"] = "gating"
+    item["metadata"]["annotations"]["gpu-pool.dev/turn-holder"] = "up:prod since 2026-12-05T10:00:00Z"
+    node = observed_node(item)
+
+    assert (node.turn_state, node.held, node.holder_kind) == ("gating", True, "up")

@@ -33,7 +33,8 @@ def test_the_rke2_upgrade_is_the_official_installer_at_the_pin_then_an_agent_res
 
 def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_always_records_the_turns_start() -> None:
     drain = wave_drain_command("n1", "kubectl", "dc1")
-    schedulable, _, rest = drain.partition("; else ")
+    cordon = drain[drain.index("patch=$(printf ") :]
+    schedulable, _, rest = cordon.partition("; else ")
     mine = json.loads(shlex.split(schedulable.split("printf ", 1)[1])[0])
     theirs = json.loads(shlex.split(rest.split("printf ", 1)[1])[0])
     # The operator's own initial-state mark rides in the same patch: its upgrade controller then leaves the node
@@ -56,7 +57,8 @@ def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_alway
     # A drain that does not finish leaves the node cordoned, saying why.
     assert (
         "--timeout=15m || { kubectl annotate node n1 --overwrite 'gpu-pool.dev/wave-stopped=drain did not finish "
-        "within 15m: kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' >/dev/null; exit 1; }"
+        "within 15m: kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' >/dev/null; "
+        "kubectl label node n1 --overwrite gpu-pool.dev/turn-state=stopped >/dev/null; exit 1; }"
     ) in drain
 
 
@@ -72,11 +74,12 @@ def test_the_last_step_records_ends_the_turn_and_uncordons_only_a_node_the_wave_
         WAVE_STOPPED_ANNOTATION: None,
         DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: None,
     }
+    done_label = {"gpu-pool.dev/turn-state": "done"}
     assert patches[0] == {
-        "metadata": {"annotations": {**ended, WAVE_CORDON_ANNOTATION: None}},
+        "metadata": {"labels": done_label, "annotations": {**ended, WAVE_CORDON_ANNOTATION: None}},
         "spec": {"unschedulable": None},
     }
-    assert patches[1] == {"metadata": {"annotations": ended}}
+    assert patches[1] == {"metadata": {"labels": done_label, "annotations": ended}}
     assert "uncordon" not in done
 
 
@@ -110,9 +113,17 @@ def merge(into, patch):
             merge(into.setdefault(key, {{}}), value)
         else:
             into[key] = value
+rv = str(meta.get("resourceVersion") or "1")
+meta["resourceVersion"] = rv
 if args[0] == "get":
     query = args[-1]
-    if "Ready" in query:
+    if "resourceVersion" in query:
+        state, holder = labels.get("gpu-pool.dev/turn-state", ""), notes.get("gpu-pool.dev/turn-holder", "")
+        print(rv + "|" + state + "|" + holder, end="")
+        if os.environ.get("RACE"):
+            # Another writer takes the node between this read and the hold's patch.
+            meta["resourceVersion"] = str(int(rv) + 1)
+    elif "Ready" in query:
         print(os.environ.get("READY", "True"), end="")
     elif "unschedulable" in query:
         print("true" if node.get("spec", {{}}).get("unschedulable") else "", end="")
@@ -121,7 +132,16 @@ if args[0] == "get":
     elif "driver-upgrade-held" in query:
         print(notes.get("gpu-pool.dev/driver-upgrade-held", ""), end="")
 elif args[0] == "patch":
-    merge(node, json.loads(args[args.index("-p") + 1]))
+    patch = json.loads(args[args.index("-p") + 1])
+    wanted = patch.get("metadata", {{}}).pop("resourceVersion", None)
+    if wanted is not None and wanted != rv:
+        print("Error from server (Conflict): the object has been modified", file=sys.stderr)
+        sys.exit(1)
+    merge(node, patch)
+    meta["resourceVersion"] = str(int(rv) + 1)
+elif args[0] == "label":
+    key, _, value = args[-1].partition("=")
+    labels[key] = value
 elif args[0] == "annotate":
     key, _, value = args[-1].partition("=")
     notes[key] = value
@@ -138,6 +158,8 @@ def run_drain(
     labels: dict[str, str] | None = None,
     drain_fails: bool = False,
     node: dict[str, Any] | None = None,
+    holder: str = "up:prod",
+    race: bool = False,
 ) -> tuple[int, list[dict[str, Any]], str, dict[str, Any]]:
     """The drain command run by /bin/sh against the stand-in: (exit code, calls, stderr, the Node after)."""
     import os
@@ -149,17 +171,17 @@ def run_drain(
     kubectl.chmod(0o755)
     journal, node_file = tmp_path / "journal", tmp_path / "node.json"
     journal.write_text("")
-    node_file.write_text(
-        json.dumps({"metadata": {"name": "n1", "labels": labels or {}, "annotations": {}}, "spec": {}})
-    )
+    start = node or {"metadata": {"name": "n1", "labels": labels or {}, "annotations": {}}, "spec": {}}
+    node_file.write_text(json.dumps(start))
     done = subprocess.run(
-        ["/bin/sh", "-c", wave_drain_command("n1", str(kubectl), "dc1")],
+        ["/bin/sh", "-c", wave_drain_command("n1", str(kubectl), "dc1", holder)],
         env={
             **os.environ,
             "JOURNAL": str(journal),
             "NODE_FILE": str(node_file),
             "READY": ready,
             **({"DRAIN_FAILS": "1"} if drain_fails else {}),
+            **({"RACE": "1"} if race else {}),
         },
         capture_output=True,
         text=True,
@@ -177,7 +199,8 @@ def test_a_turn_on_a_node_that_is_not_ready_stops_before_its_drain_and_the_node_
     code, calls, stderr, after = run_drain(tmp_path, ready)
 
     assert code == 1
-    assert not any(call["args"][0] in ("drain", "patch") for call in calls), calls
+    assert not any(call["args"][0] == "drain" or call["cordoned"] for call in calls), calls
+    assert after["metadata"]["labels"]["gpu-pool.dev/turn-state"] == "stopped"
     stopped = after["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION]
     assert stopped.startswith(f"not Ready (Ready={ready}): the turn stopped before its drain")
     assert "gpu-pool repair n1 --stack STACK" in stopped and "wait for it to be Ready" in stopped
@@ -225,3 +248,73 @@ def test_a_drain_that_fails_keeps_the_operator_held_off_and_a_resumed_drain_rele
     assert drain["skip"] == "true"
     assert "nvidia.com/gpu-driver-upgrade.skip" not in resumed["metadata"]["labels"]
     assert "gpu-pool.dev/driver-upgrade-held" not in resumed["metadata"]["annotations"]
+
+
+def held(state: str, holder: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "n1",
+            "resourceVersion": "7",
+            "labels": {"gpu-pool.dev/turn-state": state},
+            "annotations": {"gpu-pool.dev/turn-holder": f"{holder} since 2026-12-05T10:00:00Z"},
+        },
+        "spec": {},
+    }
+
+
+def test_a_turn_takes_the_hold_and_shows_its_state_on_the_node(tmp_path) -> None:
+    code, _, _, after = run_drain(tmp_path, holder="up:prod")
+
+    assert code == 0
+    assert after["metadata"]["labels"]["gpu-pool.dev/turn-state"] == "changing"
+    assert after["metadata"]["annotations"]["gpu-pool.dev/turn-holder"].startswith("up:prod since ")
+
+
+@pytest.mark.parametrize(
+    ("state", "holder", "me"),
+    [
+        ("repairing", "repair:alice@laptop", "up:prod"),
+        ("stopped", "repair:alice@laptop", "up:prod"),
+        ("gating", "up:prod", "repair:bob@desk"),
+        ("draining", "up:staging", "up:prod"),
+    ],
+    ids=[
+        "a wave on a node a repair works on",
+        "a wave on a node whose repair stopped",
+        "a repair on a node a wave gates",
+        "another stack's wave",
+    ],
+)
+def test_a_turn_on_a_node_another_holder_has_changes_nothing_and_names_the_holder(
+    tmp_path, state: str, holder: str, me: str
+) -> None:
+    """FIELD-REVIEW-5 H2: `pulumi up` and `gpu-pool repair` shared the turn marks with no exclusion; an up during a
+    repair uncordoned the node before the repair's own checks ran."""
+    code, calls, stderr, after = run_drain(tmp_path, node=held(state, holder), holder=me)
+
+    assert code == 1
+    assert [call["args"][0] for call in calls] == ["get"]
+    assert after == held(state, holder)
+    assert f"gpu-pool: n1 is held by {holder} since 2026-12-05T10:00:00Z (turn-state {state})" in stderr
+    assert "kubectl label node n1 --overwrite gpu-pool.dev/turn-state=done" in stderr
+
+
+@pytest.mark.parametrize(
+    ("state", "holder", "me"),
+    [("stopped", "up:prod", "repair:bob@desk"), ("stopped", "up:prod", "up:prod"), ("done", "repair:a@b", "up:prod")],
+    ids=["a repair takes a stopped wave's node", "the same stack resumes its stopped turn", "a finished repair's"],
+)
+def test_a_hold_no_one_works_on_is_taken(tmp_path, state: str, holder: str, me: str) -> None:
+    code, _, _, after = run_drain(tmp_path, node=held(state, holder), holder=me)
+
+    assert code == 0
+    assert after["metadata"]["annotations"]["gpu-pool.dev/turn-holder"].startswith(f"{me} since ")
+
+
+def test_a_holder_that_takes_the_node_between_the_check_and_the_patch_makes_the_turn_fail(tmp_path) -> None:
+    code, calls, stderr, after = run_drain(tmp_path, race=True)
+
+    assert code == 1
+    assert "gpu-pool: n1 changed while its hold was taken (another holder?)" in stderr
+    assert not any(call["args"][0] == "drain" for call in calls)
+    assert "gpu-pool.dev/turn-state" not in after["metadata"]["labels"]
