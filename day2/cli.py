@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from config.project import PROJECT
 from day2 import discover_cli, repair_cli
 from day2.claims import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
 from day2.doctor import diagnose_all, require_known_node
@@ -32,7 +33,7 @@ from day2.pool import PoolFacts, load_stack
 from day2.prometheus import idle_holders, peak_utilisation
 from day2.sources import CLAIMS_NEEDS, DOCTOR_NEEDS, DUMP_COMMAND, load_dump, load_live
 
-PROG = "gpu-pool"
+PROG = PROJECT
 DEBUG_ENV = "GPU_POOL_DEBUG"
 _DURATION = re.compile(r"^(?P<number>\d+)(?P<unit>[smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
+from config.secrets import BY_KEY
 from day2.discover import (
     Card,
     bars_mib,
@@ -26,7 +27,8 @@ from day2.discover import (
 from day2.errors import Day2Error
 from knowledge.gpu_cards import card_facts, driver_listing
 
-TOKEN_ENV = "GPU_POOL_SECRET_PROXMOXAPITOKEN"
+# discover lists hardware, which an API token may do (it never logs in as root).
+TOKEN_ENV = BY_KEY["proxmoxApiToken"].source_env
 
 
 def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:

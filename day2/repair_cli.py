@@ -29,6 +29,8 @@ from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.node_steps_script import Proxmox, ProxmoxFailed
 from components.gpu_failure_domain.plan import Command, DomainPlan, nodes_by_domain, plan_domain, repair_turn
 from config.failure_domain import FailureDomainConfig
+from config.secret_sources import FILE_ENV
+from config.secrets import proxmox_credential
 from config.stack import StackConfig
 from day2.bundle import node_check_command
 from day2.doctor import diagnose
@@ -118,16 +120,14 @@ def _secrets(folder: Path) -> dict[str, str]:
 
 def proxmox_environment(stack: StackConfig, secrets: dict[str, str]) -> dict[str, str]:
     """The power-cycle step's credential, as the stack's `up` gives it (components/shared/providers.py)."""
-    if stack.proxmox.auth == "rootPassword":
-        value = secrets.get("proxmoxRootPassword")
-        return {"PROXMOX_ROOT_PASSWORD": value} if value else {}
-    value = secrets.get("proxmoxApiToken")
-    return {"PROXMOX_API_TOKEN": value} if value else {}
+    credential = proxmox_credential(stack.proxmox.auth)
+    value = secrets.get(credential.key)
+    return {credential.provider_env: value} if value and credential.provider_env else {}
 
 
 def _secret_hint(stack: StackConfig) -> str:
-    key = "proxmoxRootPassword" if stack.proxmox.auth == "rootPassword" else "proxmoxApiToken"
-    return f"GPU_POOL_SECRET_{key.upper()}, or a GPU_POOL_SECRETS_FILE line {key}=..., as the offline preview reads it"
+    credential = proxmox_credential(stack.proxmox.auth)
+    return f"{credential.source_env}, or a {FILE_ENV} line {credential.key}=..., as the offline preview reads it"
 
 
 def _refused(where: str, what: str, failure: ProxmoxFailed) -> Day2Error:

@@ -38,11 +38,11 @@ from typing import Any
 import pulumi
 
 from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
+from components.stack_check import validate_stack
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -178,9 +178,17 @@ class Comparison:
         return self.wave.dangers if self.wave else []
 
 
-def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, str] | None = None) -> Recording:
+def preview(
+    stack: str,
+    config: dict[str, Any],
+    label: str,
+    secrets: dict[str, str] | None = None,
+    stack_file: Path | None = None,
+) -> Recording:
+    """The program's preview of `config`; `stack_file`, where the config came from one, is read as the program reads
+    its own (an integer written with a leading zero is refused, as `make preview` refuses it)."""
     try:
-        return run_stack(stack, config=config, secrets=secrets or {})
+        return run_stack(stack, config=config, secrets=secrets or {}, stack_file=stack_file)
     except ConfigError as error:
         raise DiffError(f"the {label} stack config is refused:\n  " + "\n  ".join(error.messages)) from None
     except pulumi.RunError as error:
@@ -202,7 +210,7 @@ def diff_files(
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config, secrets, nodes, nodes_path)
+    return compare_configs(stack, old_config, new_config, secrets, nodes, nodes_path, after_file=after)
 
 
 def _stack_config(config: dict[str, Any]) -> StackConfig:
@@ -241,33 +249,39 @@ def compare_configs(
     secrets: dict[str, str] | None = None,
     nodes: dict[str, Any] | None = None,
     nodes_path: Path | None = None,
+    after_file: Path | None = None,
 ) -> Comparison:
     """The earlier file as a settled deployment (planned against the Nodes its own `up` leaves: no turn, nothing to
     roll), against the current file planned against `nodes` (default: those same Nodes)."""
     # Both files and the saved Nodes are checked together before anything is previewed: a file of another lab
     # or another cluster's Nodes is refused, not planned as a new cluster.
     try:
-        new_stack = _stack_config(after)
-    except ConfigError as error:
-        raise DiffError("the current stack config is refused:\n  " + "\n  ".join(error.messages)) from None
+        new_stack: StackConfig | None = _stack_config(after)
+    except ConfigError:
+        new_stack = None  # the current file's preview below refuses it, with every problem its text shows
     with reading_earlier_file() as refusals:
         try:
             old_stack = _stack_config(before)
         except ConfigError as error:
             raise DiffError("the earlier stack config is refused:\n  " + "\n  ".join(error.messages)) from None
-        refused, nodes_dangers, nodes_info = nodes_problems(old_stack, new_stack, nodes, nodes_path or Path("NODES"))
-        if refused:
-            raise DiffError("\n  ".join(refused))
+        nodes_dangers: list[str] = []
+        nodes_info: list[str] = []
+        if new_stack is not None:
+            refused, nodes_dangers, nodes_info = nodes_problems(
+                old_stack, new_stack, nodes, nodes_path or Path("NODES")
+            )
+            if refused:
+                raise DiffError("\n  ".join(refused))
         settled = settled_nodes_of(old_stack)
         with observing(settled):
             old = preview(stack, before, "earlier", secrets)
     observed = nodes if nodes is not None else settled
     # Both previews run as the same stack, with the same secrets, so URNs match when the resources are the same.
     with observing(observed):
-        new = preview(stack, after, "current", secrets)
+        new = preview(stack, after, "current", secrets, after_file)
     changes = diff_recordings(old, new)
     wave = wave_of(new, {c.name for c in changes if c.op != "same"})
-    if wave is not None and any("driver" in turn.changes for turn in wave.domains.values()):
+    if new_stack is not None and wave is not None and any("driver" in t.changes for t in wave.domains.values()):
         nodes_info += cordoned_gpu_nodes_outside(new_stack, observed)
     return Comparison(changes, refusals, wave, observed, nodes_dangers, nodes_info)
 

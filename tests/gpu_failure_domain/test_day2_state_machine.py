@@ -32,8 +32,8 @@ from components.gpu_failure_domain.observed import ObservedNode
 from components.gpu_failure_domain.plan import nodes_by_domain, plan_wave, settled_nodes_of
 from components.gpu_failure_domain.rollout import rollout_state
 from components.gpu_failure_domain.turns import Turn
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from day2.repair import refusals
 from offline.runner import read_stack_file
 from tests.ssh_keys import TEST_PUBLIC_KEY

@@ -33,8 +33,8 @@ from components.gpu_failure_domain.plan import (
 from components.gpu_failure_domain.rollout import rollout_state
 from components.gpu_failure_domain.steps import LocalStep
 from components.gpu_failure_domain.turns import TURN_TABLE, Record, Situation, TurnRule, Wave, turn_for, version_key
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 from tests.ssh_keys import TEST_PUBLIC_KEY
 
