@@ -34,7 +34,7 @@ from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
 from day2.bundle import health_check_zip
-from day2.health_check import facts_document
+from day2.doctor.health_check import facts_document
 from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.

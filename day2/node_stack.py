@@ -13,8 +13,8 @@ from config.errors import ConfigError
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from config.stack_file import StackFileError
-from day2.node_facts import NodeInputError
-from day2.node_floors import Expected
+from day2.node_check.facts import NodeInputError
+from day2.node_check.floors import Expected
 
 
 def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:

@@ -35,7 +35,7 @@ class Domain:
 
 
 # The defaults come from the stack config's models, imported only when a default is needed: the in-cluster
-# health check (day2/health_check.py) gives every value and runs on the standard library, without pydantic.
+# health check (day2/doctor/health_check.py) gives every value and runs on the standard library, without pydantic.
 def _operator_namespace() -> str:
     from config.gpu_operator import GpuOperatorConfig
 

@@ -1,11 +1,11 @@
 """`gpu-pool repair NODE --stack NAME`: a faulted card brought back through Proxmox, one failure domain at a time.
 
-It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair.py), checks
+It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair/decide.py), checks
 the guard rails, and prints the repair's turn: the steps `make diff` names, planned by the same function that
 plans a wave's turns (components/gpu_failure_domain/plan.py, a turn of kind `repair`). With `--yes` it runs them
-in order as pulumi-command would (day2/repair_run.py) and stops at the first failure with the node cordoned.
+in order as pulumi-command would (day2/repair/run.py) and stops at the first failure with the node cordoned.
 
-Before anything stops it reads the host (day2/repair.py host_check): the VM's lock, HA state and status and the
+Before anything stops it reads the host (day2/repair/decide.py host_check): the VM's lock, HA state and status and the
 card in the host's own PCI list, from the Proxmox API or, for a dry run, saved answers (`--proxmox-from DIR`).
 
 Exit codes: 0 it would repair (`--yes`: it did); 1 no repair is needed, a power cycle cannot fix what is broken
@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,13 +31,15 @@ from config.failure_domain import FailureDomainConfig
 from config.secret_sources import FILE_ENV
 from config.secrets import proxmox_credential
 from config.stack import StackConfig
+from day2.arguments import timestamp
 from day2.bundle import node_check_command
-from day2.doctor import diagnose
+from day2.command import ExitStatus, Io
+from day2.doctor.node_report import NodeCheck, parse_node_check, read_node_checks
+from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
-from day2.node_report import NodeCheck, parse_node_check, read_node_checks
 from day2.node_stack import as_flags, expected_of
 from day2.pool import facts_of, read_stack
-from day2.repair import (
+from day2.repair.decide import (
     TIME_FORMAT,
     Decision,
     HostCheck,
@@ -48,18 +49,14 @@ from day2.repair import (
     refusals,
     vm_problem,
 )
-from day2.repair_run import Inputs, execute, key_file, ssh_argv
+from day2.repair.run import Inputs, execute, key_file, ssh_argv
 from day2.sources import DOCTOR_NEEDS, load_dump, load_live
 
+NAME = "repair"
+HELP = "power-cycle a faulted card's VM through Proxmox, one failure domain at a time (prints the plan; --yes runs it)"
 
-def add_parser(
-    commands: Any, parser_class: type[argparse.ArgumentParser], timestamp: Callable[[str], datetime.datetime]
-) -> None:
-    repair = commands.add_parser(
-        "repair",
-        help="power-cycle a faulted card's VM through Proxmox, one failure domain at a time (prints the plan; "
-        "--yes runs it)",
-    )
+
+def add_arguments(repair: argparse.ArgumentParser) -> None:
     repair.add_argument("node", metavar="NODE", help="the GPU node (a failure domain's hostname)")
     repair.add_argument("--stack", metavar="NAME", required=True, help="read Pulumi.NAME.yaml")
     repair.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
@@ -322,7 +319,8 @@ def read_host(
     return host, vm
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.datetime) -> int:
+def run(args: argparse.Namespace, io: Io) -> ExitStatus:
+    out, err, now = io.out, io.err, args.now or io.clock()
     if args.yes and (args.dump or args.proxmox_from):
         saved = [
             *(["--from (a dump is for a look at the plan)"] if args.dump else []),
@@ -360,7 +358,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
                 out.write(json.dumps(_document(domain.hostname, domain.name, decision, None), indent=2) + "\n")
             else:
                 print_table(out, domain.hostname, domain.name, decision, None)
-            return 1
+            return ExitStatus.FINDING
         observed = nodes_by_domain(stack, {"items": list(snapshot.nodes)})
         problems = refusals(stack, domain, observed, now)
         credential = proxmox_environment(stack, secrets)
@@ -375,7 +373,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
                 out.write(json.dumps(_document(domain.hostname, domain.name, decision, None), indent=2) + "\n")
             else:
                 print_table(out, domain.hostname, domain.name, decision, None)
-            return 1
+            return ExitStatus.FINDING
         node = observed[domain.name]
         assert node is not None  # doctor's node floor would have been the first broken one
         out_now = [d for d in stack.failure_domains if (n := observed[d.name]) is None or n.out]
@@ -389,6 +387,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
             print_table(out, domain.hostname, domain.name, decision, plan)
             _footer(out, inputs, plan, checked, args)
         if not args.yes:
-            return 0
+            return ExitStatus.SUCCESS
         # With -o json the plan is the answer on stdout; the run's progress goes to stderr.
-        return execute(plan, inputs, credential, args, err if args.output == "json" else out)
+        return ExitStatus(execute(plan, inputs, credential, args, err if args.output == "json" else out))
