@@ -129,41 +129,9 @@ def facts_of(cfg: StackConfig, stack: str) -> PoolFacts:
     )
 
 
-def facts_document(facts: PoolFacts) -> dict[str, Any]:
-    """What `--stack` tells doctor, as the JSON the stack writes into the health check's ConfigMap."""
-    marking = facts.marking
-    return {
-        "stack": facts.stack,
-        "marking": {
-            "labelKey": marking.label_key,
-            "labelValue": marking.label_value,
-            "taintKey": marking.taint_key,
-            "taintValue": marking.taint_value,
-            "taintEffect": marking.taint_effect,
-        },
-        "operatorNamespace": facts.operator_namespace,
-        "smokeNamespace": facts.smoke_namespace,
-        "smokeTestEnabled": facts.smoke_test_enabled,
-        "timeSlicingConfigMap": facts.time_slicing_configmap,
-        "domains": [
-            {"name": d.name, "hostname": d.hostname, "sharing": d.sharing, "slots": d.slots, "cards": list(d.cards)}
-            for d in facts.domains
-        ],
-        "profileSlots": dict(sorted(facts.profile_slots.items())),
-        "driverVersion": facts.driver_version,
-    }
-
-
 def facts_from_document(document: Mapping[str, Any]) -> PoolFacts:
-    marking = document["marking"]
     return PoolFacts(
-        marking=GpuNodeMarking(
-            label_key=marking["labelKey"],
-            label_value=marking["labelValue"],
-            taint_key=marking["taintKey"],
-            taint_value=marking["taintValue"],
-            taint_effect=marking["taintEffect"],
-        ),
+        marking=GpuNodeMarking.from_document(document["marking"]),
         operator_namespace=document["operatorNamespace"],
         smoke_namespace=document["smokeNamespace"],
         smoke_test_enabled=bool(document["smokeTestEnabled"]),

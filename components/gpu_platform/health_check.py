@@ -73,16 +73,9 @@ def health_check_zip() -> bytes:
 def pool_facts_document(cfg: StackConfig, stack: str) -> dict[str, Any]:
     """What `--stack` tells doctor, as the JSON the stack writes into the health check's ConfigMap (the check reads
     it with day2.pool.facts_from_document; doctor --stack reads the stack through the same document)."""
-    marking = GpuNodeMarking.from_kyverno(cfg.kyverno)
     return {
         "stack": stack,
-        "marking": {
-            "labelKey": marking.label_key,
-            "labelValue": marking.label_value,
-            "taintKey": marking.taint_key,
-            "taintValue": marking.taint_value,
-            "taintEffect": marking.taint_effect,
-        },
+        "marking": GpuNodeMarking.from_kyverno(cfg.kyverno).as_document(),
         "operatorNamespace": cfg.gpu_operator.namespace,
         "smokeNamespace": cfg.smoke_test.namespace,
         "smokeTestEnabled": cfg.smoke_test.enabled,

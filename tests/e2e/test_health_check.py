@@ -31,8 +31,9 @@ from components.gpu_platform.health_check import (
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
 from config.validate import validate_stack
-from day2.pool import facts_document, facts_of
+from day2.pool import facts_of
 from offline.runner import read_stack_file
+from tests.day2.pool_facts import facts_document
 from tests.day2.scenarios import NODES, SCENARIOS
 from tests.e2e import scenario_load
 from tests.e2e.conftest import kubectl_for, reported_cluster

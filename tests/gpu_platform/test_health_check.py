@@ -32,10 +32,11 @@ from config.repair import HealthCheckConfig, longest_gap_minutes
 from config.validate import validate_stack
 from day2.doctor.health_check import condition_of, reason_of
 from day2.doctor.walk import diagnose_all
-from day2.pool import facts_document, facts_from_document, facts_of
+from day2.pool import facts_from_document, facts_of
 from day2.sources import load_dump
 from offline.runner import read_stack_file
 from tests.contract import crd_schemas
+from tests.day2.pool_facts import facts_document
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = "2026-05-04T10:00:00Z"
