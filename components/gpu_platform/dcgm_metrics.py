@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from config.project import PROJECT
 from knowledge.dcgm_fields import DEFAULT_FIELDS, EXTRA_FIELDS, PROFILING_FIELDS, DcgmField
 from knowledge.gpu_operator import DCGM_METRICS_KEY
 
@@ -58,7 +59,7 @@ def build_dcgm_metrics_configmap(namespace: str) -> dict[str, Any]:
         "metadata": {
             "name": DCGM_METRICS_CONFIGMAP,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "gpu-pool", "app.kubernetes.io/component": "dcgm-exporter"},
+            "labels": {"app.kubernetes.io/part-of": PROJECT, "app.kubernetes.io/component": "dcgm-exporter"},
         },
         "data": {DCGM_METRICS_KEY: build_dcgm_metrics_csv()},
     }

@@ -21,6 +21,7 @@ from components.shared.health_condition import CONDITION
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.payload import module_closure, pack, pyyaml_files
 from config.monitoring import MonitoringConfig
+from config.project import PROJECT
 from config.repair import HealthCheckConfig, longest_gap_minutes
 from config.stack import StackConfig
 from knowledge.kubernetes import pod_security_labels
@@ -96,7 +97,7 @@ def pool_facts_document(cfg: StackConfig, stack: str) -> dict[str, Any]:
 
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-pool"}
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": PROJECT}
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
