@@ -26,6 +26,7 @@ from components.shared.kubectl import kubectl_prefix
 from components.shared.language_host import freeze_for_exit, send_sdk_debug_messages_in_background
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
+from components.stack_check import validate_stack
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
@@ -45,7 +46,7 @@ def refuse(title: str, messages: list[str]) -> NoReturn:
 
 
 try:
-    loaded = load_config()
+    loaded = load_config(validate_stack)
 except ConfigError as error:
     refuse("invalid stack config", error.messages)
 

@@ -3,8 +3,8 @@ program really renders (the gpu-operator release's final values after every key 
 VM's cloud-init and RKE2 config, the node's labels and taint), not on the keys that lead there. A key that can
 undo a trap fix, however documented, is caught here by what it does to the result.
 
-Pure and run before anything is registered: components/__init__.py registers `rendered_problems` with the config
-loader (config/rendered_checks.py), which runs it with the cross-key rules on whatever parts of the config parse.
+Pure and run before anything is registered: the one validation of a stack (stack_check.py) passes
+`rendered_problems` to config.validate, which runs it with the cross-key rules on whatever parts of the config parse.
 docs/traps.md names the rule that guards each trap (the `RULES` ids); tests/test_rendered_plan.py breaks every
 rule through every key in its `keys`, and on a rendered plan directly where no key reaches it.
 """

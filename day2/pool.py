@@ -99,17 +99,16 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
 
 def read_stack(stack: str, root: Path) -> StackConfig:
     """Pulumi.<stack>.yaml in root, validated (its secrets are not read). Raises Day2Error naming the problem."""
-    # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
+    # Imported here: reading a stack pulls in the config models and the builders its rendered rules run, which
+    # dump-only runs (and the in-cluster health check) never need.
+    from components.stack_check import validate_stack_file
     from config.errors import ConfigError
-    from config.stack_file import StackFileError, project_values, read_stack_file
-    from config.validate import validate_stack
+    from config.stack_file import StackFileError
 
     try:
-        raw = read_stack_file(stack, root)
+        return validate_stack_file(stack, root)
     except StackFileError as error:
         raise Day2Error(f"--stack {stack}: {error}") from None
-    try:
-        return validate_stack(project_values(raw))
     except ConfigError as error:
         raise Day2Error(f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}") from None
 

@@ -35,9 +35,9 @@ import annotated_types
 import yaml
 
 from components.gpu_platform.time_slicing import render_profile
+from components.stack_check import validate_stack
 from config.sharing import SharingProfile
 from config.stack import StackConfig
-from config.validate import validate_stack
 from knowledge.gpu_operator import GPU_RESOURCE
 from offline.runner import ROOT_DIR, read_stack_file
 

@@ -172,6 +172,11 @@ def recheck(check: NodeCheck, expected: NodeExpectations) -> NodeCheck:
         notes.append(f"the report is from an earlier boot of {check.node} (boot id {check.boot_id})")
     if not verdicts:
         return replace(check, notes=tuple(notes))
+    return _rejudged(check, verdicts, notes)
+
+
+def _rejudged(check: NodeCheck, verdicts: dict[str, tuple[str, str]], notes: list[str]) -> NodeCheck:
+    """The report with the floors `verdicts` names broken (detail, next command), the first of them its first."""
     floors = []
     first: str | None = None
     fix = check.fix

@@ -20,8 +20,8 @@ import pytest
 
 from components.gpu_failure_domain.observed import ObservedNode
 from components.gpu_failure_domain.plan import nodes_by_domain, settled_nodes_of
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from day2.doctor import walk as doctor
 from day2.doctor.floors_types import Fix
 from day2.doctor.node_report import NodeCheck, parse_node_check

@@ -30,7 +30,7 @@ from components.gpu_platform.health_check import (
 )
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from day2.pool import facts_of
 from offline.runner import read_stack_file
 from tests.day2.pool_facts import facts_document

@@ -27,9 +27,9 @@ from components.gpu_platform.health_check import (
     pool_facts_document,
 )
 from components.shared.health_condition import CONDITION
+from components.stack_check import validate_stack
 from config.monitoring import MonitoringConfig
 from config.repair import HealthCheckConfig, longest_gap_minutes
-from config.validate import validate_stack
 from day2.doctor.health_check import condition_of, reason_of
 from day2.doctor.walk import diagnose_all
 from day2.pool import facts_from_document, facts_of

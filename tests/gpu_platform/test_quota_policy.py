@@ -183,8 +183,8 @@ def test_quotas_kyverno_did_not_generate_and_unlabelled_namespaces_never_reach_i
 
 
 def test_a_quota_failure_policy_with_cel_policies_is_a_warning_that_it_does_nothing(prod_config) -> None:
+    from components.stack_check import validate_stack
     from config.cross_key import config_warnings
-    from config.validate import validate_stack
 
     prod_config["gpu-pool:gpuQuotas"]["failurePolicy"] = "Ignore"
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
