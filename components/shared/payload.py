@@ -7,9 +7,9 @@ imported here). Followed: every project import a module runs when it is loaded. 
 function or under `if TYPE_CHECKING:` - the payload's code keeps those for where the project is installed (a
 default that reaches for the config models, `--stack` on the node) and says so where it makes them; a test runs
 each zip with every site package hidden. A package's `__init__.py` comes with its modules; one that runs code when
-imported (components/ registers the rendered-plan pass and so imports every builder) is packed as its docstring
-alone, since the payload imports modules, never what a package's `__init__` sets up. A data file a packed module
-names (`"data" / "nvidia_cards.json"` beside it) comes with it.
+imported is packed as its docstring alone, and none of its imports, since the payload imports modules, never
+what a package's `__init__` sets up. A data file a packed module names (`"data" / "nvidia_cards.json"` beside
+it) comes with it.
 
 The zips are byte-for-byte the same for the same sources (fixed times, sorted names), so the ConfigMap changes only
 when the code does.
