@@ -18,7 +18,12 @@ from typing import Any
 
 from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES, rke2_agent_config, user_data_document
 from components.gpu_failure_domain.node_metadata import node_labels, registration_labels
-from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_csv, metrics_digest
+from components.gpu_platform.dcgm_metrics import (
+    DCGM_METRICS_CONFIGMAP,
+    build_dcgm_metrics_csv,
+    deployed_exporter_version,
+    metrics_digest,
+)
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
 from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
@@ -446,7 +451,8 @@ def _dcgm_metrics_follow_the_csv(plan: RenderedPlan) -> list[str]:
         return []
     digest = _get(plan.values, f"dcgmExporter.annotations.{DCGM_METRICS_DIGEST_ANNOTATION}")
     name = _get(plan.values, "dcgmExporter.config.name")
-    if digest == metrics_digest(build_dcgm_metrics_csv()) and name == DCGM_METRICS_CONFIGMAP:
+    version = deployed_exporter_version(plan.parts.operator) if plan.parts.operator is not None else ""
+    if digest == metrics_digest(build_dcgm_metrics_csv(version)) and name == DCGM_METRICS_CONFIGMAP:
         return []
     return [
         f"{_source(plan.parts, 'dcgmExporter', 'gpuOperator.extraValues')}: the exporter must read gpu-pool's "

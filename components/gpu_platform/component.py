@@ -17,7 +17,7 @@ from components.gpu_platform.cel_policies import (
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
-from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap
+from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
 from components.gpu_platform.health_check import HealthCheckBundle, build_health_alert_rules, build_health_check
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import crd_resource_suffix
@@ -103,7 +103,9 @@ class GpuPlatform(pulumi.ComponentResource):
             self._after(namespace),
         )
         dcgm_metrics = self._object(
-            "dcgm-metrics", build_dcgm_metrics_configmap(operator_cfg.namespace), self._after(namespace)
+            "dcgm-metrics",
+            build_dcgm_metrics_configmap(operator_cfg.namespace, deployed_exporter_version(operator_cfg)),
+            self._after(namespace),
         )
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
         # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
@@ -153,6 +155,9 @@ class GpuPlatform(pulumi.ComponentResource):
                 build_gpu_alert_rules(
                     cfg.monitoring,
                     expected_slots_by_node={d.hostname: cfg.slots(d) for d in cfg.failure_domains},
+                    slots_per_card_by_node={
+                        d.hostname: cfg.sharing_profiles[d.sharing].replicas for d in cfg.failure_domains
+                    },
                     # The exporter's namespace: DcgmExporterDown filters its `up` series on it.
                     namespace=cfg.gpu_operator.namespace,
                 ),
