@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -33,9 +32,6 @@ from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
-from day2.bundle import health_check_zip
-from day2.doctor.health_check import facts_document
-from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
@@ -93,15 +89,16 @@ kubernetes_provider = build_kubernetes_provider(loaded)
 wave = plan_wave(cfg, cluster_state.nodes, cluster_state.server_version)
 if wave.problems:
     refuse("invalid stack config", wave.problems)
+if wave.holds and not OFFLINE:
+    # A repair holds a domain this up must turn: refused before anything runs (make diff shows it as a danger).
+    refuse("a repair holds a domain this up must turn", wave.holds)
 for danger in wave.dangers:
     pulumi.log.warn(danger)
 
 # The in-cluster health check's code and the pool's facts, from this checkout and the stack (repair.healthCheck).
 health_check = None
 if cfg.repair.health_check.enabled:
-    health_check = HealthCheckBundle(
-        code=health_check_zip(), facts=json.dumps(facts_document(facts_of(cfg, pulumi.get_stack())), indent=2)
-    )
+    health_check = HealthCheckBundle.of(cfg, pulumi.get_stack())
 platform = GpuPlatform(
     "gpu-platform",
     GpuPlatformArgs(
@@ -110,7 +107,10 @@ platform = GpuPlatform(
 )
 credential_env = proxmox_credential_env(loaded)
 by_name = {domain.name: domain for domain in cfg.failure_domains}
-plans = {name: plan_domain(by_name[name], cfg, wave.turns[name]) for name in wave_order(cfg)}
+plans = {
+    name: plan_domain(by_name[name], cfg, wave.turns[name], holder=f"up:{pulumi.get_stack()}")
+    for name in wave_order(cfg)
+}
 domains: dict[str, GpuFailureDomain] = {}
 # Created batch by batch, so a domain's turn can wait for the previous batch's last steps (`-rollout`).
 batched = [name for batch in wave.batches for name in batch]
