@@ -38,6 +38,8 @@ ALLOWED: dict[str, set[str]] = {
         "components.gpu_platform",
         "components.gpu_failure_domain",
         "components.stack_check",
+        # The breaker's ConfigMap name, that `gpu-pool repair --reset-breaker` closes.
+        "components.unattended.objects",
     },
     # The offline preview and make diff read a domain's plan through its one public module, and validate a stack
     # by the one validation.
