@@ -269,6 +269,25 @@ def replace_out_of_sync_driver_pod(kubectl: Kubectl, namespace: str, name: str) 
     return False
 
 
+def upgrade_failed(kubectl: Kubectl, namespace: str, name: str, replaced: set[str]) -> tuple[bool, str, str]:
+    """The gate on a node in upgrade-failed: an out-of-sync driver pod is deleted once (the recreated pod must pass
+    on its own: FIELD-REVIEW-5 WRONG-2) and the gate waits; a pod on the newest revision is a real failure."""
+    if not replaced and replace_out_of_sync_driver_pod(kubectl, namespace, name):
+        replaced.add(name)
+        return False, "upgrade-failed, out-of-sync driver pod deleted", "the recreated driver pod"
+    if replaced:
+        cause = "the recreated driver pod did not bring the node out of upgrade-failed: "
+        return (
+            False,
+            "upgrade-failed, waiting for the recreated driver pod",
+            cause + driver_log_command(namespace, name),
+        )
+    raise StepFailed(
+        f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
+        + driver_log_command(namespace, name)
+    )
+
+
 def set_turn_state(kubectl: Kubectl, name: str, state: str) -> None:
     """The node's visible turn state (components/gpu_failure_domain/observed.py TURN_STATE_LABEL); a repair's turn
     stays `repairing` until it ends."""
@@ -301,23 +320,7 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
             )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
-            if not replaced and replace_out_of_sync_driver_pod(kubectl, namespace, name):
-                # Once per gate: the recreated pod must pass on its own (FIELD-REVIEW-5 WRONG-2).
-                replaced.add(name)
-                return False, "upgrade-failed, out-of-sync driver pod deleted", "the recreated driver pod"
-            if replaced:
-                return (
-                    False,
-                    "upgrade-failed, waiting for the recreated driver pod",
-                    (
-                        "the recreated driver pod did not bring the node out of upgrade-failed: "
-                        + driver_log_command(namespace, name)
-                    ),
-                )
-            raise StepFailed(
-                f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
-                + driver_log_command(namespace, name)
-            )
+            return upgrade_failed(kubectl, namespace, name, replaced)
         pods = _driver_pods(kubectl, namespace, name)
         images = [c.get("image", "") for p in pods for c in (p.get("spec") or {}).get("containers") or []]
         on_version = any(f":{driver}" in image for image in images)
@@ -545,6 +548,31 @@ def previous_device(previous_stdout: str) -> str | None:
     return None
 
 
+def start_vm(api: Proxmox, vm: str, vmid: str, where: str, name: str) -> None:
+    """`status/start` and its task's exit status (qemu-server's own reason when it fails: `no pci device info for
+    device ...` when the host lost the card, PCI.pm); an HA-managed VM must then run on the stack's node."""
+    started = api.call("POST", f"{vm}/status/start")
+    exitstatus = api.wait_task(str(started or ""), 180)
+    if exitstatus is not None and not task_ok(exitstatus):
+        # qemu-server's own reason: `no pci device info for device ...` when the host lost the card (PCI.pm).
+        raise StepFailed(
+            f"the start task of {where} failed: {exitstatus} (node {name} stays cordoned; a card the host lost is "
+            "reset on the host: PCI remove/rescan, or a host reboot)"
+        )
+    print(f"{where}: start task {exitstatus or 'still running'}")
+    if os.environ.get("POWER_CYCLE_HA"):
+        # An HA-managed VM's start is a request the CRM places: it may start on another node that has the mapping.
+        ha_node = _ha_placed(api, vmid, 180)
+        if ha_node != env("PROXMOX_NODE"):
+            raise StepFailed(
+                f"HA started VM {vmid} on {ha_node or 'no node'}, not the stack's {env('PROXMOX_NODE')}: the failure "
+                f"domain is now on another host; migrate it back (ha-manager migrate vm:{vmid} "
+                f"{env('PROXMOX_NODE')}) and check the HA group's nodes (node {name} stays cordoned)"
+            )
+    elif not api.wait_status(vm, "running", 180):
+        raise StepFailed(f"VM {vmid} did not start within 180 s (node {name} stays cordoned)")
+
+
 def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
     vmid = env("PROXMOX_VMID")
     device = env("MAPPED_DEVICE", "")
@@ -594,26 +622,7 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
             raise StepFailed(f"the stop task of {where} failed: {stopped} (node {name} stays cordoned)")
         if not api.wait_status(vm, "stopped", 240):
             raise StepFailed(f"VM {vmid} did not stop within 240 s (node {name} stays cordoned)")
-    started = api.call("POST", f"{vm}/status/start")
-    exitstatus = api.wait_task(str(started or ""), 180)
-    if exitstatus is not None and not task_ok(exitstatus):
-        # qemu-server's own reason: `no pci device info for device ...` when the host lost the card (PCI.pm).
-        raise StepFailed(
-            f"the start task of {where} failed: {exitstatus} (node {name} stays cordoned; a card the host lost is "
-            "reset on the host: PCI remove/rescan, or a host reboot)"
-        )
-    print(f"{where}: start task {exitstatus or 'still running'}")
-    if os.environ.get("POWER_CYCLE_HA"):
-        # An HA-managed VM's start is a request the CRM places: it may start on another node that has the mapping.
-        ha_node = _ha_placed(api, vmid, 180)
-        if ha_node != env("PROXMOX_NODE"):
-            raise StepFailed(
-                f"HA started VM {vmid} on {ha_node or 'no node'}, not the stack's {env('PROXMOX_NODE')}: the failure "
-                f"domain is now on another host; migrate it back (ha-manager migrate vm:{vmid} "
-                f"{env('PROXMOX_NODE')}) and check the HA group's nodes (node {name} stays cordoned)"
-            )
-    elif not api.wait_status(vm, "running", 180):
-        raise StepFailed(f"VM {vmid} did not start within 180 s (node {name} stays cordoned)")
+    start_vm(api, vm, vmid, where, name)
     if node is not None:
         old_boot = boot_id(node)
 

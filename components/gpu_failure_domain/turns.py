@@ -7,7 +7,7 @@ every row). A kubelet or a record newer than the pin is refused before any turn 
 downgrade in place.
 
 A `repair` turn is not planned by a wave: `gpu-pool repair` asks for it when doctor and node-check find a floor a
-power cycle of the VM fixes (day2/repair.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
+power cycle of the VM fixes (day2/repair/decide.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
 pending, checks the node again (node-check, the gate, the smoke test under a new Job name), then ends the turn:
 uncordoned where the wave's (or the repair's) drain cordoned it, its rollout record left as it was, since a
 repair changes nothing the stack asks for.
@@ -232,7 +232,7 @@ def repair_turn(domain: FailureDomainConfig, observed: ObservedNode, reason: str
         uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
         resume_token=resume,
         key=json.dumps({"at": at, "repair": reason, "resume": resume}, sort_keys=True),
-        # A repair that stopped (day2/repair_run.py writes the note) says so when it is run again.
+        # A repair that stopped (day2/repair/run.py writes the note) says so when it is run again.
         stopped=(observed.wave_stopped or "") if in_turn else "",
         reason=reason,
     )

@@ -5,7 +5,7 @@ the guard rails, and prints the repair's turn: the steps `make diff` names, plan
 plans a wave's turns (components/gpu_failure_domain/plan.py, a turn of kind `repair`). With `--yes` it runs them
 in order as pulumi-command would (day2/repair/run.py) and stops at the first failure with the node cordoned.
 
-Before anything stops it reads the host (day2/repair.py host_check): the VM's lock, HA state and status and the
+Before anything stops it reads the host (day2/repair/decide.py host_check): the VM's lock, HA state and status and the
 card in the host's own PCI list, from the Proxmox API or, for a dry run, saved answers (`--proxmox-from DIR`).
 
 Exit codes: 0 it would repair (`--yes`: it did); 1 no repair is needed, a power cycle cannot fix what is broken
@@ -299,6 +299,35 @@ def _footer(out: TextIO, inputs: Inputs, plan: DomainPlan, checked: Checked, arg
         out.write(f"  run it: gpu-pool repair {domain.hostname} --stack {args.stack}{where} --yes\n")
 
 
+def read_host(
+    args: argparse.Namespace, stack: StackConfig, domain: FailureDomainConfig, credential: dict[str, str]
+) -> tuple[HostCheck, str]:
+    """What Proxmox says of the VM and its card (the API, or `--proxmox-from` answers), before anything stops; the
+    VM check's line for the plan's footer. The VM identity's refusal rides with the host's refusals."""
+    answers: tuple[list[dict[str, Any]], Any] | None = None
+    if args.proxmox_from:
+        answers = saved_proxmox_answers(args.proxmox_from, domain)
+    elif credential:
+        answers = proxmox_answers(stack, domain, credential)
+    if answers is None:
+        if args.yes:
+            raise Day2Error(
+                f"repair {domain.hostname}: the power cycle needs the stack's Proxmox credential: {_secret_hint(stack)}"
+            )
+        return HostCheck(), (
+            f"VM {domain.vm_id} on {domain.proxmox_node}: not checked, no Proxmox credential ({_secret_hint(stack)})"
+        )
+    guests, pci = answers
+    where = f"{args.proxmox_from}/{domain.proxmox_node}-pci.json" if args.proxmox_from else ""
+    host = host_check(domain, guests, pci, stack.repair.allow_ha_managed, where)
+    problem = vm_problem(domain, guests)
+    if problem:
+        host = HostCheck((problem, *host.refusals), host.failures, host.notes)
+    read = f" (saved in {args.proxmox_from})" if args.proxmox_from else ""
+    vm = "; ".join([f"VM {domain.vm_id} on {domain.proxmox_node} is {domain.hostname} in Proxmox{read}", *host.notes])
+    return host, vm
+
+
 def run(args: argparse.Namespace, io: Io) -> ExitStatus:
     out, err, now = io.out, io.err, args.now or io.clock()
     if args.reset_breaker:
@@ -350,32 +379,8 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
         observed = nodes_by_domain(stack, {"items": list(snapshot.nodes)})
         problems = refusals(stack, domain, observed, now)
         credential = proxmox_environment(stack, secrets)
-        answers: tuple[list[dict[str, Any]], Any] | None = None
-        if args.proxmox_from:
-            answers = saved_proxmox_answers(args.proxmox_from, domain)
-        elif credential:
-            answers = proxmox_answers(stack, domain, credential)
-        host = HostCheck()
-        if answers is not None:
-            guests, pci = answers
-            problem = vm_problem(domain, guests)
-            problems += [problem] if problem else []
-            where = f"{args.proxmox_from}/{domain.proxmox_node}-pci.json" if args.proxmox_from else ""
-            host = host_check(domain, guests, pci, stack.repair.allow_ha_managed, where)
-            problems += list(host.refusals)
-            read = f" (saved in {args.proxmox_from})" if args.proxmox_from else ""
-            vm = "; ".join(
-                [f"VM {domain.vm_id} on {domain.proxmox_node} is {domain.hostname} in Proxmox{read}", *host.notes]
-            )
-        elif args.yes:
-            raise Day2Error(
-                f"repair {domain.hostname}: the power cycle needs the stack's Proxmox credential: {_secret_hint(stack)}"
-            )
-        else:
-            vm = (
-                f"VM {domain.vm_id} on {domain.proxmox_node}: not checked, no Proxmox credential "
-                f"({_secret_hint(stack)})"
-            )
+        host, vm = read_host(args, stack, domain, credential)
+        problems += list(host.refusals)
         if problems:
             raise Day2Error(f"repair {domain.hostname} refused: {'; '.join(problems)}")
         if host.failures:

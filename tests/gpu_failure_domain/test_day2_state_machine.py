@@ -1,5 +1,5 @@
 """Day 2 against adversity, as a mechanism (issue 36 item 7): hypothesis drives the pure plan (turns.plan_wave, the
-turns it plans, day2/repair.py's guard rails) through random sequences of stack changes, `up` runs that complete,
+turns it plans, day2/repair/decide.py guard rails) through random sequences of stack changes, `up` runs that complete,
 are interrupted at any step or fail a gate, nodes going NotReady and back, admins cordoning, the GPU Operator marking
 `upgrade-failed`, and repairs during waves and waves during repairs. After every step:
 
@@ -246,7 +246,7 @@ class Day2Machine(RuleBasedStateMachine):
 
     @rule(domain=st.sampled_from(DOMAINS))
     def gpu_pool_repair_starts(self, domain: str) -> None:
-        """`gpu-pool repair NODE --yes` on a node whose card faulted: its guard rails (day2/repair.py refusals,
+        """`gpu-pool repair NODE --yes` on a node whose card faulted: its guard rails (day2/repair/decide.py refusals,
         the real function), then its drain takes the hold (rollout.take_hold_command)."""
         stack = self.stack
         config = next(d for d in stack.failure_domains if d.name == domain)

@@ -91,7 +91,8 @@ def test_the_vm_is_never_rebooted_through_the_guest(harness: Harness) -> None:
     from components.gpu_failure_domain.node_steps import node_steps_script
 
     script = node_steps_script()
-    assert script.index("/status/shutdown") < script.index("/status/start")
+    cycle = script[script.index("def step_power_cycle(") :]
+    assert cycle.index("/status/shutdown") < cycle.index("start_vm(")
     assert "/status/reboot" not in script
 
 
@@ -239,7 +240,7 @@ def test_gpu_ready_replaces_a_driver_pod_left_on_an_older_revision_in_upgrade_fa
             "revisions": [revisions],
         }
     )
-    result = harness.run("gpu-ready", **gpu_env())
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="5", **gpu_env())
 
     assert result.returncode == 0, result.stderr
     deletes = [line for line in harness.journal.lines() if " delete " in line]

@@ -177,3 +177,24 @@ def test_a_driver_change_names_the_cordoned_gpu_nodes_outside_the_stack_the_oper
         "build-gpu-1 is a cordoned GPU node outside this stack: the GPU Operator upgrades its driver too"
         in out.getvalue()
     )
+
+
+def test_make_diff_shows_a_domain_a_repair_holds_as_a_danger(tmp_path: Path) -> None:
+    """FIELD-REVIEW-5 H2 through `make diff NODES=`: a repair's hold is what `pulumi up` would refuse."""
+    nodes = settled_nodes(prod())
+    dc2 = next(i for i in nodes["items"] if i["metadata"]["name"] == "rke2-worker-dc2-gpu-a")
+    dc2["spec"]["unschedulable"] = True
+    dc2["metadata"]["labels"]["gpu-pool.dev/turn-state"] = "repairing"
+    dc2["metadata"]["annotations"] |= {
+        "gpu-pool.dev/turn-holder": "repair:alice@laptop since 2026-12-05T10:00:00Z",
+        "gpu-pool.dev/wave-cordoned": "dc2",
+        "gpu-pool.dev/wave-turn": "2026-12-05T10:00:00Z",
+    }
+
+    code, out, _ = run(tmp_path, nodes)
+
+    assert code == 0
+    assert (
+        "! dc2 (rke2-worker-dc2-gpu-a) is held by repair:alice@laptop since 2026-12-05T10:00:00Z "
+        "(gpu-pool.dev/turn-state repairing)" in out
+    )
