@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "components": {"config", "knowledge"},
     # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its
     # Kubernetes objects as the platform's are.
-    "components.unattended": {"components.shared", "components.gpu_failure_domain.proxmox_vm", "config", "knowledge"},
+    "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge"},
     # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
     # preview, and none of it loads a Pulumi SDK (test_the_day2_command_on_a_dump_never_loads_pulumi).
     # Its --stack is validated by the one validation every entry point makes (components/stack_check.py).

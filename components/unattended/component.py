@@ -19,7 +19,8 @@ import pulumi_proxmoxve as proxmoxve
 
 from components.shared.kubernetes_objects import register_object
 from components.unattended.credential import TOKEN_SECRET_KEY, api_token, credential_plan, user_of
-from components.unattended.objects import NAME, SECRET_NAME, build_watcher_access, meta
+from components.unattended.objects import NAME, SECRET_NAME, build_watcher_access, build_watcher_rbac, meta
+from components.unattended.rbac import watcher_rules
 from config.stack import StackConfig
 
 
@@ -77,6 +78,10 @@ class UnattendedRepair(pulumi.ComponentResource):
         placed = pulumi.ResourceOptions.merge(k8s, pulumi.ResourceOptions(depends_on=[namespace]))
         for obj in objects[1:]:
             register_object(f"{name}-{obj['kind'].lower()}", obj, placed)
+        # What the repair turn's steps do in the cluster, derived from them (components/unattended/rbac.py).
+        for obj in build_watcher_rbac(cfg, *watcher_rules(args.stack)):
+            where = obj["metadata"].get("namespace")
+            register_object(f"{name}-turn-{obj['kind'].lower()}" + (f"-{where}" if where else ""), obj, placed)
         secret_value: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(token_id, token.value).apply(lambda pair: api_token(pair[0], pair[1] or ""))
         )

@@ -86,3 +86,34 @@ def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
             "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
         },
     ]
+
+
+def build_watcher_rbac(
+    cfg: UnattendedConfig, cluster_rules: list[dict[str, Any]], namespaced: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The ClusterRole and the Roles the repair turn's steps need (components/unattended/rbac.py), each bound to the
+    watcher's ServiceAccount; a Role per namespace the steps touch, named apart from the watcher's own Role."""
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta(NAME), "rules": cluster_rules},
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta(NAME),
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": NAME},
+            "subjects": subject,
+        },
+    ]
+    for namespace, rules in namespaced.items():
+        name = f"{NAME}-turn"
+        objects += [
+            {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(name, namespace), "rules": rules},
+            {
+                "apiVersion": f"{RBAC}/v1",
+                "kind": "RoleBinding",
+                "metadata": meta(name, namespace),
+                "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+                "subjects": subject,
+            },
+        ]
+    return objects
