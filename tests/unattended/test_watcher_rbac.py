@@ -50,7 +50,9 @@ def test_every_kubectl_call_of_the_repair_turn_has_its_api_requests_known() -> N
     assert requests_of(uses)[1] == []
 
 
-def test_the_roles_grant_exactly_what_the_steps_use_and_nothing_more(run_stack_program: Any, prod_config: dict) -> None:
+def test_the_roles_grant_exactly_what_the_steps_use_and_nothing_more(
+    run_stack_program: Any, prod_config: dict[str, Any]
+) -> None:
     cfg = stack()
     requests, _ = requests_of(turn_uses(cfg))
     where = {"operator": "gpu-operator", "smoke": "gpu-smoke-test", "events": "default", "node": "node"}
