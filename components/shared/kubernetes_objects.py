@@ -24,7 +24,6 @@ TYPED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("v1", "Namespace"): (),
     ("v1", "ConfigMap"): (),
     ("v1", "ServiceAccount"): (),
-    ("v1", "Secret"): (),
     ("coordination.k8s.io/v1", "Lease"): ("v1beta1",),
     ("v1", "ResourceQuota"): (),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("v1alpha1", "v1beta1"),

@@ -85,19 +85,15 @@ class UnattendedRepair(pulumi.ComponentResource):
         secret_value: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(token_id, token.value).apply(lambda pair: api_token(pair[0], pair[1] or ""))
         )
-        secret: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": meta(SECRET_NAME, cfg.namespace),
-            "type": "Opaque",
-            "stringData": {TOKEN_SECRET_KEY: secret_value},
-        }
-        register_object(
+        # The SDK's typed Secret: it wraps data and stringData in secrets and marks both outputs secret itself.
+        # Any: a plain dict where the SDK's stubs want their TypedDict.
+        secret_meta: Any = meta(SECRET_NAME, cfg.namespace)
+        kubernetes.core.v1.Secret(
             f"{name}-secret",
-            secret,
-            pulumi.ResourceOptions.merge(
-                placed, pulumi.ResourceOptions(depends_on=acls, additional_secret_outputs=["stringData", "data"])
-            ),
+            metadata=secret_meta,
+            type="Opaque",
+            string_data={TOKEN_SECRET_KEY: secret_value},
+            opts=pulumi.ResourceOptions.merge(placed, pulumi.ResourceOptions(depends_on=acls)),
         )
         self.token_name = plan.token_name
         self.register_outputs({"token": plan.token_name, "roles": [r.role_id for r in plan.roles], "watcher": NAME})
