@@ -194,3 +194,24 @@ def test_the_watchers_objects_validate_strictly_against_the_kubernetes_schema() 
     version = kubernetes_validate.latest_version()
     for obj in build_watcher_access(stack().repair.unattended):
         kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("raw_domains", [tuple(i for i in range(3) if mask >> i & 1) for mask in range(8)])
+def test_every_mix_of_mapped_and_raw_domains_grants_exactly_the_mapped_ones_vm_and_mapping(
+    raw_domains: tuple[int, ...],
+) -> None:
+    raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
+    for index in raw_domains:
+        raw["failureDomains"][index]["gpu"]["passthrough"] = "raw"
+    proxmox = raw["proxmox"] | ({"auth": "rootPassword"} if raw_domains else {})
+    repair = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
+    cfg = validate_stack(raw | {"proxmox": proxmox, "repair": repair})
+    plan = credential_plan(cfg, "prod")
+
+    mapped = [d for i, d in enumerate(cfg.failure_domains) if i not in raw_domains]
+    assert {row.path for row in plan.acls} == {f"/vms/{d.vm_id}" for d in mapped} | {
+        f"/mapping/pci/gpu-{d.name}" for d in mapped
+    }
+    assert {name for name, _ in plan.not_eligible} == {cfg.failure_domains[i].name for i in raw_domains}
+    assert not any(row.propagate for row in plan.acls)
+    assert (plan.vm_role.privileges, plan.mapping_role.privileges) == (("VM.Audit", "VM.PowerMgmt"), ("Mapping.Audit",))
