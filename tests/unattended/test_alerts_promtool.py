@@ -100,3 +100,12 @@ def test_the_rule_engine_fires_each_alert_on_its_series_and_not_on_the_near_miss
 
 def test_the_rule_validates_against_the_prometheus_rule_crd(upstream: Path) -> None:
     crd_schemas.strict_validator(upstream, crd_schemas.PROMETHEUS_RULE_CRD).validate(rule())
+
+
+def test_each_alerts_runbook_anchor_is_a_section_of_docs_alerts() -> None:
+    from components.unattended.alerts import RUNBOOK_ANCHORS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "alerts.md").read_text(encoding="utf-8")
+    headings = {line[3:].strip() for line in text.splitlines() if line.startswith("## ")}
+    for alert, anchor in RUNBOOK_ANCHORS.items():
+        assert f"Alert: {alert}" in headings and anchor == f"alert-{alert.lower()}"
