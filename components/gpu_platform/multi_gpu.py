@@ -86,8 +86,11 @@ def gpu_total_expression(resource: str) -> str:
 
 def gpu_total_cel(resource: str) -> str:
     """CEL: the same count as gpu_total_expression. Quantities may arrive as numbers from a file (the Kyverno CLI)
-    or as canonical strings from the API server: string() takes both."""
-    value = f"quantity(string(c.?resources.?limits['{resource}'].orValue('0'))).asInteger()"
+    or as canonical strings from the API server: string() takes both. Checked with cel-go v0.23.2 and the Kubernetes
+    CEL libraries (k8s.io/apiserver v0.33.5) on the pods of tests/gpu_platform/test_multi_gpu_policy.py."""
+    # dyn(): orValue('0') types the value a string to the checker, which would then bind string(string) alone and
+    # fail at run time on a number.
+    value = f"quantity(string(dyn(c.?resources.?limits['{resource}'].orValue('0')))).asInteger()"
     init = "object.spec.?initContainers.orValue([])"
     running = (
         f"([0] + object.spec.containers.map(c, {value})).sum()"
