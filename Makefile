@@ -71,7 +71,7 @@ BEFORE ?=
 AFTER ?=
 NODES ?=
 diff: $(RUNTIME)
-	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
+	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml> (a path, named so), e.g.: mkdir -p /tmp/old && git show HEAD~1:Pulumi.$(STACK).yaml > /tmp/old/Pulumi.$(STACK).yaml && make diff STACK=$(STACK) BEFORE=/tmp/old/Pulumi.$(STACK).yaml" >&2; exit 2; }
 	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) $(if $(NODES),--nodes $(NODES)) --out $(OUT) $(ARGS)
 
 # The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.

@@ -93,6 +93,9 @@ kubernetes_provider = build_kubernetes_provider(loaded)
 wave = plan_wave(cfg, cluster_state.nodes, cluster_state.server_version)
 if wave.problems:
     refuse("invalid stack config", wave.problems)
+if wave.holds and not OFFLINE:
+    # A repair holds a domain this up must turn: refused before anything runs (make diff shows it as a danger).
+    refuse("a repair holds a domain this up must turn", wave.holds)
 for danger in wave.dangers:
     pulumi.log.warn(danger)
 
@@ -110,7 +113,10 @@ platform = GpuPlatform(
 )
 credential_env = proxmox_credential_env(loaded)
 by_name = {domain.name: domain for domain in cfg.failure_domains}
-plans = {name: plan_domain(by_name[name], cfg, wave.turns[name]) for name in wave_order(cfg)}
+plans = {
+    name: plan_domain(by_name[name], cfg, wave.turns[name], holder=f"up:{pulumi.get_stack()}")
+    for name in wave_order(cfg)
+}
 domains: dict[str, GpuFailureDomain] = {}
 # Created batch by batch, so a domain's turn can wait for the previous batch's last steps (`-rollout`).
 batched = [name for batch in wave.batches for name in batch]

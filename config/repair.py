@@ -96,6 +96,11 @@ class RepairConfig(ConfigModel):
         description="power cycles `gpu-pool repair` may make of one domain's VM in 24 hours; beyond that it refuses "
         "and says to look at the hardware",
     )
+    allow_ha_managed: bool = Field(
+        default=False,
+        description="repair a VM Proxmox HA manages: its stop and start become HA requests the CRM places, and the "
+        "repair checks afterwards that the VM runs on the domain's proxmoxNode (off: such a VM is refused)",
+    )
     health_check: HealthCheckConfig = Field(
         default_factory=HealthCheckConfig,
         description="run doctor in the cluster on a schedule and alert on a broken floor (off by default)",
