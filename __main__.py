@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -33,9 +32,6 @@ from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
-from day2.bundle import health_check_zip
-from day2.doctor.health_check import facts_document
-from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
@@ -102,9 +98,7 @@ for danger in wave.dangers:
 # The in-cluster health check's code and the pool's facts, from this checkout and the stack (repair.healthCheck).
 health_check = None
 if cfg.repair.health_check.enabled:
-    health_check = HealthCheckBundle(
-        code=health_check_zip(), facts=json.dumps(facts_document(facts_of(cfg, pulumi.get_stack())), indent=2)
-    )
+    health_check = HealthCheckBundle.of(cfg, pulumi.get_stack())
 platform = GpuPlatform(
     "gpu-platform",
     GpuPlatformArgs(
