@@ -43,6 +43,7 @@ from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
 from config.stack import StackConfig
+from config.text_file import NotUtf8Error, read_utf8
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -65,9 +66,11 @@ def read_nodes(path: Path) -> dict[str, Any]:
     half-read. Every problem of the file is said at once. A file of other objects, or Nodes without the status the
     plan reads, would otherwise plan every domain as a first install and print "Dangers: none" (FIELD-REVIEW-5)."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_utf8(path))
     except OSError as error:
         raise DiffError(f"NODES: cannot read {path}: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise DiffError(f"NODES: {path}: {error}") from None
     except ValueError as error:
         raise DiffError(
             f"NODES: {path} is not JSON ({error}): save it with `kubectl get nodes -o json > {path}`"

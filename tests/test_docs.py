@@ -67,7 +67,9 @@ def _make_test_shape(tmp: Path) -> str:
         recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
         assert recipe, f"no {target} target in the Makefile"
         for command in recipe.group(1).splitlines():
+            # Without a --secret in ARGS, NO_ECHO_IF_SECRET expands to nothing and make echoes the command.
             shown = command.strip().replace("$(UV)", ".tools/bin/uv").replace(" $(ARGS)", "")
+            shown = shown.replace("$(NO_ECHO_IF_SECRET)", "")
             shown = shown.replace("$(TEST_WORKERS)", workers.group(1))
             lines.append(shown + "\n")
             lines.append(next(text for tool, text in printed.items() if tool in shown))

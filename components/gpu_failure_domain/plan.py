@@ -84,6 +84,7 @@ from components.gpu_failure_domain.turns import (
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.proxy import proxy_environment, subnet_of
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 
@@ -320,7 +321,9 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token: build_user_data(domain, stack.rke2, token, marking),
+        user_data=lambda token: build_user_data(
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors
+        ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
         # host keys, RKE2 reinstalled). Its inputs are first-boot only. A replacement (another node or datastore)
@@ -415,6 +418,10 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
     ]
 
 
+def _proxy_env(at: _Scope) -> dict[str, str]:
+    return proxy_environment(at.stack.proxy, at.stack.rke2, subnet_of(at.domain.network.ipv4))
+
+
 def _upgrade(at: _Scope) -> list[Step]:
     if not at.turn.install_rke2:
         return []
@@ -424,7 +431,7 @@ def _upgrade(at: _Scope) -> list[Step]:
             at,
             StepName.RKE2_UPGRADE,
             f"install RKE2 {version} and restart rke2-agent",
-            Command(rke2_upgrade_command(version), interpreter=None, triggers=at.key),
+            Command(rke2_upgrade_command(version, _proxy_env(at)), interpreter=None, triggers=at.key),
             waits_for=(StepName.WAVE_DRAIN,),
             turn_step=True,
         )

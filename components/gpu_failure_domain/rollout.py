@@ -247,15 +247,19 @@ def device_plugin_restart_command(node: str, kubectl: str, namespace: str) -> st
     )
 
 
-def rke2_upgrade_command(version: str) -> str:
+def rke2_upgrade_command(version: str, env: Mapping[str, str] | None = None) -> str:
     """Runs on the VM over SSH: the official installer at the pinned release, as the first-boot join does
-    (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it."""
+    (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it.
+    `env`: the proxy's variables (cloud_init.proxy_environment), for curl and the installer's own downloads;
+    passed through `sudo env`, since sudo's env_reset drops the caller's."""
     pinned = shlex.quote(version)
+    assigned = "".join(f"{name}={shlex.quote(value)} " for name, value in (env or {}).items())
     # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's (as cloud_init.py).
     return (
         "set -e; "
-        f"curl -sfL {RKE2_INSTALL_URL} -o /tmp/install-rke2.sh; "
-        f"sudo INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} sh /tmp/install-rke2.sh; "
+        f"{assigned}curl -sfL {RKE2_INSTALL_URL} -o /tmp/install-rke2.sh; "
+        f"sudo {'env ' + assigned if assigned else ''}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} "
+        "sh /tmp/install-rke2.sh; "
         "sudo systemctl restart rke2-agent; "
         f"echo {shlex.quote(f'rke2-agent restarted on {version}')}"
     )

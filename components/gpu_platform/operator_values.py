@@ -88,6 +88,7 @@ def build_gpu_operator_values(
     gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
     crds_registered: bool = False,
     service_monitor_labels: Mapping[str, str] | None = None,
+    driver_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -140,6 +141,9 @@ def build_gpu_operator_values(
             # pkg/upgrade GetUpgradesAvailable, ProcessUpgradeRequiredNodes; FIELD-REVIEW-4 WRONG-3). The chart's
             # 25% would start a node of its own choosing while the wave drains another.
             "upgradePolicy": copy.deepcopy(dict(DRIVER_UPGRADE_POLICY)),
+            # Behind a proxy the driver container downloads the kernel headers it builds against through it
+            # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+            **({"env": [{"name": k, "value": v} for k, v in driver_env.items()]} if driver_env else {}),
         },
         "toolkit": {"env": _toolkit_env(cfg.toolkit)},
         "devicePlugin": {
