@@ -112,7 +112,11 @@ class UnattendedConfig(ConfigModel):
     repair turn as `gpu-pool repair`, behind guard rails and a pool-wide circuit breaker, with a Proxmox token the
     stack creates that can only power-cycle and read the GPU domains' VMs and read their PCI mappings."""
 
-    enabled: bool = Field(default=False, description="deploy the repair watcher and its Proxmox token (off by default)")
+    enabled: bool = Field(
+        default=False,
+        description="deploy the repair watcher and its Proxmox token; not in this version: `pulumi preview` and "
+        "`up` refuse true while the watcher is not built (docs/day2.md)",
+    )
     decisions: list[PowerCycleFloor] = Field(
         default_factory=lambda: list(POWER_CYCLE_FLOORS),
         min_length=1,
