@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubernetes import HOSTNAME_LABEL
 
-# Type-only: the unattended repair's watcher runs this reader on the standard library alone (the health check's
+# Type-only: the unattended repair's watcher runs this reader in the cluster (the health check's
 # code packaging, components/shared/payload.py, leaves TYPE_CHECKING imports out), so nothing here may need the
 # pydantic-bound config at run time; nodes_by_domain reads the stack's fields by name.
 if TYPE_CHECKING:

@@ -33,9 +33,9 @@ from day2.doctor.walk import Diagnosis
 from day2.errors import Day2Error
 from day2.node_check.floors import Floor
 
-# Type-only: `decide` and what the unattended guard rails take from here run in the cluster's watcher on the
-# standard library alone (components/shared/payload.py leaves TYPE_CHECKING imports out of its zip); the
-# functions that take the stack read its fields by name.
+# Type-only: `decide` and what the unattended guard rails take from here run in the cluster's watcher without the
+# pydantic-bound config (components/shared/payload.py leaves TYPE_CHECKING imports out of its zip); the functions
+# that take the stack read its fields by name.
 if TYPE_CHECKING:
     from config.failure_domain import FailureDomainConfig
     from config.stack import StackConfig

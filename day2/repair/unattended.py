@@ -12,8 +12,8 @@ pool is held by a wave or a person's repair (not just `rollout.maxUnavailable`);
 (`gpu-pool repair --reset-breaker --stack S`, recorded with who and when).
 
 What the guard rails need of the stack is UnattendedFacts, computed from the config at preview and read back
-from JSON: the watcher runs this module (and `decide`) on the standard library alone, with the health check's
-code packaging (components/shared/payload.py), where the pydantic-bound config is not installed.
+from JSON: the watcher runs this module (and `decide`) without the pydantic-bound config, with the health check's
+code packaging (components/shared/payload.py: the import closure and PyYAML's pure-Python modules).
 """
 
 from __future__ import annotations
