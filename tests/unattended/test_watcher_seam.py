@@ -1,7 +1,8 @@
 """The seam the in-cluster watcher needs: `decide`, the Node reader and the guard rails run without pydantic or the
 config models, from the stack's facts computed at preview (UnattendedFacts, as JSON), packed as the health check
-packs its code (components/shared/payload.py: the import closure and PyYAML's pure-Python modules). Checked by running the packed zip with every site package hidden, so pydantic
-cannot be imported, against the same verdict computed here from the validated config."""
+packs its code (components/shared/payload.py: the import closure and PyYAML's pure-Python modules). Checked by
+running the packed zip with every site package hidden, so pydantic cannot be imported, against the same verdict
+computed here from the validated config."""
 
 from __future__ import annotations
 
