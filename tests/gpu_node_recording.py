@@ -55,19 +55,23 @@ PLUGIN_IMAGE: Final = f"gpu-pool.local/k8s-device-plugin:{DEVICE_PLUGIN_VERSION}
 # Files of the run the fixture keeps, by their path in the run's tarball.
 KEPT: Final = (
     "summary.json",
+    "summary.txt",
     "machine.txt",
     "digests.json",
     "dump.json",
+    "dump-final.json",
     "node.json",
     "pending.json",
     "node-check.json",
-    "cdi/nvidia-ctk-generate.yaml",
-    "containerd/rke2-config.toml",
-    "containerd/toolkit-config.toml",
-    "containerd/toolkit-99-nvidia.toml",
+    "nvml.json",
     "logs/toolkit.log",
     "logs/device-plugin.log",
+    "logs/nvcc.log",
+    "logs/cdi-generate.log",
 )
+# Folders of the run the fixture keeps whole: each pod's log and object, the CDI specs on the node (the toolkit's,
+# the device plugin's, `nvidia-ctk cdi generate`'s), and containerd's configs (RKE2's at each start, the toolkit's).
+KEPT_FOLDERS: Final = ("pods", "cdi", "containerd")
 
 
 def _stack() -> StackConfig:
@@ -109,6 +113,23 @@ def digests() -> dict[str, str]:
         "toolkit-cdi-values": hashlib.sha256(_canonical(rendered_toolkit_values()).encode()).hexdigest(),
         "x4-time-slicing-document": hashlib.sha256(rendered_profile().encode()).hexdigest(),
     }
+
+
+RERECORD: Final = (
+    "record the GPU node run again (docs/verification.md, 'On a real GPU: a real kubelet runs the program's pods': "
+    "python -m tests.gpu_node_recording objects, the device tool's run, python -m tests.gpu_node_recording import)"
+)
+
+
+def stale_recording(recorded: dict[str, str]) -> list[str]:
+    """One message per rendered input that is no longer what the node ran, naming it and how to record it again."""
+    today = digests()
+    return [
+        f"{name}: the program renders {today.get(name, 'nothing')[:12]}…, the node ran {recorded.get(name, 'nothing')[:12]}…; "
+        + RERECORD
+        for name in sorted(set(today) | set(recorded))
+        if today.get(name) != recorded.get(name)
+    ]
 
 
 def _smoke_jobs(stack: StackConfig) -> list[dict[str, Any]]:
@@ -349,7 +370,7 @@ def import_run(raw: Path, target: Path = FIXTURE) -> None:
             if source.exists():
                 (target / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(source, target / name)
-        for folder in ("pods", "cdi"):
+        for folder in KEPT_FOLDERS:
             for source in sorted((run / folder).glob("*")):
                 if source.is_file():
                     (target / folder).mkdir(parents=True, exist_ok=True)

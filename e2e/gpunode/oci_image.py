@@ -93,6 +93,7 @@ def main() -> None:
                     "mediaType": "application/vnd.oci.image.manifest.v1+json",
                     "digest": _blob(tar, manifest_bytes),
                     "size": len(manifest_bytes),
+                    "platform": {"architecture": "amd64", "os": "linux"},
                     "annotations": {
                         "io.containerd.image.name": args.name,
                         "org.opencontainers.image.ref.name": args.name.rsplit(":", 1)[-1],

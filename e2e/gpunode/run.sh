@@ -69,6 +69,13 @@ step "machine"
 } >"$R/machine.txt" 2>&1
 cat "$R/machine.txt"
 
+# What a systemd host gives every node and this VM may not: / a shared mount (the device plugin's HostToContainer
+# mounts need it), /dev/kmsg (the kubelet's OOM watcher), /etc/resolv.conf (its pods' DNS file).
+mount --make-rshared /
+[[ -e /dev/kmsg ]] || ln -s /dev/console /dev/kmsg
+[[ -e /etc/resolv.conf ]] || : >/etc/resolv.conf
+if ip link add gpunode-probe type bridge 2>/dev/null; then ip link del gpunode-probe; echo "bridge: ok"; else echo "bridge: the kernel refuses a bridge link"; fi
+
 # The node's address: the machine's own, else one on a dummy link (nothing outside is reached anyway).
 NODE_IP="$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)"
 if [[ -z "$NODE_IP" ]]; then
@@ -143,7 +150,7 @@ state = "$(dirname "$SOCK")"
   device_ownership_from_security_context = false
 
 [plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
+  snapshotter = "$SNAPSHOTTER"
   disable_snapshot_annotations = true
 
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -176,6 +183,15 @@ cat >"$CNI_CONF/10-gpunode.conflist" <<EOF
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.42.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
   {"type": "loopback"}]}
 EOF
+# overlayfs as RKE2's default snapshotter, unless this root cannot hold an overlay (then containerd's native one).
+SNAPSHOTTER=overlayfs
+mkdir -p "$RKE2/probe/l" "$RKE2/probe/u" "$RKE2/probe/w" "$RKE2/probe/m"
+if mount -t overlay overlay -o "lowerdir=$RKE2/probe/l,upperdir=$RKE2/probe/u,workdir=$RKE2/probe/w" "$RKE2/probe/m"; then
+  umount "$RKE2/probe/m"
+else
+  SNAPSHOTTER=native
+fi
+echo "snapshotter: $SNAPSHOTTER"
 step "containerd (supervised: restarted with a fresh config.toml whenever it exits, as RKE2's agent does)"
 (
   n=0
@@ -212,7 +228,7 @@ $OCI "$W/smoke.tar" "$(python3 -c 'import json,sys; print(json.load(open(sys.arg
   --entrypoint '["/bin/sh","/smoke.sh"]' --env SMOKE_HOLD_SECONDS=45 --env PATH=/usr/local/nvidia/bin:/usr/bin:/bin "$W/img/base" "$W/img/smoke"
 $OCI "$W/plugin.tar" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["containers"][0]["image"])' "$OBJ/device-plugin-pod.json")" \
   "$W/img/base" "$W/img/plugin"
-for t in pause smoke plugin; do ctr -a "$SOCK" -n k8s.io images import "$W/$t.tar" 2>&1 | tail -1; done
+for t in pause smoke plugin; do ctr -a "$SOCK" -n k8s.io images import --snapshotter "$SNAPSHOTTER" "$W/$t.tar" 2>&1 | tail -1; done
 ctr -a "$SOCK" -n k8s.io images ls -q
 
 step "kubelet"

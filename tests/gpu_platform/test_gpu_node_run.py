@@ -1,0 +1,213 @@
+"""The program's objects on a real GPU node: a real kubelet, containerd, the NVIDIA Container Toolkit and the device
+plugin, time-sliced on the lent card (tests/fixtures/gpu_node/, recorded by one call of the device tool: the
+commands are in docs/verification.md, "On a real GPU: a real kubelet runs the program's pods"). CI has no GPU:
+these tests replay what the node printed, and fail when the program renders something else than what ran.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from knowledge.gpu_operator import GPU_RESOURCE
+from tests import gpu_node_recording as recording
+from tests.conftest import NO_UPSTREAM, upstream_dir
+from tests.day2.k8s_objects import KUBERNETES_VERSION
+
+FIXTURE = recording.FIXTURE
+UUID = re.compile(r"GPU-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+
+
+def load(name: str) -> Any:
+    return json.loads((FIXTURE / name).read_text())
+
+
+def smoke_pods() -> dict[str, dict[str, Any]]:
+    """The smoke Jobs' pods as the API server last reported them, by name."""
+    return {
+        path.stem: json.loads(path.read_text())
+        for path in sorted((FIXTURE / "pods").glob("cuda-smoke-*.json"))
+    }
+
+
+def card_uuid() -> str:
+    """The card's UUID as nvidia-smi printed it on the machine, before any container ran."""
+    (found,) = set(UUID.findall((FIXTURE / "machine.txt").read_text()))
+    return found
+
+
+def test_the_recording_is_of_the_toolkit_values_and_x4_document_the_program_renders_today() -> None:
+    assert recording.stale_recording(load("digests.json")) == []
+
+
+@pytest.mark.parametrize("what", sorted(recording.digests()))
+def test_a_changed_rendering_names_what_to_record_again(what: str) -> None:
+    recorded = dict(load("digests.json"))
+    recorded[what] = "0" * 64
+
+    (problem,) = recording.stale_recording(recorded)
+
+    assert what in problem
+    assert "docs/verification.md" in problem
+    assert "python -m tests.gpu_node_recording" in problem
+
+
+def test_the_digests_follow_every_toolkit_value_and_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    today = recording.digests()
+    values = recording.rendered_toolkit_values()
+    values["toolkit"]["env"].append({"name": "CONTAINERD_CONFIG", "value": "/etc/containerd/config.toml"})
+    monkeypatch.setattr(recording, "rendered_toolkit_values", lambda: values)
+    monkeypatch.setattr(recording, "rendered_profile", lambda: "version: v1\n")
+
+    changed = recording.digests()
+
+    assert {key for key in today if today[key] != changed[key]} == set(today)
+
+
+def test_every_kubernetes_object_the_node_reported_is_valid_against_the_schema() -> None:
+    objects = [load("node.json"), *load("pending.json")["items"], *load("dump.json")["items"]]
+    objects += smoke_pods().values()
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert {obj["kind"] for obj in objects} >= {"Node", "Pod", "Job", "ConfigMap"}
+
+
+def test_the_real_kubelet_registered_the_node_with_the_programs_labels_taint_and_versions() -> None:
+    node = load("node.json")
+    spec = recording.program_objects()["node.json"]
+
+    assert node["metadata"]["name"] == spec["name"]
+    assert spec["labels"].items() <= node["metadata"]["labels"].items()
+    assert [f"{t['key']}={t['value']}:{t['effect']}" for t in node["spec"]["taints"]] == [spec["taint"]]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.33.5"
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://v2.1.4"
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def test_the_real_kubelet_advertises_four_nvidia_com_gpu_on_one_card() -> None:
+    status = load("node.json")["status"]
+    slots = recording.program_objects()["node.json"]["slots"]
+
+    assert slots == 4
+    assert status["capacity"][GPU_RESOURCE] == status["allocatable"][GPU_RESOURCE] == str(slots)
+    assert "nvidia-smi" in (FIXTURE / "machine.txt").read_text() or card_uuid()
+
+
+def test_four_smoke_pods_ran_at_once_and_saw_the_same_card() -> None:
+    dump = load("dump.json")["items"]
+    running = [
+        pod
+        for pod in dump
+        if pod["kind"] == "Pod"
+        and pod["metadata"]["namespace"] == "gpu-smoke-test"
+        and pod["status"]["phase"] in ("Running", "Succeeded")
+        and pod["spec"].get("nodeName")
+    ]
+    logs = {name: (FIXTURE / "pods" / f"{name}.log").read_text() for name in smoke_pods()}
+
+    assert len(running) == 4
+    for pod in running:
+        log = logs[pod["metadata"]["name"]]
+        assert set(UUID.findall(log)) == {card_uuid()}, pod["metadata"]["name"]
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {GPU_RESOURCE: "1"}
+
+
+def test_every_smoke_pod_ran_the_cuda_program_and_nvidia_smi_under_seccomp_as_a_non_root_user() -> None:
+    pods = smoke_pods()
+
+    assert len(pods) == recording.JOBS
+    for name, pod in pods.items():
+        log = (FIXTURE / "pods" / f"{name}.log").read_text()
+        assert pod["status"]["phase"] == "Succeeded", name
+        assert "Test PASSED" in log, name
+        assert "uid=1000" in log, name
+        assert "Seccomp:2" in log, name
+
+
+def test_the_fifth_pod_waited_unschedulable_for_nvidia_com_gpu() -> None:
+    (pending,) = load("pending.json")["items"]
+    (scheduled,) = [c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled"]
+
+    assert pending["status"]["phase"] == "Pending"
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert f"Insufficient {GPU_RESOURCE}" in scheduled["message"]
+
+
+def test_the_device_plugin_ran_as_a_pod_under_the_programs_runtime_class_and_x4_profile() -> None:
+    pod = json.loads((FIXTURE / "pods" / "nvidia-device-plugin.json").read_text())
+    log = (FIXTURE / "logs" / "device-plugin.log").read_text()
+
+    assert pod["spec"]["runtimeClassName"] == recording.rendered_toolkit_values()["runtimeClass"]
+    assert pod["status"]["phase"] == "Running"
+    assert "Starting nvidia-device-plugin" in log
+    assert '"replicas": 4' in log or "replicas: 4" in log
+
+
+def test_the_device_plugins_cdi_spec_names_the_card_the_pods_saw() -> None:
+    spec = json.loads((FIXTURE / "cdi" / "k8s.device-plugin.nvidia.com-gpu.json").read_text())
+
+    assert spec["kind"] == "k8s.device-plugin.nvidia.com/gpu"
+    assert [device["name"] for device in spec["devices"]] == [card_uuid()]
+
+
+def test_nvidia_ctk_generated_a_cdi_spec_for_the_card_at_the_machines_driver_root() -> None:
+    spec = yaml.safe_load((FIXTURE / "cdi" / "nvidia-ctk-generate.yaml").read_text())
+    mounts = [m["containerPath"] for m in spec["containerEdits"].get("mounts", [])]
+
+    assert spec["kind"] == "nvidia.com/gpu"
+    assert {"0", card_uuid(), "all"} <= {device["name"] for device in spec["devices"]}
+    assert any(path.endswith("/nvidia-smi") for path in mounts)
+
+
+def rke2_configs() -> list[Path]:
+    return sorted((FIXTURE / "containerd").glob("rke2-config-*.toml"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+
+
+def test_the_runtime_class_handler_comes_from_rke2s_config_not_from_the_toolkits_drop_in() -> None:
+    """The program sets only CONTAINERD_SOCKET for the toolkit (operator_values._toolkit_env): the toolkit writes
+    its runtimes under /etc/containerd, which RKE2's containerd never reads, and RKE2 registers the handler itself
+    once the toolkit's binaries are in /usr/local/nvidia/toolkit."""
+    first, last = (tomllib.loads(path.read_text()) for path in (rke2_configs()[0], rke2_configs()[-1]))
+    runtimes = last["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+    drop_in = tomllib.loads((FIXTURE / "containerd" / "toolkit-99-nvidia.toml").read_text())
+
+    assert "nvidia" not in first["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+    assert "nvidia" in json.dumps(drop_in)
+    assert "imports" not in last
+
+
+def test_the_toolkit_installer_ignored_only_the_legacy_components_cdi_mode_never_runs() -> None:
+    ignored = load("summary.json")["toolkitIgnoredErrors"]
+
+    assert ignored
+    for line in ignored:
+        assert re.search(r"libnvidia-container(-go)?\.so\.1|nvidia-container-cli", line), line
+
+
+def test_node_check_passed_its_floors_on_the_node_it_ran_on() -> None:
+    report = load("node-check.json")
+
+    assert report["node"] == recording.program_objects()["node.json"]["name"]
+    assert {floor["name"] for floor in report["floors"]} == {"pci", "link", "driver", "nvml", "health"}
+
+
+def test_the_chart_deploys_the_toolkit_and_device_plugin_versions_the_node_ran() -> None:
+    root, _ = upstream_dir()
+    values_file = None if root is None else root / "gpu-operator" / "v26.7.0" / "values.yaml"
+    if values_file is None or not values_file.exists():
+        pytest.skip(NO_UPSTREAM)
+    values = yaml.safe_load(values_file.read_text())
+
+    assert values["toolkit"]["version"] == recording.TOOLKIT_VERSION
+    assert values["devicePlugin"]["version"] == recording.DEVICE_PLUGIN_VERSION
+    assert f"nvidia-device-plugin: NVIDIA Device Plugin version {recording.DEVICE_PLUGIN_VERSION}" in (
+        FIXTURE / "machine.txt"
+    ).read_text()
