@@ -96,8 +96,7 @@ done
 DP_VERSION=v0.20.0 DP_COMMIT=1b826acc6af3079d8923bac395c3124b8861a9a6
 [[ -n "${DP_SRC:-}" && -f "${DP_SRC:-}/cmd/nvidia-device-plugin/main.go" ]] ||
   die "DP_SRC must name a checkout of NVIDIA/k8s-device-plugin $DP_VERSION (git clone --branch $DP_VERSION https://github.com/NVIDIA/k8s-device-plugin DIR)"
-DP_SOURCE="$(cd "$DP_SRC" && cat go.mod go.sum vendor/modules.txt && find cmd internal api pkg -name '*.go' 2>/dev/null | sort | xargs cat)"
-DP_SOURCE="$(printf '%s' "$DP_SOURCE" | sha256sum | cut -d' ' -f1)"
+DP_SOURCE="$(cd "$DP_SRC" && { cat go.mod go.sum vendor/modules.txt; find cmd internal api -name '*.go' | sort | xargs cat; } | sha256sum | cut -d' ' -f1)"
 DP=github.com/NVIDIA/k8s-device-plugin
 GOFLAGS="-mod=vendor -buildvcs=false" CGO_ENABLED=1 build nvidia-device-plugin "$DP_SRC" ./cmd/nvidia-device-plugin \
   "$DP_VERSION" "6 min" "-s -w -X $DP/internal/info.version=$DP_VERSION -X $DP/internal/info.gitCommit=$DP_COMMIT '-extldflags=-Wl,--export-dynamic -Wl,--unresolved-symbols=ignore-in-object-files'" "" "$DP_SOURCE"

@@ -125,8 +125,8 @@ def stale_recording(recorded: dict[str, str]) -> list[str]:
     """One message per rendered input that is no longer what the node ran, naming it and how to record it again."""
     today = digests()
     return [
-        f"{name}: the program renders {today.get(name, 'nothing')[:12]}…, the node ran {recorded.get(name, 'nothing')[:12]}…; "
-        + RERECORD
+        f"{name}: the program renders {today.get(name, 'nothing')[:12]}…, "
+        f"the node ran {recorded.get(name, 'nothing')[:12]}…; {RERECORD}"
         for name in sorted(set(today) | set(recorded))
         if today.get(name) != recorded.get(name)
     ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pack what the GPU node run carries to the lent machine (docs/verification.md, "On a real GPU: a real kubelet runs
 # the program's pods") into build/gpunode-carry/ (ignored; the device tool's `carry`):
-#   bin/*.xz      e2e/build-node-tools.sh's binaries, xz -9e (the working tree and the carry share 64 MiB)
+#   bin-*.tar.xz  e2e/build-node-tools.sh's binaries in two xz streams (the working tree and the carry share 64 MiB)
 #   rootfs/       base.tar.xz: the images' root filesystem from Debian 12 packages (libc6, libgcc-s1, libstdc++6,
 #                 busybox-static; the driver's libraries and nvidia-smi come from CDI at run time), and pause:
 #                 Kubernetes' own pause.c (k8s.io/kubernetes at the tier's pin, build/pause) compiled statically
@@ -18,11 +18,22 @@ BINARIES=(kube-node etcd containerd containerd-shim-runc-v2 ctr runc bridge host
   nvidia-ctk-installer nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy
   nvidia-container-runtime-hook nvidia-cdi-hook nvidia-device-plugin)
 
-rm -rf "$C" && mkdir -p "$C/bin" "$C/rootfs" "$C/objects" "$C/pki"
+rm -rf "$C" && mkdir -p "$C/rootfs" "$C/objects" "$C/pki"
 for b in "${BINARIES[@]}"; do
   [[ -x "$BIN/$b" ]] || { echo "missing $BIN/$b: run e2e/build-node-tools.sh first" >&2; exit 1; }
-  xz -T0 -9e -c "$BIN/$b" >"$C/bin/$b.xz" &
 done
+# One solid xz stream with a window larger than the whole tar: the Go binaries share their runtime and many
+# libraries (the toolkit's seven above all), which a window that spans them all stores once.
+# Two streams compressed at once (the Kubernetes side, which shares etcd's client and gRPC, and the node's runtime
+# side); each window is larger than its tar.
+pack() { # NAME BINARY...
+  local name="$1"; shift
+  tar --sort=name --owner=0 --group=0 --mtime=@0 -C "$BIN" -cf - "$@" |
+    xz -T1 --x86 --lzma2=preset=7,dict=512MiB >"$C/$name" # --x86: the BCJ filter, for x86 machine code
+}
+# The device plugin goes with Kubernetes: it links client-go and the API types too.
+pack bin-kube.tar.xz kube-node etcd nvidia-device-plugin &
+pack bin-node.tar.xz "${BINARIES[@]:2:14}" &
 wait
 
 T="$(mktemp -d)"
@@ -49,6 +60,7 @@ openssl rsa -in "$C/pki/sa.key" -pubout -out "$C/pki/sa.pub" 2>/dev/null
 od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >"$C/pki/token"
 
 echo "--- $C"
-(cd "$C" && du -ab bin rootfs | sort -k2 | awk '{printf "%8.1f MiB  %s\n", $1/1048576, $2}')
+(cd "$BIN" && du -b "${BINARIES[@]}" | awk '{printf "%8.1f MiB  %s\n", $1/1048576, $2}')
+(cd "$C" && du -ab bin-kube.tar.xz bin-node.tar.xz rootfs | sort -k2 | awk '{printf "%8.1f MiB  %s\n", $1/1048576, $2}')
 du -sb "$C" | awk '{printf "carry: %.1f MiB\n", $1/1048576}'
 git -C "$REPO" ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{printf "tracked files: %.1f MiB\n", $1/1048576}'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, as root, from the repository root: a whole RKE2-shaped GPU node running the program's
 # objects (docs/verification.md, "On a real GPU: a real kubelet runs the program's pods").
-#   CARRY (default build/gpunode-carry, from e2e/gpunode/prepare-carry.sh): bin/*.xz (e2e/build-node-tools.sh),
+#   CARRY (default build/gpunode-carry, from e2e/gpunode/prepare-carry.sh): bin-*.tar.xz (e2e/build-node-tools.sh),
 #   rootfs/ (Debian packages, the pause program), objects/ (python -m tests.gpu_node_recording objects), pki/.
 # Steps, each logged with its time: etcd, kube-apiserver, kube-controller-manager, kube-scheduler; containerd at
 # RKE2's paths under a supervisor that renders RKE2's config.toml at each start (as RKE2's agent does); the kubelet,
@@ -25,16 +25,17 @@ OBJ="$CARRY/objects"
 NODE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$OBJ/node.json")"
 SOCK="$(cat "$OBJ/containerd-socket.txt")"
 export PATH="$W/bin:$PATH"
-export KUBECONFIG="$W/kubeconfig"
+export KUBECONFIG="$W/kubeconfig" KUBE_SERVER=https://127.0.0.1:6443
+kube() { python3 "$REPO/e2e/gpunode/kube.py" "$@"; }
 PIDS=()
 
 collect() {
   step "collect"
   touch "$W/stop"
-  kubectl get nodes,pods,configmaps,jobs -A -o json >"$R/dump-final.json" 2>/dev/null
-  for p in $(kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{" "}{end}' 2>/dev/null); do
-    kubectl logs -n "${p%/*}" "${p#*/}" --all-containers >"$R/pods/${p#*/}.log" 2>&1
-    kubectl get pod -n "${p%/*}" "${p#*/}" -o json >"$R/pods/${p#*/}.json" 2>/dev/null
+  kube dump >"$R/dump-final.json" 2>/dev/null
+  for p in $(python3 -c 'import json,sys; print(" ".join(i["metadata"]["namespace"] + "/" + i["metadata"]["name"] for i in json.load(open(sys.argv[1]))["items"] if i["kind"] == "Pod"))' "$R/dump-final.json" 2>/dev/null); do
+    kube logs "${p%/*}" "${p#*/}" >"$R/pods/${p#*/}.log" 2>&1
+    kube get "/api/v1/namespaces/${p%/*}/pods/${p#*/}" >"$R/pods/${p#*/}.json" 2>/dev/null
   done
   cp -f /var/run/cdi/* /etc/cdi/* "$R/cdi/" 2>/dev/null
   cp -f /etc/containerd/config.toml "$R/containerd/toolkit-config.toml" 2>/dev/null
@@ -48,14 +49,15 @@ collect() {
   pkill -P "${SUPERVISOR:-0}" -x containerd 2>/dev/null
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   sleep 1
-  cp -f "$R/summary.txt" "$R/summary.json" "$OUT/" 2>/dev/null
+  cp -f "$R/summary.txt" "$R/summary.json" "$R/run.log" "$OUT/" 2>/dev/null
   tar -czf "$OUT/gpunode.tar.gz" -C "$R" . && ls -la "$OUT"
 }
 trap collect EXIT
 
 step "unpack"
-for f in "$CARRY"/bin/*.xz; do xz -dc "$f" >"$W/bin/$(basename "${f%.xz}")" && chmod +x "$W/bin/$(basename "${f%.xz}")"; done
-for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do ln -sf kube-node "$W/bin/$c"; done
+unxz_() { if command -v xz >/dev/null; then xz -dc "$1"; else python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi; }
+for f in "$CARRY"/bin-*.tar.xz; do unxz_ "$f" | tar -x -C "$W/bin"; done
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do ln -sf kube-node "$W/bin/$c"; done
 
 step "machine"
 {
@@ -91,9 +93,10 @@ PIDS+=($!)
 
 step "kube-apiserver"
 TOKEN="$(cat "$CARRY/pki/token")"
+export KUBE_TOKEN="$TOKEN"
 echo "$TOKEN,admin,admin,system:masters" >"$W/tokens.csv"
 kube-apiserver --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --advertise-address="$NODE_IP" \
-  --secure-port=6443 --cert-dir="$W/apiserver" --token-auth-file="$W/tokens.csv" --authorization-mode=AlwaysAllow \
+  --secure-port=6443 --allow-privileged=true --cert-dir="$W/apiserver" --token-auth-file="$W/tokens.csv" --authorization-mode=AlwaysAllow \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local --service-account-key-file="$CARRY/pki/sa.pub" \
   --service-account-signing-key-file="$CARRY/pki/sa.key" --service-cluster-ip-range=10.43.0.0/16 \
   >"$R/logs/kube-apiserver.log" 2>&1 &
@@ -106,8 +109,8 @@ users: [{name: admin, user: {token: "$TOKEN"}}]
 contexts: [{name: node, context: {cluster: node, user: admin}}]
 current-context: node
 EOF
-for _ in $(seq 120); do kubectl get --raw /readyz >/dev/null 2>&1 && break; sleep 0.5; done
-kubectl get --raw '/readyz?verbose' | tail -1
+for _ in $(seq 120); do kube raw /readyz >/dev/null 2>&1 && break; sleep 0.5; done
+kube raw '/readyz?verbose' | tail -1
 
 step "kube-controller-manager, kube-scheduler"
 kube-controller-manager --kubeconfig="$KUBECONFIG" --leader-elect=false --service-account-private-key-file="$CARRY/pki/sa.key" \
@@ -210,7 +213,7 @@ ctr -a "$SOCK" version
 
 step "images (from Debian packages; the CUDA program compiled with this machine's nvcc)"
 mkdir -p "$W/img/base" "$W/img/pause" "$W/img/smoke/opt/vectoradd/lib" "$W/img/plugin/usr/bin"
-xz -dc "$CARRY/rootfs/base.tar.xz" | tar -x -C "$W/img/base"
+unxz_ "$CARRY/rootfs/base.tar.xz" | tar -x -C "$W/img/base"
 cp "$CARRY/rootfs/pause" "$W/img/pause/pause"
 cp "$REPO/e2e/gpunode/smoke.sh" "$W/img/smoke/smoke.sh"
 cp "$W/bin/nvidia-device-plugin" "$W/img/plugin/usr/bin/"
@@ -251,13 +254,14 @@ TAINT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["taint"
 kubelet --config="$W/kubelet/config.yaml" --kubeconfig="$KUBECONFIG" --hostname-override="$NODE" --node-ip="$NODE_IP" \
   --node-labels="$LABELS" --register-with-taints="$TAINT" --v=2 >"$R/logs/kubelet.log" 2>&1 &
 PIDS+=($!)
-kubectl wait --for=condition=Ready "node/$NODE" --timeout=90s
-kubectl get node -o wide
+ready() { kube get "/api/v1/nodes/$NODE" 2>/dev/null | python3 -c 'import json,sys; sys.exit(0 if any(c["type"] == "Ready" and c["status"] == "True" for c in json.load(sys.stdin)["status"]["conditions"]) else 1)'; }
+for _ in $(seq 90); do ready && break; sleep 1; done
+ready && echo "node $NODE Ready" || tail -40 "$R/logs/kubelet.log"
 
 step "the program's objects"
-for f in namespaces runtimeclass time-slicing-config; do kubectl apply -f "$OBJ/$f.json"; done
+for f in namespaces runtimeclass time-slicing-config; do kube apply "$OBJ/$f.json"; done
 NS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["namespace"])' "$OBJ/device-plugin-pod.json")"
-kubectl -n "$NS" create configmap nvidia-device-plugin-entrypoint --from-file=entrypoint.sh="$REPO/e2e/gpunode/device-plugin-entrypoint.sh"
+kube configmap "$NS" nvidia-device-plugin-entrypoint entrypoint.sh="$REPO/e2e/gpunode/device-plugin-entrypoint.sh"
 # What the operator's validator writes once it finds a driver on the host (nvidia-validator createStatusFile).
 mkdir -p /run/nvidia/validations /run/nvidia/toolkit /run/nvidia/driver
 printf 'IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n' \
@@ -313,33 +317,32 @@ nvidia-ctk cdi generate --driver-root=/ --output="$R/cdi/nvidia-ctk-generate.yam
 echo "rc=$?"; tail -3 "$R/logs/cdi-generate.log"
 
 step "device plugin pod (RuntimeClass $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["runtimeClassName"])' "$OBJ/device-plugin-pod.json"))"
-kubectl apply -f "$OBJ/device-plugin-pod.json"
+kube apply "$OBJ/device-plugin-pod.json"
 for _ in $(seq 90); do
-  [[ "$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" =~ ^[1-9] ]] && break
+  [[ "$(kube get "/api/v1/nodes/$NODE" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["allocatable"].get("nvidia.com/gpu", 0))')" =~ ^[1-9] ]] && break
   late && break; sleep 1
 done
-kubectl -n "$NS" get pod -o wide
-kubectl -n "$NS" logs nvidia-device-plugin >"$R/logs/device-plugin.log" 2>&1; tail -20 "$R/logs/device-plugin.log"
-kubectl get node "$NODE" -o json >"$R/node.json"
-echo "nvidia.com/gpu: capacity $(kubectl get node "$NODE" -o jsonpath='{.status.capacity.nvidia\.com/gpu}'), allocatable $(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')"
+kube get "/api/v1/namespaces/$NS/pods/nvidia-device-plugin" status.phase
+kube logs "$NS" nvidia-device-plugin >"$R/logs/device-plugin.log" 2>&1; tail -20 "$R/logs/device-plugin.log"
+kube get "/api/v1/nodes/$NODE" >"$R/node.json"
+echo "nvidia.com/gpu (capacity allocatable): $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["status"]; print(s["capacity"].get("nvidia.com/gpu"), s["allocatable"].get("nvidia.com/gpu"))' "$R/node.json")"
 
 step "five smoke Jobs"
-kubectl apply -f "$OBJ/smoke-jobs.json"
+kube apply "$OBJ/smoke-jobs.json"
 SMOKE_NS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["items"][0]["metadata"]["namespace"])' "$OBJ/smoke-jobs.json")"
 for _ in $(seq 120); do
-  running="$(kubectl -n "$SMOKE_NS" get pods --field-selector=status.phase=Running -o name 2>/dev/null | wc -l)"
-  pending="$(kubectl -n "$SMOKE_NS" get pods -o json 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["items"] for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled" and c["status"] == "False"))')"
+  running="$(kube get "/api/v1/namespaces/$SMOKE_NS/pods" 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["items"] if p["status"].get("phase") == "Running"))')"
+  pending="$(kube get "/api/v1/namespaces/$SMOKE_NS/pods" 2>/dev/null | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["items"] for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled" and c["status"] == "False"))')"
   ((running >= 4 && pending >= 1)) && break
   late && break; sleep 1
 done
-kubectl -n "$SMOKE_NS" get pods -o wide
-kubectl get nodes,pods,configmaps,jobs -A -o json >"$R/dump.json"
-kubectl -n "$SMOKE_NS" get pods -o json | python3 -c '
+echo "running $running, unschedulable $pending"
+kube dump >"$R/dump.json"
+kube get "/api/v1/namespaces/$SMOKE_NS/pods" | python3 -c '
 import json, sys
-items = [p for p in json.load(sys.stdin)["items"] if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in p["status"].get("conditions", []))]
+items = [{"apiVersion": "v1", "kind": "Pod", **p} for p in json.load(sys.stdin)["items"] if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in p["status"].get("conditions", []))]
 json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout, indent=2)' >"$R/pending.json"
-kubectl get node "$NODE" -o json >"$R/node.json"
-kubectl describe node "$NODE" | sed -n '/Allocated resources/,/Events/p'
+kube get "/api/v1/nodes/$NODE" >"$R/node.json"
 
 step "gpu-pool node-check"
 EXPECT="$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["expect"]; print(" ".join(f"--expect-{k} {v}" for k, v in e.items()))' "$OBJ/node.json")"
@@ -349,9 +352,9 @@ echo "node-check exit $?"; cat "$R/node-check.json" | head -40
 
 step "wait for the Jobs (the fifth runs once a slot frees)"
 for _ in $(seq 150); do
-  done_="$(kubectl -n "$SMOKE_NS" get jobs -o json | python3 -c 'import json,sys; print(sum(1 for j in json.load(sys.stdin)["items"] if j["status"].get("succeeded") or j["status"].get("failed")))')"
+  done_="$(kube get "/apis/batch/v1/namespaces/$SMOKE_NS/jobs" | python3 -c 'import json,sys; print(sum(1 for j in json.load(sys.stdin)["items"] if j["status"].get("succeeded") or j["status"].get("failed")))')"
   ((done_ >= 5)) && break
   late && break; sleep 2
 done
-kubectl -n "$SMOKE_NS" get jobs,pods -o wide
+echo "jobs done: $done_"
 step "done in ${SECONDS}s"

@@ -41,7 +41,11 @@ def main() -> None:
     }
     for path in sorted((run / "pods").glob("*.json")):
         pod = _json(path)
-        log = (run / "pods" / (path.stem + ".log")).read_text(errors="replace") if (run / "pods" / (path.stem + ".log")).exists() else ""
+        log = (
+            (run / "pods" / (path.stem + ".log")).read_text(errors="replace")
+            if (run / "pods" / (path.stem + ".log")).exists()
+            else ""
+        )
         summary["pods"][path.stem] = {
             "phase": pod.get("status", {}).get("phase"),
             "uuids": sorted(set(UUID.findall(log))),
@@ -55,12 +59,18 @@ def main() -> None:
         for condition in pod["status"].get("conditions", []):
             if condition["type"] == "PodScheduled":
                 summary["pending"].append(
-                    {"pod": pod["metadata"]["name"], "status": condition["status"], "reason": condition.get("reason"),
-                     "message": condition.get("message")}
+                    {
+                        "pod": pod["metadata"]["name"],
+                        "status": condition["status"],
+                        "reason": condition.get("reason"),
+                        "message": condition.get("message"),
+                    }
                 )
     toolkit_log = run / "logs" / "toolkit.log"
     if toolkit_log.exists():
-        summary["toolkitIgnoredErrors"] = [line.strip() for line in toolkit_log.read_text(errors="replace").splitlines() if "Ignoring error" in line]
+        summary["toolkitIgnoredErrors"] = [
+            line.strip() for line in toolkit_log.read_text(errors="replace").splitlines() if "Ignoring error" in line
+        ]
     (run / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print(json.dumps(summary, indent=2, sort_keys=True))
 

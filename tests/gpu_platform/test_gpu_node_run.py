@@ -31,16 +31,14 @@ def load(name: str) -> Any:
 
 def smoke_pods() -> dict[str, dict[str, Any]]:
     """The smoke Jobs' pods as the API server last reported them, by name."""
-    return {
-        path.stem: json.loads(path.read_text())
-        for path in sorted((FIXTURE / "pods").glob("cuda-smoke-*.json"))
-    }
+    return {path.stem: json.loads(path.read_text()) for path in sorted((FIXTURE / "pods").glob("cuda-smoke-*.json"))}
 
 
 def card_uuid() -> str:
     """The card's UUID as nvidia-smi printed it on the machine, before any container ran."""
-    (found,) = set(UUID.findall((FIXTURE / "machine.txt").read_text()))
-    return found
+    found: set[str] = set(UUID.findall((FIXTURE / "machine.txt").read_text()))
+    (uuid,) = found
+    return uuid
 
 
 def test_the_recording_is_of_the_toolkit_values_and_x4_document_the_program_renders_today() -> None:
@@ -208,6 +206,7 @@ def test_the_chart_deploys_the_toolkit_and_device_plugin_versions_the_node_ran()
 
     assert values["toolkit"]["version"] == recording.TOOLKIT_VERSION
     assert values["devicePlugin"]["version"] == recording.DEVICE_PLUGIN_VERSION
-    assert f"nvidia-device-plugin: NVIDIA Device Plugin version {recording.DEVICE_PLUGIN_VERSION}" in (
-        FIXTURE / "machine.txt"
-    ).read_text()
+    assert (
+        f"nvidia-device-plugin: NVIDIA Device Plugin version {recording.DEVICE_PLUGIN_VERSION}"
+        in (FIXTURE / "machine.txt").read_text()
+    )

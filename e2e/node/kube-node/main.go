@@ -2,7 +2,8 @@
 // a real kubelet runs the program's pods"), dispatching on its name or first argument to each upstream command's
 // own cobra command, exactly what each upstream main (k8s.io/kubernetes cmd/<name>/<name>.go at the pin) runs.
 // One binary because the device tool carries at most 64 MiB: the Kubernetes libraries are linked once (k3s does
-// the same), and each command is still the upstream code at the pin in go.mod.
+// the same), and each command is still the upstream code at the pin in go.mod. No kubectl, for the same reason: the
+// run drives the API with e2e/gpunode/kube.py.
 //
 //	kube-node kube-apiserver ARGS...   (or a link named kube-apiserver)
 package main
@@ -17,14 +18,10 @@ import (
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as each upstream main
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client metrics, as each upstream main
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric, as each upstream main
-	kubectl "k8s.io/kubectl/pkg/cmd"
-	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
-
-	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl's main imports it
 )
 
 func main() {
@@ -42,12 +39,8 @@ func main() {
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
 	case "kubelet":
 		os.Exit(cli.Run(kubelet.NewKubeletCommand()))
-	case "kubectl":
-		if err := cli.RunNoErrOutput(kubectl.NewDefaultKubectlCommand()); err != nil {
-			kubectlutil.CheckErr(err)
-		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: kube-node kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubectl ARGS...")
+		fmt.Fprintln(os.Stderr, "usage: kube-node kube-apiserver|kube-controller-manager|kube-scheduler|kubelet ARGS...")
 		os.Exit(2)
 	}
 }
