@@ -2,8 +2,8 @@
 # Pack what the GPU node run carries to the lent machine (docs/verification.md, "On a real GPU: a real kubelet runs
 # the program's pods") into build/gpunode-carry/ (ignored; the device tool's `carry`):
 #   bin-*.tar.xz  e2e/build-node-tools.sh's binaries in two xz streams (the working tree and the carry share 64 MiB)
-#   rootfs/       base.tar.xz: the images' root filesystem from Debian 12 packages (libc6, libgcc-s1, libstdc++6,
-#                 busybox-static; the driver's libraries and nvidia-smi come from CDI at run time), and pause:
+#   rootfs/       base.tar.xz: the images' root filesystem from Debian 12 packages (libc6, busybox-static; the
+#                 driver's libraries and nvidia-smi come from CDI at run time), and pause:
 #                 Kubernetes' own pause.c (k8s.io/kubernetes at the tier's pin, build/pause) compiled statically
 #   objects/      the program's objects (python -m tests.gpu_node_recording objects)
 #   pki/          a throwaway service-account key and API token for the run's control plane, made fresh each time
@@ -13,7 +13,8 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="${1:-$REPO/.tools/node/bin}"
 C="$REPO/build/gpunode-carry"
-DEBS=(libc6 libgcc-s1 libstdc++6 busybox-static)
+# C libraries for nvidia-smi and the device plugin (cgo); the CUDA program brings the machine's own (run.sh).
+DEBS=(libc6 busybox-static)
 BINARIES=(kube-node etcd containerd containerd-shim-runc-v2 ctr runc bridge host-local loopback nvidia-ctk
   nvidia-ctk-installer nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy
   nvidia-container-runtime-hook nvidia-cdi-hook nvidia-device-plugin)
@@ -41,6 +42,8 @@ trap 'rm -rf "$T"' EXIT
 (cd "$T" && apt-get download "${DEBS[@]}" >/dev/null 2>&1)
 mkdir -p "$T/root"
 for deb in "$T"/*.deb; do dpkg-deb -x "$deb" "$T/root"; basename "$deb" >>"$C/rootfs/packages.txt"; done
+# Character-set converters and locales: nothing in the images reads them, and the carry is tight.
+rm -rf "$T/root/usr/lib/x86_64-linux-gnu/gconv" "$T/root/usr/share"
 for app in $("$T/root/bin/busybox" --list); do [[ -e "$T/root/bin/$app" ]] || ln -s busybox "$T/root/bin/$app"; done
 mkdir -p "$T/root/etc" "$T/root/tmp" "$T/root/proc" "$T/root/sys" "$T/root/dev" "$T/root/usr/bin"
 chmod 1777 "$T/root/tmp"
