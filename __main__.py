@@ -27,13 +27,14 @@ from components.shared.kubectl import kubectl_prefix
 from components.shared.language_host import freeze_for_exit, send_sdk_debug_messages_in_background
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
+from components.stack_check import validate_stack
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
 from day2.bundle import health_check_zip
-from day2.health_check import facts_document
+from day2.doctor.health_check import facts_document
 from day2.pool import facts_of
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
@@ -49,14 +50,14 @@ def refuse(title: str, messages: list[str]) -> NoReturn:
 
 
 try:
-    loaded = load_config()
+    loaded = load_config(validate_stack)
 except ConfigError as error:
     refuse("invalid stack config", error.messages)
 
 cfg = loaded.stack
 if not OFFLINE:
     problems = environment_problems(
-        cfg, has_ssh_private_key=loaded.secrets.ssh_private_key is not None, environ=os.environ
+        cfg, has_ssh_private_key=loaded.secrets.get("sshPrivateKey") is not None, environ=os.environ
     )
     if problems:
         refuse("this machine cannot run `pulumi up` for this stack", problems)
@@ -120,12 +121,12 @@ for name in batched + [name for name in plans if name not in batched]:
             domain=by_name[name],
             stack=cfg,
             plan=plans[name],
-            rke2_token=loaded.secrets.rke2_token,
+            rke2_token=loaded.secrets.require("rke2Token"),
             proxmox_credential_env=credential_env,
             proxmox_provider=proxmox_provider,
             kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
-            ssh_private_key=loaded.secrets.ssh_private_key,
+            ssh_private_key=loaded.secrets.get("sshPrivateKey"),
             wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
         ),
     )

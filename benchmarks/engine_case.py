@@ -54,11 +54,12 @@ import os
 import pulumi_command
 
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider
+from components.stack_check import validate_stack
 from config.loader import load_config
 
 for module in filter(None, os.environ.get("GPU_POOL_BENCH_SDK_MODULES", "").splitlines()):
     importlib.import_module(module)
-loaded = load_config()
+loaded = load_config(validate_stack)
 build_proxmox_provider(loaded)
 build_kubernetes_provider(loaded)
 # prod's commands use the default command provider: the same plugin, started and configured the same way.

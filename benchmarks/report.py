@@ -107,20 +107,27 @@ def _check(met: bool) -> str:
     return "met" if met else "**missed**"
 
 
+DOMAIN_TYPE = "gpu-pool:proxmox:GpuFailureDomain"
+
+
 def render(report: Report) -> str:
-    from benchmarks.wave_case import BUMP, rke2_bump_plan
-    from offline.critical_path import (
-        critical_path,
-        critical_path_length,
-        critical_path_shape,
-        cross_component_waits,
-    )
-
-    domain_type = "gpu-pool:proxmox:GpuFailureDomain"
-
-    base = report.baseline.wall
-    smallest, largest = report.scale[0], report.scale[-1]
+    """BENCHMARKS.md, section after section."""
     lines = [
+        *_render_intro(report),
+        *_render_plan_cost(report),
+        *_render_scale(report),
+        *_render_critical_path(report),
+        *render_engine(report.engine),
+        *_render_test_suite(report),
+        *_render_first_contact(report),
+        *_render_targets(report),
+        *render_profiles(report),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _render_intro(report: Report) -> list[str]:
+    return [
         "# Benchmarks",
         "",
         "Written by `make bench` (`python -m benchmarks.run`); rerun it to refresh this file. Each case is a fresh",
@@ -136,6 +143,12 @@ def render(report: Report) -> str:
         f"{'/'.join(f'{x:.2f}' for x in report.load_before)} before, "
         f"{'/'.join(f'{x:.2f}' for x in report.load_after)} after; other work on the machine shows up in the spread.",
         "",
+    ]
+
+
+def _render_plan_cost(report: Report) -> list[str]:
+    base = report.baseline.wall
+    lines = [
         "## Cost of a plan",
         "",
         "The baseline runs `benchmarks/baseline_program.py` through the same offline runner (mocks, config,",
@@ -164,7 +177,8 @@ def render(report: Report) -> str:
         plan_rows,
     )
     own = report.prod.wall - base
-    lines += [
+    return [
+        *lines,
         "",
         "`cached`: bytecode in a private PYTHONPYCACHEPREFIX, filled by the warm-up (a normal machine's steady",
         "state). `as configured`: this environment's own setting (see Machine), no warm-up needed; the ratio",
@@ -174,7 +188,14 @@ def render(report: Report) -> str:
         "the config, importing our modules and the libraries only they use, building and registering the",
         "resources, writing plan.json, manifests and graph).",
     ]
-    lines += [
+
+
+def _render_scale(report: Report) -> list[str]:
+    from offline.critical_path import critical_path_length
+
+    base = report.baseline.wall
+    smallest, largest = report.scale[0], report.scale[-1]
+    lines = [
         "",
         "## Scale",
         "",
@@ -209,11 +230,23 @@ def render(report: Report) -> str:
         ],
         scale_rows,
     )  # fmt: skip
-    ratio = largest.wall / smallest.wall
-    lines += [
+    return [
+        *lines,
         "",
-        f"{largest.case.domains}-domain / {smallest.case.domains}-domain time: **{ratio:.2f}x** for "
+        f"{largest.case.domains}-domain / {smallest.case.domains}-domain time: **{_scale_ratio(report):.2f}x** for "
         f"{largest.resources / max(smallest.resources, 1):.1f}x the resources.",
+    ]
+
+
+def _scale_ratio(report: Report) -> float:
+    return report.scale[-1].wall / report.scale[0].wall
+
+
+def _render_critical_path(report: Report) -> list[str]:
+    from benchmarks.wave_case import BUMP, rke2_bump_plan
+    from offline.critical_path import critical_path, critical_path_length, critical_path_shape, cross_component_waits
+
+    lines = [
         "",
         "## Critical path",
         "",
@@ -235,60 +268,71 @@ def render(report: Report) -> str:
             [
                 label,
                 str(critical_path_length(p)),
-                str(len(cross_component_waits(p, domain_type))),
+                str(len(cross_component_waits(p, DOMAIN_TYPE))),
                 " -> ".join(f"`{name}`" for name in critical_path(p)),
                 " -> ".join(critical_path_shape(p)),
             ]
         )
-    lines += _table(["stack", "length", "waits across domains", "chain", "types"], path_rows)
-    same_path = all(critical_path_shape(m.plan) == critical_path_shape(smallest.plan) for m in report.scale)
-    lines += render_engine(report.engine)
+    return lines + _table(["stack", "length", "waits across domains", "chain", "types"], path_rows)
+
+
+def _render_test_suite(report: Report) -> list[str]:
     test_rows = [[t.label, f"{t.wall:.1f}", str(t.exit_code), t.summary] for t in report.tests]
-    lines += ["", "## Test suite", ""]
-    if test_rows:
+    lines = ["", "## Test suite", ""]
+    if not test_rows:
+        return [*lines, "Not measured in this run (`--skip-tests`)."]
+    lines += [
+        "Environment setup (`uv sync`) excluded: the venv was brought up to date before timing. Run as",
+        "the environment is configured (bytecode setting in Machine), as a developer would run it.",
+        "",
+        *_table(["command", "wall (s)", "exit", "result"], test_rows),
+    ]
+    if report.uncached:
+        compile_cost = report.uncached[-1].wall - report.prod.wall
         lines += [
-            "Environment setup (`uv sync`) excluded: the venv was brought up to date before timing. Run as",
-            "the environment is configured (bytecode setting in Machine), as a developer would run it.",
             "",
-            *_table(["command", "wall (s)", "exit", "result"], test_rows),
+            f"With bytecode as configured here, every Python process recompiles the SDK sources it imports: "
+            f"{compile_cost:.1f} s per",
+            "process (prod as configured minus prod cached, above). The suite runs in one process plus one per",
+            "test that starts `python -m offline.preview` itself.",
         ]
-        if report.uncached:
-            compile_cost = report.uncached[-1].wall - report.prod.wall
-            lines += [
-                "",
-                f"With bytecode as configured here, every Python process recompiles the SDK sources it imports: "
-                f"{compile_cost:.1f} s per",
-                "process (prod as configured minus prod cached, above). The suite runs in one process plus one per",
-                "test that starts `python -m offline.preview` itself.",
-            ]
-        slowest = next((t.slowest for t in report.tests if t.slowest), [])
-        if slowest:
-            lines += ["", f"Slowest tests (pytest `--durations={SLOWEST_TESTS}`):", ""]
-            lines += _table(["test", "s"], [[f"`{name}`", f"{seconds:.2f}"] for name, seconds in slowest])
-    else:
-        lines.append("Not measured in this run (`--skip-tests`).")
-    lines += ["", "## First contact: a fresh clone, an empty package cache", ""]
-    if report.cold:
-        lines += [
-            "Each command in a throwaway `git clone` of this commit (no venv, no bytecode) with its own empty uv and",
-            "mypy caches, so every package is downloaded, installed and compiled and every module type-checked, except",
-            "the row whose caches are warm (this machine's, as CI's once filled; `make lint` keeps mypy's beside uv's,",
-            "shared by every clone): `benchmarks/cold_setup.py`. The e2e build also",
-            "starts from empty Go caches. `make preview` installs the runtime packages only; `make test` adds the dev",
-            "tools. Every contract test runs (the upstream data is this checkout's).",
-            "",
-            *_table(
-                ["command", "wall (s)", "left on disk (Go caches and binaries)"],
-                [
-                    [run.label, f"{run.wall:.1f}", "-" if run.disk_bytes is None else f"{run.disk_bytes / 1e9:.1f} GB"]
-                    for run in report.cold
-                ],
-            ),
-        ]
-    else:
-        lines.append("Not measured in this run (`--skip-cold`).")
-    make_test = next((t for t in report.tests if t.label.startswith("`make test`")), None)
-    prod_ratio = report.prod.wall / base
+    slowest = next((t.slowest for t in report.tests if t.slowest), [])
+    if slowest:
+        lines += ["", f"Slowest tests (pytest `--durations={SLOWEST_TESTS}`):", ""]
+        lines += _table(["test", "s"], [[f"`{name}`", f"{seconds:.2f}"] for name, seconds in slowest])
+    return lines
+
+
+def _render_first_contact(report: Report) -> list[str]:
+    lines = ["", "## First contact: a fresh clone, an empty package cache", ""]
+    if not report.cold:
+        return [*lines, "Not measured in this run (`--skip-cold`)."]
+    return [
+        *lines,
+        "Each command in a throwaway `git clone` of this commit (no venv, no bytecode) with its own empty uv and",
+        "mypy caches, so every package is downloaded, installed and compiled and every module type-checked, except",
+        "the row whose caches are warm (this machine's, as CI's once filled; `make lint` keeps mypy's beside uv's,",
+        "shared by every clone): `benchmarks/cold_setup.py`. The e2e build also",
+        "starts from empty Go caches. `make preview` installs the runtime packages only; `make test` adds the dev",
+        "tools. Every contract test runs (the upstream data is this checkout's).",
+        "",
+        *_table(
+            ["command", "wall (s)", "left on disk (Go caches and binaries)"],
+            [
+                [run.label, f"{run.wall:.1f}", "-" if run.disk_bytes is None else f"{run.disk_bytes / 1e9:.1f} GB"]
+                for run in report.cold
+            ],
+        ),
+    ]
+
+
+def _render_targets(report: Report) -> list[str]:
+    from offline.critical_path import critical_path_length, critical_path_shape, cross_component_waits
+
+    smallest, largest = report.scale[0], report.scale[-1]
+    ratio = _scale_ratio(report)
+    same_path = all(critical_path_shape(m.plan) == critical_path_shape(smallest.plan) for m in report.scale)
+    prod_ratio = report.prod.wall / report.baseline.wall
     targets = [
         ["prod preview <= 2x baseline", f"{prod_ratio:.2f}x", _check(prod_ratio <= MAX_PROD_OVER_BASELINE)],
         [
@@ -303,8 +347,8 @@ def render(report: Report) -> str:
         ],
         [
             "no wait across domains on a first install",
-            ", ".join(str(len(cross_component_waits(m.plan, domain_type))) for m in report.scale),
-            _check(all(not cross_component_waits(m.plan, domain_type) for m in report.scale)),
+            ", ".join(str(len(cross_component_waits(m.plan, DOMAIN_TYPE))) for m in report.scale),
+            _check(all(not cross_component_waits(m.plan, DOMAIN_TYPE) for m in report.scale)),
         ],
         [
             "critical path identical for all domain counts",
@@ -312,6 +356,13 @@ def render(report: Report) -> str:
             _check(same_path),
         ],
     ]
+    return ["", "## Targets", "", *_table(["target", "measured", "status"], targets + _time_targets(report))]
+
+
+def _time_targets(report: Report) -> list[list[str]]:
+    """The targets on the test suite, the first contact and the real engine, where this run measured them."""
+    targets = []
+    make_test = next((t for t in report.tests if t.label.startswith("`make test`")), None)
     if make_test is not None:
         passed = make_test.exit_code == 0 and make_test.wall < MAX_TEST_SUITE_S
         measured = f"{make_test.wall:.1f} s" + ("" if make_test.exit_code == 0 else f" (exit {make_test.exit_code})")
@@ -336,9 +387,7 @@ def render(report: Report) -> str:
                     _check(ratio_engine <= MAX_ENGINE_OVER_FLOOR),
                 ]
             )
-    lines += ["", "## Targets", "", *_table(["target", "measured", "status"], targets)]
-    lines += render_profiles(report)
-    return "\n".join(lines) + "\n"
+    return targets
 
 
 def render_profiles(report: Report) -> list[str]:

@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
+from config.project import PROJECT
 from offline.runner import ROOT_DIR, read_stack_file
 
-NAMESPACE = "gpu-pool"
+NAMESPACE = PROJECT
 DOMAINS_KEY = f"{NAMESPACE}:failureDomains"
 PROFILES_KEY = f"{NAMESPACE}:sharingProfiles"
 PROXMOX_KEY = f"{NAMESPACE}:proxmox"

@@ -3,8 +3,8 @@ program really renders (the gpu-operator release's final values after every key 
 VM's cloud-init and RKE2 config, the node's labels and taint), not on the keys that lead there. A key that can
 undo a trap fix, however documented, is caught here by what it does to the result.
 
-Pure and run before anything is registered: components/__init__.py registers `rendered_problems` with the config
-loader (config/rendered_checks.py), which runs it with the cross-key rules on whatever parts of the config parse.
+Pure and run before anything is registered: the one validation of a stack (stack_check.py) passes
+`rendered_problems` to config.validate, which runs it with the cross-key rules on whatever parts of the config parse.
 docs/traps.md names the rule that guards each trap (the `RULES` ids); tests/test_rendered_plan.py breaks every
 rule through every key in its `keys`, and on a rendered plan directly where no key reaches it.
 """
@@ -18,7 +18,12 @@ from typing import Any
 
 from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES, rke2_agent_config, user_data_document
 from components.gpu_failure_domain.node_metadata import node_labels, registration_labels
-from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_csv, metrics_digest
+from components.gpu_platform.dcgm_metrics import (
+    DCGM_METRICS_CONFIGMAP,
+    build_dcgm_metrics_csv,
+    deployed_exporter_version,
+    metrics_digest,
+)
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
 from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
@@ -446,7 +451,8 @@ def _dcgm_metrics_follow_the_csv(plan: RenderedPlan) -> list[str]:
         return []
     digest = _get(plan.values, f"dcgmExporter.annotations.{DCGM_METRICS_DIGEST_ANNOTATION}")
     name = _get(plan.values, "dcgmExporter.config.name")
-    if digest == metrics_digest(build_dcgm_metrics_csv()) and name == DCGM_METRICS_CONFIGMAP:
+    version = deployed_exporter_version(plan.parts.operator) if plan.parts.operator is not None else ""
+    if digest == metrics_digest(build_dcgm_metrics_csv(version)) and name == DCGM_METRICS_CONFIGMAP:
         return []
     return [
         f"{_source(plan.parts, 'dcgmExporter', 'gpuOperator.extraValues')}: the exporter must read gpu-pool's "

@@ -16,13 +16,13 @@ from components.gpu_platform.cluster_objects import (
 )
 from components.gpu_platform.cluster_preflight import crd_problems
 from components.rendered_plan import RULES
+from components.stack_check import validate_stack
 from config.cross_key import CROSS_KEY_RULES
-from config.loader import number_problems
 from config.run_environment import ENVIRONMENT_RULES
 from config.secret_checks import SHAPES, secret_problems, wrapping_problem
 from config.stack import StackConfig
 from config.stack_yaml import DuplicateKeyError
-from config.validate import validate_stack
+from config.validate import number_problems
 
 RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
     # How the stack file is written, before any key is read.

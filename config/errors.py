@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from config.project import PROJECT
 from config.type_hints import EXPECTED, hint_for
 
-NAMESPACE = "gpu-pool"
+NAMESPACE = PROJECT
 
 
 class ConfigError(Exception):

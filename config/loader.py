@@ -4,35 +4,47 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 
-from config.base import nearest
 from config.earlier_file import waived
-from config.errors import NAMESPACE, ConfigError, key_path
+from config.errors import NAMESPACE, ConfigError
 from config.secret_checks import secret_problems
+from config.secrets import SECRET_KEYS, SECRETS, Auth, auth_mode, needed_secrets
 from config.stack import StackConfig
-from config.stack_yaml import surprising_numbers
-from config.validate import SECRET_KEYS, stack_keys, validate_stack
 
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
 # otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
 STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 
 
+class StackValidation(Protocol):
+    """The one validation of a stack's keys (components/stack_check.validate_stack)."""
+
+    def __call__(
+        self, raw: Mapping[str, Any], *, text: str | None = None, other_keys: Iterable[str] = ()
+    ) -> StackConfig: ...
+
+
 @dataclass(frozen=True)
 class Secrets:
-    """Secret config values, only ever as secret Outputs."""
+    """The secrets the stack sets (config/secrets.py's rows, by key), only ever as secret Outputs. A required one
+    is always here: load_config refuses a stack without it."""
 
-    proxmox_api_token: pulumi.Output[str] | None
-    proxmox_root_password: pulumi.Output[str] | None
-    rke2_token: pulumi.Output[str]
-    # Optional: the key the kernel upgrade logs in to the VMs with (else the ssh-agent).
-    ssh_private_key: pulumi.Output[str] | None = None
+    values: Mapping[str, pulumi.Output[str]]
+
+    def get(self, key: str) -> pulumi.Output[str] | None:
+        return self.values.get(key)
+
+    def require(self, key: str) -> pulumi.Output[str]:
+        value = self.values.get(key)
+        if value is None:
+            raise KeyError(f"{NAMESPACE}:{key} is not set (load_config refuses a stack without a required secret)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -47,72 +59,25 @@ def _stack_file() -> Path | None:
     return path if path.is_file() else None
 
 
-def _at(raw: Mapping[str, Any], path: tuple[str | int, ...]) -> Any:
-    node: Any = raw
-    for part in path:
-        in_list = isinstance(part, int) and isinstance(node, list) and part < len(node)
-        in_map = isinstance(part, str) and isinstance(node, Mapping) and part in node
-        if not (in_list or in_map):
-            return None
-        node = node[part]
-    return node
-
-
-def number_problems(text: str, raw: Mapping[str, Any]) -> list[str]:
-    """Integers written with a leading zero, which the CLI's YAML reads as another number (03101 is octal 1601).
-    Reported only where the config the program got holds that very number, so another file is never blamed."""
-    problems: list[str] = []
-    for path, written, value in surprising_numbers(text):
-        if len(path) < 2 or path[0] != "config":
-            continue
-        full = str(path[1]) if ":" in str(path[1]) else f"{NAMESPACE}:{path[1]}"
-        namespace, _, short = full.partition(":")
-        rest = tuple(path[2:])
-        if namespace != NAMESPACE or _at(raw, (short, *rest)) != value:
-            continue
-        digits = written.lstrip("+-").replace("_", "").lstrip("0") or "0"
-        how = f"the octal number {value}" if isinstance(value, int) else f"{value} (it is not even an octal number)"
-        problems.append(
-            f"{key_path((short, *rest), raw)}: written {written}, which YAML reads as {how}: a leading zero makes an "
-            f"integer octal for the Pulumi CLI; write {digits}, or quote it if the text is meant"
-        )
-    return problems
-
-
-def _stack_file_problems(raw: Mapping[str, Any]) -> list[str]:
+def _stack_file_text() -> str | None:
     path = _stack_file()
     if path is None:
-        return []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        return []
-    return number_problems(text, raw)
-
-
-def _misplaced(full_key: str, keys: list[str]) -> str | None:
-    """A config key meant for this project but written with a misspelt `gpu-pool:` prefix. (The CLI gives a key
-    written without a prefix this project's, so the program never sees one: offline.runner.namespaced.)"""
-    namespace, colon, key = full_key.partition(":")
-    if not colon:
         return None
-    if namespace != NAMESPACE and key in keys and nearest(namespace, [NAMESPACE]) == NAMESPACE:
-        return f"{full_key}: '{namespace}' is not this project's prefix; write it as {NAMESPACE}:{key}"
-    return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def _raw_config() -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    """Non-secret keys (parsed), secret keys (as strings), and keys that lack the `gpu-pool:` prefix."""
+    """Non-secret keys (parsed), secret keys (as strings), and the keys outside the `gpu-pool:` namespace."""
     raw: dict[str, Any] = {}
     secrets: dict[str, str] = {}
-    misplaced: list[str] = []
-    keys = stack_keys() + list(SECRET_KEYS)
+    others: list[str] = []
     for full_key, value in pulumi.runtime.config.CONFIG.get().items():
         namespace, _, key = full_key.partition(":")
         if namespace != NAMESPACE:
-            problem = _misplaced(full_key, keys)
-            if problem:
-                misplaced.append(problem)
+            others.append(full_key)
             continue
         if key in SECRET_KEYS:
             secrets[key] = str(value)
@@ -121,51 +86,40 @@ def _raw_config() -> tuple[dict[str, Any], dict[str, str], list[str]]:
             raw[key] = json.loads(value)
         except (TypeError, ValueError):
             raw[key] = value
-    return raw, secrets, misplaced
+    return raw, secrets, others
 
 
 def _missing_secret(key: str, why: str) -> str:
     return f"{NAMESPACE}:{key}: secret not set ({why}); run: pulumi config set --secret {NAMESPACE}:{key} <value>"
 
 
-def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> str:
-    if stack is not None:
-        return stack.proxmox.auth
-    proxmox = raw.get("proxmox")
-    auth = proxmox.get("auth") if isinstance(proxmox, Mapping) else None
-    return auth if auth in ("apiToken", "rootPassword") else "apiToken"
+def _auth(raw: Mapping[str, Any], stack: StackConfig | None) -> Auth:
+    return stack.proxmox.auth if stack is not None else auth_mode(raw.get("proxmox"))
 
 
-def load_config() -> LoadedConfig:
-    """Load and validate the whole stack config and its secrets; raises ConfigError listing every problem."""
-    raw, secret_values, problems = _raw_config()
-    problems += _stack_file_problems(raw)
+def load_config(validate: StackValidation) -> LoadedConfig:
+    """Load the whole stack config and its secrets, the keys validated by `validate` (the one validation every
+    entry point makes, components/stack_check.py); raises ConfigError listing every problem."""
+    raw, secret_values, others = _raw_config()
+    problems: list[str] = []
     stack: StackConfig | None = None
     try:
-        stack = validate_stack(raw)
+        stack = validate(raw, text=_stack_file_text(), other_keys=others)
     except ConfigError as error:
         problems += error.messages
     secret_keys = {key for key in (f"{NAMESPACE}:{short}" for short in SECRET_KEYS) if _is_secret(key)}
     problems += [problem for problem in secret_problems(secret_values, secret_keys) if not waived(problem)]
-    auth = _auth(raw, stack)
-    if auth == "apiToken" and "proxmoxApiToken" not in secret_values:
-        problems.append(_missing_secret("proxmoxApiToken", "the Proxmox API token, user@realm!tokenid=uuid"))
-    if auth == "rootPassword" and "proxmoxRootPassword" not in secret_values:
-        problems.append(_missing_secret("proxmoxRootPassword", "root@pam's password, for raw PCI passthrough"))
-    if "rke2Token" not in secret_values:
-        problems.append(_missing_secret("rke2Token", "the RKE2 join token the GPU workers register with"))
+    problems += [
+        _missing_secret(secret.key, secret.purpose)
+        for secret in needed_secrets(_auth(raw, stack))
+        if secret.key not in secret_values
+    ]
     if problems or stack is None:
         raise ConfigError(problems)
     config = pulumi.Config(NAMESPACE)
-    rke2_token = config.require_secret("rke2Token")
+    values = {secret.key: config.get_secret(secret.key) for secret in SECRETS}
     return LoadedConfig(
-        stack=stack,
-        secrets=Secrets(
-            config.get_secret("proxmoxApiToken"),
-            config.get_secret("proxmoxRootPassword"),
-            rke2_token,
-            config.get_secret("sshPrivateKey"),
-        ),
+        stack=stack, secrets=Secrets({key: value for key, value in values.items() if value is not None})
     )
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
 from config.base import ConfigModel
+from config.secrets import DEFAULT_AUTH, Auth
 from config.validators import https_url
 
 # A Proxmox volume id, `<datastore>:<content type>/<file>` (pve-storage src/PVE/Storage/Plugin.pm parse_volname).
@@ -75,8 +75,8 @@ class ProxmoxConfig(ConfigModel):
         json_schema_extra={"pattern": "^https://[^/?#]+/?$"},
     )
     insecure: bool = Field(default=False, description="skip TLS verification (self-signed Proxmox certificate)")
-    auth: Literal["apiToken", "rootPassword"] = Field(
-        default="apiToken",
+    auth: Auth = Field(
+        default=DEFAULT_AUTH,
         description="apiToken (secret gpu-pool:proxmoxApiToken) or rootPassword (root@pam, only for raw PCI ids)",
     )
     snippets_datastore: str = Field(

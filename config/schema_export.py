@@ -18,12 +18,12 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from config.base import ConfigModel
-from config.secret_checks import SHAPES
+from config.project import PROJECT
+from config.secrets import SECRETS
 from config.stack import StackConfig
 from config.type_hints import unwrap_annotation
-from config.validate import SECRET_KEYS
 
-NAMESPACE = "gpu-pool"
+NAMESPACE = PROJECT
 SCHEMA_FILE = "stack-config.schema.json"
 REFERENCE_FILE = "config-reference.md"
 
@@ -74,10 +74,10 @@ def stack_file_schema() -> dict[str, Any]:
     """A JSON Schema (2020-12) of a whole Pulumi.<stack>.yaml, whose `config` holds the gpu-pool keys."""
     models = _drop_titles(_with_defaults(StackConfig.model_json_schema(by_alias=True)))
     properties = {f"{NAMESPACE}:{key}": value for key, value in models["properties"].items()}
-    for key in SECRET_KEYS:
-        what, _ = SHAPES[key]
+    for secret in SECRETS:
+        key = secret.key
         properties[f"{NAMESPACE}:{key}"] = {
-            "description": f"{what}: a secret, set with `pulumi config set --secret {NAMESPACE}:{key}`",
+            "description": f"{secret.description}: a secret, set with `pulumi config set --secret {NAMESPACE}:{key}`",
             "type": "object",
             "properties": {"secure": {"type": "string"}},
             "required": ["secure"],
@@ -194,13 +194,7 @@ def config_reference() -> str:
         "",
     ]
     lines += ["| key | what it is | needed |", "|---|---|---|"]
-    needed = {
-        "proxmoxApiToken": "with `proxmox.auth: apiToken` (the default); user@realm!tokenid=uuid",
-        "proxmoxRootPassword": "with `proxmox.auth: rootPassword` (raw PCI ids only)",
-        "rke2Token": "always; the servers' node-token",
-        "sshPrivateKey": "when a domain pins `kernel` and no ssh-agent holds the key",
-    }
-    lines += [f"| `{NAMESPACE}:{key}` | {SHAPES[key][0]} | {needed[key]} |" for key in SECRET_KEYS] + [""]
+    lines += [f"| `{NAMESPACE}:{s.key}` | {s.description} | {s.needed} |" for s in SECRETS] + [""]
     return "\n".join(lines)
 
 

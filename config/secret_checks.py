@@ -2,50 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 
-NAMESPACE = "gpu-pool"
-PROXMOX_TOKEN = re.compile(
-    r"^[^@\s!=]+@[^@\s!=]+![A-Za-z0-9][A-Za-z0-9._-]*="
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
-RKE2_SECURE_TOKEN = re.compile(r"^K10[0-9a-f]{64}::[A-Za-z0-9_-]+:\S+$")
-
-
-def _proxmox_token(value: str) -> str | None:
-    if PROXMOX_TOKEN.match(value):
-        return None
-    if "=" not in value:
-        return "has no '=<secret>' part: a Proxmox API token is user@realm!tokenid=<uuid secret>"
-    return "is not a Proxmox API token: expected user@realm!tokenid=<uuid>, e.g. pulumi@pve!gpu-pool=1b2c...-..."
-
-
-def _rke2_token(value: str) -> str | None:
-    if not value.strip():
-        return "is empty: give the servers' node-token (/var/lib/rancher/rke2/server/node-token on a server)"
-    if any(char.isspace() for char in value):
-        return "contains a space or a line break (copied with the file's newline?): set it without them"
-    if value.startswith("K10") and not RKE2_SECURE_TOKEN.match(value):
-        return "starts like a full RKE2 token but is not one: expected K10<64 hex digits>::<user>:<password>"
-    return None
-
-
-def _root_password(value: str) -> str | None:
-    return "is empty" if not value else None
-
-
-def _private_key(value: str) -> str | None:
-    if "-----BEGIN" in value and "PRIVATE KEY-----" in value:
-        return None
-    return "is not a private key: expected the whole file, from -----BEGIN ... PRIVATE KEY----- to its END line"
-
+from config.project import PROJECT
+from config.secrets import SECRETS
 
 SHAPES: Mapping[str, tuple[str, Callable[[str], str | None]]] = {
-    "proxmoxApiToken": ("the Proxmox API token", _proxmox_token),
-    "proxmoxRootPassword": ("root@pam's password", _root_password),
-    "rke2Token": ("the RKE2 join token", _rke2_token),
-    "sshPrivateKey": ("the SSH key the kernel upgrade logs in with", _private_key),
+    secret.key: (secret.description, secret.shape) for secret in SECRETS
 }
 
 
@@ -70,17 +33,18 @@ def wrapping_problem(value: str, *, key_file: bool = False) -> str | None:
 def secret_problems(values: Mapping[str, str], secret_keys: set[str]) -> list[str]:
     """`values`: the secret config keys that are set (short name -> value); `secret_keys`: which are secret."""
     problems: list[str] = []
-    for key, (what, shape) in SHAPES.items():
+    for secret in SECRETS:
+        key, what = secret.key, secret.description
         if key not in values:
             continue
-        full = f"{NAMESPACE}:{key}"
+        full = f"{PROJECT}:{key}"
         if full not in secret_keys:
             problems.append(
                 f"{full}: {what} is in the stack file in plain text, where anyone who can read the file or its git "
                 f"history has it: remove it from the file and run: pulumi config set --secret {full} <value>"
             )
             continue
-        problem = wrapping_problem(values[key], key_file=key == "sshPrivateKey") or shape(values[key])
+        problem = wrapping_problem(values[key], key_file=secret.key_file) or secret.shape(values[key])
         if problem:
             problems.append(f"{full}: {what} {problem} (value not shown)")
     return problems

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from config.secret_checks import wrapping_problem
-from config.validate import SECRET_KEYS
+from config.secrets import BY_KEY, SECRET_KEYS, SOURCE_ENV_PREFIX
 
-PREFIX = "GPU_POOL_SECRET_"
+PREFIX = SOURCE_ENV_PREFIX
 FILE_ENV = "GPU_POOL_SECRETS_FILE"
 KEYS = SECRET_KEYS
 
@@ -27,7 +27,7 @@ class SecretSourceError(Exception):
 
 def env_name(key: str) -> str:
     """`rke2Token` -> `GPU_POOL_SECRET_RKE2TOKEN`."""
-    return PREFIX + key.upper()
+    return BY_KEY[key].source_env
 
 
 def _short(key: str) -> str:
@@ -60,7 +60,7 @@ def _from_file(path: Path, repo: Path) -> dict[str, str]:
             continue
         short = _short(key.strip())
         # The file is read as written, not by a shell: quotes around a value would become part of the secret.
-        problem = wrapping_problem(value.strip(), key_file=short == "sshPrivateKey")
+        problem = wrapping_problem(value.strip(), key_file=BY_KEY[short].key_file)
         if problem:
             problems.append(
                 f"{FILE_ENV}={path}: line {number} ({short}) {problem}; this file is KEY=VALUE lines read as "
@@ -85,7 +85,7 @@ def secrets_from_environment(environ: Mapping[str, str], repo: Path) -> dict[str
     for key in KEYS:
         value = environ.get(env_name(key))
         if value:
-            problem = wrapping_problem(value, key_file=key == "sshPrivateKey")
+            problem = wrapping_problem(value, key_file=BY_KEY[key].key_file)
             if problem:
                 problems.append(f"{env_name(key)} (the environment variable) {problem} (value not shown)")
             found[key] = value

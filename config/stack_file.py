@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 
 from config.ciphertexts import ciphertext_problems
+from config.project import PREFIX, PROJECT, ROOT_DIR
 from config.stack_yaml import DuplicateKeyError, load_stack_yaml
 
-PROJECT = "gpu-pool"
-ROOT_DIR = Path(__file__).resolve().parent.parent
+__all__ = ["PROJECT", "ROOT_DIR", "StackFileError", "namespaced", "project_values", "read_stack_file"]
 
 
 class StackFileError(Exception):
@@ -55,3 +55,13 @@ def namespaced(config: Mapping[Any, Any], file_name: str) -> dict[str, Any]:
             raise StackFileError(f"{file_name}: {full} is given twice, once without its `{PROJECT}:` prefix: keep one")
         keys[full] = value
     return keys
+
+
+def project_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """This project's non-secret keys of a stack file's config, without their prefix, as config.validate takes them:
+    what a tool that never decrypts validates (a `secure:` value is left out, its key with it)."""
+    return {
+        key.removeprefix(PREFIX): value
+        for key, value in config.items()
+        if key.startswith(PREFIX) and not (isinstance(value, dict) and set(value) == {"secure"})
+    }

@@ -2,7 +2,7 @@
 
 node-check runs on a GPU worker with python3 and the standard library alone; `gpu-pool repair` sends it there
 over SSH as this zip (base64 in the command line: no copy step, nothing left behind). The in-cluster health
-check (day2/health_check.py) runs doctor's cluster floors in a stock python image from a ConfigMap holding its
+check (day2/doctor/health_check.py) runs doctor's cluster floors in a stock python image from a ConfigMap holding its
 zip. The zips are byte-for-byte the same for the same sources (fixed times, sorted names), so the ConfigMap
 changes only when the code does.
 """
@@ -20,10 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # What node-check imports and reads, and nothing else: it runs on the node with the standard library alone.
 NODE_CHECK_FILES = (
     "day2/__init__.py",
-    "day2/node_check.py",
-    "day2/node_facts.py",
-    "day2/node_floors.py",
-    "day2/node_nvml.py",
+    "day2/command.py",
+    "day2/node_check/__init__.py",
+    "day2/node_check/__main__.py",
+    "day2/node_check/command.py",
+    "day2/node_check/facts.py",
+    "day2/node_check/floors.py",
+    "day2/node_check/nvml.py",
     "knowledge/__init__.py",
     "knowledge/data/nvidia_cards.json",
     "knowledge/gpu_cards.py",
@@ -31,7 +34,7 @@ NODE_CHECK_FILES = (
     "knowledge/pci.py",
     "knowledge/xid.py",
 )
-NODE_CHECK_MAIN = "import sys\n\nfrom day2.node_check import main\n\nsys.exit(main())\n"
+NODE_CHECK_MAIN = "import sys\n\nfrom day2.node_check.command import main\n\nsys.exit(main())\n"
 # What doctor's floors and the in-cluster health check import (a test runs the zip with every site package
 # hidden), and PyYAML's pure-Python package for the sharing profiles (its C extension is left out: PyYAML falls
 # back to Python when it is missing). The zip carries PyYAML's licence.
@@ -40,20 +43,22 @@ HEALTH_CHECK_FILES = (
     "components/shared/health_condition.py",
     "components/shared/node_marking.py",
     "day2/__init__.py",
-    "day2/doctor.py",
+    "day2/doctor/__init__.py",
+    "day2/doctor/floors_operands.py",
+    "day2/doctor/floors_pool.py",
+    "day2/doctor/floors_types.py",
+    "day2/doctor/health_check.py",
+    "day2/doctor/node_report.py",
+    "day2/doctor/operands.py",
+    "day2/doctor/sharing.py",
+    "day2/doctor/traps.py",
+    "day2/doctor/walk.py",
     "day2/errors.py",
-    "day2/floors_operands.py",
-    "day2/floors_pool.py",
-    "day2/floors_types.py",
-    "day2/health_check.py",
-    "day2/node_facts.py",
-    "day2/node_floors.py",
-    "day2/node_report.py",
+    "day2/node_check/__init__.py",
+    "day2/node_check/facts.py",
+    "day2/node_check/floors.py",
     "day2/objects.py",
-    "day2/operands.py",
     "day2/pool.py",
-    "day2/sharing.py",
-    "day2/traps.py",
     "knowledge/__init__.py",
     "knowledge/data/nvidia_cards.json",
     "knowledge/gpu_cards.py",
@@ -63,7 +68,7 @@ HEALTH_CHECK_FILES = (
     "knowledge/pci.py",
     "knowledge/xid.py",
 )
-HEALTH_CHECK_MAIN = "import sys\n\nfrom day2.health_check import main\n\nsys.exit(main())\n"
+HEALTH_CHECK_MAIN = "import sys\n\nfrom day2.doctor.health_check import main\n\nsys.exit(main())\n"
 # The check needs two constant modules of components/shared, not the package's own __init__, which registers the
 # rendered-plan pass for programs that build a plan (and so imports every builder and the config models).
 COMPONENTS_INIT = b'"""gpu-pool\'s components, as far as the health check needs them: components/shared\'s names."""\n'
@@ -109,7 +114,7 @@ def pyyaml_files() -> list[tuple[str, bytes]]:
 
 
 def health_check_zip() -> bytes:
-    """The in-cluster health check (day2/health_check.py) and what it imports, for the stack's ConfigMap."""
+    """The in-cluster health check (day2/doctor/health_check.py) and what it imports, for the stack's ConfigMap."""
     files = [*project_files(HEALTH_CHECK_FILES), ("components/__init__.py", COMPONENTS_INIT), *pyyaml_files()]
     return zipapp(files, HEALTH_CHECK_MAIN)
 

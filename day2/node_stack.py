@@ -8,27 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.stack_check import validate_stack_file
 from config.errors import ConfigError
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from config.stack_file import StackFileError, read_stack_file
-from config.validate import validate_stack
-from day2.node_facts import NodeInputError
-from day2.node_floors import Expected
+from config.stack_file import StackFileError
+from day2.node_check.facts import NodeInputError
+from day2.node_check.floors import Expected
 
 
 def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     try:
-        raw = read_stack_file(stack, root)
+        cfg = validate_stack_file(stack, root)
     except StackFileError as error:
         raise NodeInputError(f"--stack {stack}: {error}") from None
-    values = {
-        key.removeprefix("gpu-pool:"): value
-        for key, value in raw.items()
-        if key.startswith("gpu-pool:") and not (isinstance(value, dict) and set(value) == {"secure"})
-    }
-    try:
-        cfg = validate_stack(values)
     except ConfigError as error:
         raise NodeInputError(
             f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}"

@@ -14,16 +14,18 @@ JsonObject = dict[str, Any]
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The four kinds the tool reads, as `kubectl get nodes,pods,configmaps,jobs -A -o json` lists them."""
+    """The kinds the tool reads, as `kubectl get nodes,pods,configmaps,jobs -A -o json` lists them; Namespaces
+    (their Kubeflow profile owner) only where the dump or the live read includes them (`claims --usage`)."""
 
     nodes: tuple[JsonObject, ...] = ()
     pods: tuple[JsonObject, ...] = ()
     configmaps: tuple[JsonObject, ...] = ()
     jobs: tuple[JsonObject, ...] = ()
+    namespaces: tuple[JsonObject, ...] = ()
 
     @classmethod
     def from_items(cls, items: Iterable[JsonObject]) -> Snapshot:
-        by_kind: dict[str, list[JsonObject]] = {"Node": [], "Pod": [], "ConfigMap": [], "Job": []}
+        by_kind: dict[str, list[JsonObject]] = {"Node": [], "Pod": [], "ConfigMap": [], "Job": [], "Namespace": []}
         for item in items:
             kind = item.get("kind")
             if isinstance(kind, str) and kind in by_kind:
@@ -33,6 +35,7 @@ class Snapshot:
             pods=tuple(by_kind["Pod"]),
             configmaps=tuple(by_kind["ConfigMap"]),
             jobs=tuple(by_kind["Job"]),
+            namespaces=tuple(by_kind["Namespace"]),
         )
 
 

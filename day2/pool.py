@@ -16,7 +16,6 @@ from day2.errors import Day2Error
 if TYPE_CHECKING:
     from config.stack import StackConfig
 
-PROJECT_PREFIX = "gpu-pool:"
 # What components/gpu_failure_domain/smoke_test.py labels each smoke Job with (a test keeps the two equal).
 SMOKE_JOB_NAME_LABEL = "app.kubernetes.io/name"
 SMOKE_JOB_NAME = "cuda-smoke-test"
@@ -36,7 +35,7 @@ class Domain:
 
 
 # The defaults come from the stack config's models, imported only when a default is needed: the in-cluster
-# health check (day2/health_check.py) gives every value and runs on the standard library, without pydantic.
+# health check (day2/doctor/health_check.py) gives every value and runs on the standard library, without pydantic.
 def _operator_namespace() -> str:
     from config.gpu_operator import GpuOperatorConfig
 
@@ -99,22 +98,16 @@ def load_stack(stack: str, root: Path) -> PoolFacts:
 
 def read_stack(stack: str, root: Path) -> StackConfig:
     """Pulumi.<stack>.yaml in root, validated (its secrets are not read). Raises Day2Error naming the problem."""
-    # Imported here: reading a stack pulls in Pulumi's config machinery, which dump-only runs never need.
+    # Imported here: reading a stack pulls in the config models and the builders its rendered rules run, which
+    # dump-only runs (and the in-cluster health check) never need.
+    from components.stack_check import validate_stack_file
     from config.errors import ConfigError
-    from config.stack_file import StackFileError, read_stack_file
-    from config.validate import validate_stack
+    from config.stack_file import StackFileError
 
     try:
-        raw = read_stack_file(stack, root)
+        return validate_stack_file(stack, root)
     except StackFileError as error:
         raise Day2Error(f"--stack {stack}: {error}") from None
-    values = {
-        key.removeprefix(PROJECT_PREFIX): value
-        for key, value in raw.items()
-        if key.startswith(PROJECT_PREFIX) and not (isinstance(value, dict) and set(value) == {"secure"})
-    }
-    try:
-        return validate_stack(values)
     except ConfigError as error:
         raise Day2Error(f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}") from None
 

@@ -13,8 +13,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from day2.claims import FLAG_TERMINATING, Claims, Holder, stop_command
-from day2.doctor import Diagnosis, fix_as_dict
+from day2.claims.compute import FLAG_TERMINATING, Claims, Holder, stop_command
+from day2.doctor.walk import Diagnosis, fix_as_dict
 
 # Wide enough for a node name, a pod name and the flags side by side when the output is not a terminal.
 PIPE_WIDTH = 160

@@ -103,7 +103,7 @@ def load_dump(path: str, needs: tuple[str, ...] = (), command: str = "") -> Snap
     return snapshot
 
 
-def load_live(kubeconfig: str | None, context: str | None) -> Snapshot:
+def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool = False) -> Snapshot:
     """List nodes, pods, configmaps and jobs across namespaces with the official client.
 
     kubeconfig/context None: kubectl's defaults (KUBECONFIG, ~/.kube/config, its current context).
@@ -129,6 +129,9 @@ def load_live(kubeconfig: str | None, context: str | None) -> Snapshot:
         ("Pod", core.list_pod_for_all_namespaces),
         ("ConfigMap", core.list_config_map_for_all_namespaces),
         ("Job", batch.list_job_for_all_namespaces),
+        # Their Kubeflow profile owner annotation, for `claims --usage` only: the other commands need no right to
+        # list namespaces.
+        *((("Namespace", core.list_namespace),) if namespaces else ()),
     )
     items: list[JsonObject] = []
     try:

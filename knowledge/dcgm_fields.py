@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
+from knowledge.metric_names import counters_name
+
 PromType = Literal["gauge", "counter", "label"]
 
 
@@ -97,6 +99,9 @@ def dcgm_fields() -> tuple[DcgmField, ...]:
     return DEFAULT_FIELDS + EXTRA_FIELDS + PROFILING_FIELDS
 
 
-def exported_metric_names() -> frozenset[str]:
-    """The metric names Prometheus sees: every field id except `label` fields, which become labels."""
-    return frozenset(field.field_id for field in dcgm_fields() if field.prom_type != "label")
+def exported_metric_names(exporter_version: str = "") -> frozenset[str]:
+    """The metric names Prometheus sees from gpu-pool's counters file for that exporter image (the file's names,
+    knowledge.metric_names.counters_name): every field except `label` fields, which become labels."""
+    return frozenset(
+        counters_name(field.field_id, exporter_version) for field in dcgm_fields() if field.prom_type != "label"
+    )

@@ -13,6 +13,11 @@ NOTEBOOK_NAME_LABEL: Final = "notebook-name"
 NOTEBOOK_KIND: Final = "Notebook"
 NOTEBOOK_RESOURCE: Final = "notebook"
 STOP_ANNOTATION: Final = "kubeflow-resource-stopped"
+# The profile controller annotates each profile's namespace with its owner (Profile.spec.owner.name, the user's
+# email): kubeflow/kubeflow components/profile-controller/controllers/profile_controller.go (commit 52d55bef),
+# `Annotations: map[string]string{"owner": instance.Spec.Owner.Name}`, and it checks that annotation before it
+# takes over an existing namespace.
+PROFILE_OWNER_ANNOTATION: Final = "owner"
 
 
 def stop_notebook_command(namespace: str, name: str) -> str:

@@ -33,10 +33,10 @@ from typing import Any
 import pulumi
 
 from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
+from components.stack_check import validate_stack
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
-from config.validate import validate_stack
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -85,9 +85,17 @@ class Comparison:
         return self.wave.dangers if self.wave else []
 
 
-def preview(stack: str, config: dict[str, Any], label: str, secrets: dict[str, str] | None = None) -> Recording:
+def preview(
+    stack: str,
+    config: dict[str, Any],
+    label: str,
+    secrets: dict[str, str] | None = None,
+    stack_file: Path | None = None,
+) -> Recording:
+    """The program's preview of `config`; `stack_file`, where the config came from one, is read as the program reads
+    its own (an integer written with a leading zero is refused, as `make preview` refuses it)."""
     try:
-        return run_stack(stack, config=config, secrets=secrets or {})
+        return run_stack(stack, config=config, secrets=secrets or {}, stack_file=stack_file)
     except ConfigError as error:
         raise DiffError(f"the {label} stack config is refused:\n  " + "\n  ".join(error.messages)) from None
     except pulumi.RunError as error:
@@ -108,7 +116,7 @@ def diff_files(
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config, secrets, nodes)
+    return compare_configs(stack, old_config, new_config, secrets, nodes, after_file=after)
 
 
 def settled_nodes(config: dict[str, Any]) -> dict[str, Any]:
@@ -142,6 +150,7 @@ def compare_configs(
     after: dict[str, Any],
     secrets: dict[str, str] | None = None,
     nodes: dict[str, Any] | None = None,
+    after_file: Path | None = None,
 ) -> Comparison:
     """The earlier file as a settled deployment (planned against the Nodes its own `up` leaves: no turn, nothing to
     roll), against the current file planned against `nodes` (default: those same Nodes)."""
@@ -152,7 +161,7 @@ def compare_configs(
     observed = nodes if nodes is not None else settled
     # Both previews run as the same stack, with the same secrets, so URNs match when the resources are the same.
     with observing(observed):
-        new = preview(stack, after, "current", secrets)
+        new = preview(stack, after, "current", secrets, after_file)
     changes = diff_recordings(old, new)
     return Comparison(changes, refusals, wave_of(new, {c.name for c in changes if c.op != "same"}), observed)
 

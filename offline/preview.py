@@ -12,6 +12,7 @@ import yaml
 
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
+from config.secrets import SECRETS, auth_mode
 from offline.render import tree, write_all
 from offline.runner import (
     PROJECT,
@@ -72,13 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print(tree(recording, secrets.values()), end="")
         print()
-    auth = (
-        (config.get(f"{PROJECT}:proxmox") or {}).get("auth", "apiToken")
-        if isinstance(config.get(f"{PROJECT}:proxmox"), dict)
-        else "apiToken"
-    )
-    unused = f"{PROJECT}:proxmoxApiToken" if auth == "rootPassword" else f"{PROJECT}:proxmoxRootPassword"
-    placeholders = [key for key in placeholder_keys(config, secrets) if key != unused]
+    # The other auth mode's Proxmox credential is made up but never read: not worth a line.
+    auth = auth_mode(config.get(f"{PROJECT}:proxmox"))
+    unused = {f"{PROJECT}:{s.key}" for s in SECRETS if s.auth is not None and s.auth != auth}
+    placeholders = [key for key in placeholder_keys(config, secrets) if key not in unused]
     print(summary(args.stack, out, document, placeholders), end="")
     print(steering_note(config), end="")
     return 0

@@ -18,6 +18,7 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from config.secrets import BY_KEY, SECRETS, generic_placeholder
 from config.stack_file import PROJECT, ROOT_DIR, StackFileError, namespaced, read_stack_file
 from offline.recording import PlanMocks, Recording, RecordingMonitor
 
@@ -30,7 +31,7 @@ OFFLINE_ENV = "GPU_POOL_OFFLINE"
 STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 # The secrets a stack may need; each gets a placeholder unless given. Optional ones (sshPrivateKey) only when the
 # stack file sets them, as `pulumi preview` would only see them then.
-SECRET_KEYS = ("proxmoxApiToken", "proxmoxRootPassword", "rke2Token")
+SECRET_KEYS = tuple(secret.key for secret in SECRETS if secret.required)
 
 
 def placeholder(key: str, ciphertext: str | None = None) -> str:
@@ -38,14 +39,8 @@ def placeholder(key: str, ciphertext: str | None = None) -> str:
     placeholder carries a digest of its ciphertext, so a rotated secret reads as changed in `make diff` while
     its value stays unknown."""
     digest = hashlib.sha256((ciphertext or key).encode()).hexdigest()
-    if key == "proxmoxApiToken":
-        return f"offline@pve!placeholder={digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-    if key == "rke2Token":
-        return f"K10{digest}::server:offline-placeholder"
-    if key == "sshPrivateKey":
-        body = f"offline-placeholder-{digest[:16]}"
-        return f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n"
-    return f"offline-placeholder-{key}-{digest[:8]}"
+    secret = BY_KEY.get(key)
+    return secret.placeholder(digest) if secret is not None else generic_placeholder(key, digest)
 
 
 def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

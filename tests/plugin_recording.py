@@ -11,7 +11,7 @@ source written here. Two recordings, kept under tests/fixtures/deviceplugin/ (CI
 The recorded documents are every profile the program can render (replicas 1 to the most SharingProfile allows:
 a profile is its replica count, nothing else) and a few deliberately wrong shapes, which the checks below must
 refuse: the proof that those checks can fail. The loader also reads a few hand-edited edge cases (PROBES), which
-doctor's own reading of a profile (day2/sharing.py) must agree with.
+doctor's own reading of a profile (day2/doctor/sharing.py) must agree with.
 
     python -m tests.plugin_recording profiles DIR       the documents (NAME.yaml) and the GPU run's order.txt
     python -m tests.plugin_recording record-config BIN  profile-config.json, from the profile-config binary
@@ -35,9 +35,9 @@ import annotated_types
 import yaml
 
 from components.gpu_platform.time_slicing import render_profile
+from components.stack_check import validate_stack
 from config.sharing import SharingProfile
 from config.stack import StackConfig
-from config.validate import validate_stack
 from knowledge.gpu_operator import GPU_RESOURCE
 from offline.runner import ROOT_DIR, read_stack_file
 
@@ -126,7 +126,7 @@ def recorded_documents() -> dict[str, str]:
 
 _SHARED = "sharing:\n  {block}:\n    resources:\n    - name: {name}\n      replicas: {replicas}\n"
 # Documents the program never renders, for the plugin's loader only: the edges of the day-2 tool's own reading of a
-# profile (day2/sharing.py), which a cluster's ConfigMap edited by hand can hold.
+# profile (day2/doctor/sharing.py), which a cluster's ConfigMap edited by hand can hold.
 PROBES: Final = {
     "probe-no-version": _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=4),
     "probe-version-v2": "version: v2\n" + _SHARED.format(block="timeSlicing", name=GPU_RESOURCE, replicas=4),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, reboot_settings
+from components.gpu_failure_domain.steps import ScriptStep
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
 from config.stack import StackConfig
@@ -25,9 +26,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def step_environment(step: str, node: str, kubectl: list[str], timeout_minutes: int, **extra: str) -> dict[str, str]:
+def step_environment(
+    step: ScriptStep, node: str, kubectl: list[str], timeout_minutes: int, **extra: str
+) -> dict[str, str]:
+    """The environment of a step the node-steps script runs: `step` picks which (GPU_POOL_STEP)."""
     return {
-        "GPU_POOL_STEP": step,
+        "GPU_POOL_STEP": step.value,
         "NODE_NAME": node,
         "KUBECTL": json.dumps(kubectl),
         "TIMEOUT_MINUTES": str(timeout_minutes),
@@ -41,7 +45,7 @@ def gpu_ready_environment(
     """The gpu-ready gate's environment: the node advertises its slots on the pinned driver (the smoke test's gate
     and the wave's gate both wait on it)."""
     return step_environment(
-        "gpu-ready",
+        ScriptStep.GPU_READY,
         domain.hostname,
         kubectl,
         stack.smoke_test.gpu_ready_timeout_minutes,
@@ -75,7 +79,7 @@ def power_cycle_environment(
     """
     extra = {"POWER_CYCLE_REASON": forced} if forced else {}
     return step_environment(
-        "power-cycle",
+        ScriptStep.POWER_CYCLE,
         domain.hostname,
         kubectl,
         timeout_minutes,

@@ -2,7 +2,9 @@
 runs, its triggers, what it waits for and one line saying what it does.
 
 `plan_domain` is a pure function of the domain's config, the stack and its turn (turns.py: what the observed
-Node asks for); `GpuFailureDomain` only registers the steps. So the order of a domain's steps, and which steps
+Node asks for), composed of one small builder per phase of a domain's life (identity, the turn's entry, the node,
+its kernel, the smoke test, the end). Each step carries everything about its resource (arguments and options,
+steps.py), so `GpuFailureDomain` only registers the steps. So the order of a domain's steps, and which steps
 wait for the previous batch of the wave, are tested as plain data for every change and every observed state
 (tests/gpu_failure_domain/test_plan.py). This is also the one module `offline/` reads the plan through.
 
@@ -16,17 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from components.gpu_failure_domain.cloud_init import build_user_data
 from components.gpu_failure_domain.kernel_upgrade import (
     install_kernel_command,
     login_check_command,
     unchanged_kernel_command,
 )
-from components.gpu_failure_domain.node_metadata import node_labels, taint_command, untaint_command
+from components.gpu_failure_domain.node_metadata import node_labels, ssh_host, taint_command, untaint_command
 from components.gpu_failure_domain.node_steps import (
     INTERPRETER,
     gpu_ready_environment,
@@ -41,7 +43,7 @@ from components.gpu_failure_domain.observed import (
     nodes_by_domain,
     settled_nodes,
 )
-from components.gpu_failure_domain.proxmox_vm import mapped_indexes
+from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
     device_plugin_restart_command,
@@ -53,6 +55,23 @@ from components.gpu_failure_domain.rollout import (
     wave_drain_command,
 )
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
+from components.gpu_failure_domain.steps import (
+    CloudInitStep,
+    Command,
+    CommandStep,
+    LocalStep,
+    NodeLabelsStep,
+    Options,
+    PciMappingStep,
+    PlatformWait,
+    RemoteStep,
+    RepairSmokeStep,
+    ScriptStep,
+    SmokeJobStep,
+    Step,
+    StepName,
+    VmStep,
+)
 from components.gpu_failure_domain.turns import (
     CapacityPoint,
     Turn,
@@ -65,6 +84,7 @@ from components.gpu_failure_domain.turns import (
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 
 __all__ = [
@@ -73,8 +93,11 @@ __all__ = [
     "NODE_READY_MINUTES",
     "CapacityPoint",
     "Command",
+    "CommandStep",
     "DomainPlan",
     "ObservedNode",
+    "PlatformWait",
+    "ScriptStep",
     "Step",
     "StepName",
     "Turn",
@@ -84,6 +107,7 @@ __all__ = [
     "plan_wave",
     "repair_turn",
     "settled_nodes_of",
+    "smoke_budget_seconds",
     "turn_for",
     "wave_export",
     "wave_order",
@@ -91,82 +115,25 @@ __all__ = [
 
 # How long a node may take to register and be Ready after its VM is created (cloud-init, RKE2 install).
 NODE_READY_MINUTES = 30
-SHELL = ("/bin/sh", "-c")
 # How long a repair's last step may take (one patch and an Event).
 REPAIR_DONE_MINUTES = 5
 # How long a repaired smoke Job is kept once finished: doctor's smoke floor reads the newest, then the stack's.
 REPAIR_JOB_TTL_SECONDS = 7 * 24 * 3600
+# The image pull comes on top of the smoke test's own run (`smokeTest.timeoutSeconds`): the CUDA sample's image
+# is pulled on a node that has never run it.
+IMAGE_PULL_SECONDS = 600
+# bpg gives a disk's `speed` block a DefaultFunc of all-zero limits, which the bridge applies to the inputs, but
+# reads a disk without limits back as no block (proxmoxtf/resource/vm/disk/schema.go mkDiskSpeed and disk.go
+# Read, v0.111.1): every preview then showed an update of every VM (`disks[0].speed`), seen under the real
+# engine. The program sets no limits, so the block is left to Proxmox.
+VM_IGNORED = ("disks[0].speed",)
 
-Kind = Literal["pci-mapping", "cloud-init", "vm", "node-labels", "smoke-test", "local", "remote"]
-# What a step may wait for on the cluster-wide platform (components/shared/platform_handles.py).
-PlatformWait = Literal["time-slicing-config", "operator", "smoke-namespace", "steering-policy"]
-
-
-class StepName(StrEnum):
-    """Every step's name, declared once: the resource is `<domain>-<name>` (a URN in users' state: never renamed),
-    and `make diff` and the tests read them from here."""
-
-    PCI_MAPPING = "pci-mapping"
-    CLOUD_INIT = "cloud-init"
-    NODE_CLEANUP = "node-cleanup"
-    VM = "vm"
-    RETIRE = "retire"
-    RKE2_LOGIN = "rke2-login"
-    KERNEL_LOGIN = "kernel-login"
-    WAVE_DRAIN = "wave-drain"
-    KERNEL_DRAIN = "kernel-drain"
-    RKE2_UPGRADE = "rke2-upgrade"
-    PLUGIN_RESTART = "device-plugin-restart"
-    POWER_CYCLE = "power-cycle"
-    NODE_READY = "node-ready"
-    NODE_LABELS = "node-labels"
-    NODE_TAINT = "node-taint"
-    KERNEL_INSTALL = "kernel-install"
-    KERNEL_REBUILD = "kernel-driver-rebuild"
-    # A repair's check of the node after its power cycle (over SSH).
-    NODE_CHECK = "node-check"
-    GPU_READY = "gpu-ready"
-    SMOKE_TEST = "cuda-smoke-test"
-    WAVE_GATE = "wave-gate"
-    ROLLOUT = "rollout"
+S = TypeVar("S", bound=Step)
 
 
-@dataclass(frozen=True)
-class Command:
-    """What a `local` or `remote` step runs (pulumi-command): create, update and delete, and what reruns it."""
-
-    create: str
-    # None: pulumi-command runs `create` again on an update ("If empty, the create command will be executed
-    # instead", provider/pkg/provider/{local,remote}/commandController.go Update, v1.2.1). A step whose update is
-    # its create leaves it unset: the node-steps script is 31 KB, and sending it twice per step made a third of
-    # every preview's bytes, each copy kept twice more in the state (docs/engine.md).
-    update: str | None = None
-    delete: str | None = None
-    interpreter: tuple[str, ...] | None = SHELL
-    environment: Mapping[str, str] = field(default_factory=dict)
-    # The Proxmox credential (a secret Output) joins the environment at registration.
-    proxmox_credentials: bool = False
-    triggers: tuple[str, ...] = ()
-    # Steps whose resource id is a trigger too (node-ready runs again for a new VM).
-    id_triggers: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    kind: Kind
-    does: str
-    waits_for: tuple[str, ...] = ()
-    platform: tuple[PlatformWait, ...] = ()
-    # Waits for the previous batch of the wave (its domains' `rollout` steps).
-    after_previous_batch: bool = False
-    command: Command | None = None
-    # pci-mapping: the card's index; smoke-test: the Job.
-    card: int = 0
-    manifest: Mapping[str, Any] | None = None
-    delete_before_replace: bool = False
-    # Part of the turn: registered only in the `up` that runs it.
-    turn_step: bool = False
+def smoke_budget_seconds(smoke: SmokeTestConfig) -> int:
+    """How long a smoke Job may take from its creation: its run and the image pull."""
+    return smoke.timeout_seconds + IMAGE_PULL_SECONDS
 
 
 @dataclass(frozen=True)
@@ -177,6 +144,13 @@ class DomainPlan:
 
     def step(self, name: str) -> Step:
         return next(step for step in self.steps if step.name == name)
+
+    def step_of(self, name: str, kind: type[S]) -> S:
+        """The step of that name, known to be of that kind (a reader that needs its kind's fields)."""
+        step = self.step(name)
+        if not isinstance(step, kind):
+            raise TypeError(f"step {name} is a {step.kind} step, not a {kind.__name__}")
+        return step
 
     @property
     def names(self) -> list[str]:
@@ -190,466 +164,595 @@ class DomainPlan:
         return [s for s in self.steps if s.turn_step or s.name in kept or s.name.startswith(StepName.SMOKE_TEST)]
 
 
-def _first_install_kernel(domain: FailureDomainConfig, kubectl: str, after: tuple[str, ...]) -> list[Step]:
+@dataclass(frozen=True)
+class _Scope:
+    """What every phase reads: the domain, the stack, this `up`'s turn, and what is derived from them once."""
+
+    domain: FailureDomainConfig
+    stack: StackConfig
+    turn: Turn
+    # kubectl as a shell prefix (the commands) and as an argv (the node-steps script's KUBECTL).
+    kubectl: str
+    kubectl_args: list[str]
+    marking: GpuNodeMarking
+    script: str
+
+    @classmethod
+    def of(cls, domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> _Scope:
+        kubernetes = stack.kubernetes
+        return cls(
+            domain,
+            stack,
+            turn,
+            kubectl_prefix(kubernetes.kubeconfig, kubernetes.context),
+            kubectl_argv(kubernetes.kubeconfig, kubernetes.context),
+            GpuNodeMarking.from_kyverno(stack.kyverno),
+            node_steps_script(),
+        )
+
+    @property
+    def host(self) -> str:
+        return self.domain.hostname
+
+    @property
+    def repair(self) -> bool:
+        return self.turn.kind == "repair"
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Every step of a turn is triggered by the turn's key: where the node comes from, what it goes to."""
+        return (self.turn.key,)
+
+
+def plan_domain(
+    domain: FailureDomainConfig, stack: StackConfig, turn: Turn, node_check: Command | None = None
+) -> DomainPlan:
+    """Every step of the domain, in an order they can run in, for this `up`'s turn: each phase waits for the last
+    steps of the phases before it.
+
+    A repair turn (turns.repair_turn) power-cycles the VM whatever is pending, checks the node again with
+    `node_check` where `gpu-pool repair` can run node-check on it (over SSH: day2 builds that command), runs the
+    smoke test again under a new Job name and ends with the repair's record instead of a rollout record."""
+    at = _Scope.of(domain, stack, turn)
+    identity = _identity(at)
+    logins = _logins(at)
+    changes = [*_drain(at, _names(logins)), *_upgrade(at), *_plugin_restart(at)]
+    changed = _names(changes)
+    node = _node(at, changed, node_check)
+    # Ready for the GPU checks: labelled, tainted, the turn's changes made and, in a repair, the node checked.
+    ready = (StepName.NODE_LABELS, StepName.NODE_TAINT, *changed, *_names(node, only=StepName.NODE_CHECK))
+    kernel = _kernel(at, ready)
+    smoke = _smoke_test(at, _last(kernel, ready))
+    end = _end(at, _last(smoke, _last(kernel, ready)), changed)
+    return DomainPlan(domain.name, turn, (*identity, *logins, *changes, *node, *kernel, *smoke, *end))
+
+
+def _names(steps: Iterable[Step], only: str | None = None) -> tuple[str, ...]:
+    return tuple(step.name for step in steps if only is None or step.name == only)
+
+
+def _last(steps: Sequence[Step], otherwise: tuple[str, ...]) -> tuple[str, ...]:
+    """What the next phase waits for: this phase's last step, or what this phase waited for when it has none."""
+    return (steps[-1].name,) if steps else otherwise
+
+
+def _script_step(
+    at: _Scope,
+    name: str,
+    does: str,
+    environment: Mapping[str, str],
+    *,
+    waits_for: tuple[str, ...],
+    platform: tuple[PlatformWait, ...] = (),
+    update: str | None = None,
+    triggers: tuple[str, ...] = (),
+    id_triggers: tuple[str, ...] = (),
+    proxmox_credentials: bool = False,
+    turn_step: bool = False,
+    job: Mapping[str, Any] | None = None,
+) -> LocalStep:
+    """A step the node-steps script runs where `pulumi up` runs (`python3 -c`); `environment` names which of
+    its steps (node_steps.py builds it). `job`: a repair's smoke Job, which the script creates and waits for."""
+    command = Command(
+        at.script,
+        update=update,
+        interpreter=tuple(INTERPRETER),
+        environment=environment,
+        proxmox_credentials=proxmox_credentials,
+        triggers=triggers,
+        id_triggers=id_triggers,
+    )
+    if job is not None:
+        return RepairSmokeStep(
+            name=name,
+            does=does,
+            waits_for=waits_for,
+            platform=platform,
+            turn_step=turn_step,
+            command=command,
+            manifest=job,
+        )
+    return LocalStep(name=name, does=does, waits_for=waits_for, platform=platform, turn_step=turn_step, command=command)
+
+
+def _remote_step(at: _Scope, name: str, does: str, command: Command, **fields: Any) -> RemoteStep:
+    """A step run on the VM over SSH, as the domain's user."""
+    return RemoteStep(
+        name=name, does=does, command=command, host=ssh_host(at.domain), user=at.domain.username, **fields
+    )
+
+
+# ------------------------------------------------------------------------------------------------------ identity
+
+
+def _identity(at: _Scope) -> list[Step]:
+    """What the domain is: its cards' mappings, the first-boot snippet and the VM, with the two steps whose deletes
+    run around the VM's when the domain is removed."""
+    mappings = [
+        PciMappingStep(
+            name=StepName.PCI_MAPPING if index == 0 else f"{StepName.PCI_MAPPING}-{index}",
+            does="the Proxmox PCI resource mapping of a card",
+            card=index,
+            args=pci_mapping_args(at.domain, index),
+        )
+        for index in mapped_indexes(at.domain)
+    ]
+    return [*mappings, _cloud_init(at), _node_cleanup(at), _vm(at, _names(mappings)), _retire(at)]
+
+
+def _cloud_init(at: _Scope) -> CloudInitStep:
+    domain, stack, marking = at.domain, at.stack, at.marking
+    return CloudInitStep(
+        name=StepName.CLOUD_INIT,
+        does="the VM's first-boot user data (a snippet)",
+        args={
+            "content_type": "snippets",
+            "datastore_id": stack.proxmox.snippets_datastore,
+            "node_name": domain.proxmox_node,
+        },
+        file_name=snippet_file_name(domain),
+        user_data=lambda token: build_user_data(domain, stack.rke2, token, marking),
+        # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
+        # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
+        # host keys, RKE2 reinstalled). Its inputs are first-boot only. A replacement (another node or datastore)
+        # keeps the file name, hence the resource id: created first, the new file would be deleted by the old
+        # one's delete.
+        options=Options(ignore_changes=("sourceRaw",), delete_before_replace=True),
+    )
+
+
+def _node_cleanup(at: _Scope) -> LocalStep:
+    # Deletes run dependents first: the VM depends on this step, so a removed domain's VM goes first and then
+    # this step's delete removes the Node object the VM left behind (nothing else would).
+    return LocalStep(
+        name=StepName.NODE_CLEANUP,
+        does="on removal, after the VM: delete the Node object",
+        command=Command(
+            f"echo {shlex.quote(f'node {at.host} is removed with its VM')}",
+            delete=node_cleanup_command(at.host, at.kubectl),
+        ),
+    )
+
+
+def _vm(at: _Scope, mappings: tuple[str, ...]) -> VmStep:
+    # A renamed or removed domain must never silently destroy a GPU node (`protect`). The snippet is a plain
+    # dependency: the VM names it by its (fixed) volume id, see proxmox_vm.snippet_file_id.
+    return VmStep(
+        name=StepName.VM,
+        does="the GPU worker VM",
+        waits_for=(*mappings, StepName.CLOUD_INIT, StepName.NODE_CLEANUP),
+        args=vm_args(at.domain, at.stack.proxmox),
+        options=Options(protect=at.domain.protect, ignore_changes=VM_IGNORED),
+    )
+
+
+def _retire(at: _Scope) -> LocalStep:
+    # This one depends on the VM, so its delete runs before the VM's (which stops it): a removed domain, protected
+    # or not, is drained first. No trigger on the VM's id: a replaced VM must not drain the new node by name.
+    return LocalStep(
+        name=StepName.RETIRE,
+        does="on removal, before the VM stops: drain the node",
+        waits_for=(StepName.VM,),
+        command=Command(
+            f"echo {shlex.quote(f'{at.host} is drained before its VM stops when it is removed')}",
+            delete=retire_drain_command(at.host, at.kubectl),
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- the turn's entry: what drains and changes
+
+
+def _logins(at: _Scope) -> list[Step]:
+    """The SSH logins the turn's remote steps need, proven before the drain (a failed login drains nothing)."""
+    needed = [
+        (at.turn.install_rke2, StepName.RKE2_LOGIN, "prove the SSH login the RKE2 upgrade needs, before the drain"),
+        (
+            at.turn.drains and at.turn.install_kernel,
+            StepName.KERNEL_LOGIN,
+            "prove the SSH login and passwordless sudo the kernel install needs, before the drain",
+        ),
+    ]
+    return [
+        _remote_step(
+            at,
+            name,
+            does,
+            Command(login_check_command(), interpreter=None, triggers=at.key),
+            waits_for=(StepName.VM,),
+            after_previous_batch=True,
+            turn_step=True,
+        )
+        for wanted, name, does in needed
+        if wanted
+    ]
+
+
+def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
+    if not at.turn.drains:
+        return []
+    return [
+        LocalStep(
+            name=StepName.WAVE_DRAIN,
+            does="cordon (marked as the wave's) and drain",
+            waits_for=(StepName.VM, *logins),
+            # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
+            # upgrades the driver of exactly the node this drain cordons.
+            platform=("operator",),
+            after_previous_batch=True,
+            command=Command(wave_drain_command(at.host, at.kubectl, at.domain.name), triggers=at.key),
+            turn_step=True,
+        )
+    ]
+
+
+def _upgrade(at: _Scope) -> list[Step]:
+    if not at.turn.install_rke2:
+        return []
+    version = at.stack.rke2.version
+    return [
+        _remote_step(
+            at,
+            StepName.RKE2_UPGRADE,
+            f"install RKE2 {version} and restart rke2-agent",
+            Command(rke2_upgrade_command(version), interpreter=None, triggers=at.key),
+            waits_for=(StepName.WAVE_DRAIN,),
+            turn_step=True,
+        )
+    ]
+
+
+def _plugin_restart(at: _Scope) -> list[Step]:
+    if not at.turn.restart_plugins:
+        return []
+    namespace = at.stack.gpu_operator.namespace
+    return [
+        LocalStep(
+            name=StepName.PLUGIN_RESTART,
+            does="restart the device plugin and GPU Feature Discovery on the new profile",
+            waits_for=(StepName.WAVE_DRAIN,),
+            platform=("time-slicing-config",),
+            command=Command(device_plugin_restart_command(at.host, at.kubectl, namespace), triggers=at.key),
+            turn_step=True,
+        )
+    ]
+
+
+# -------------------------------------------------------------------------------------------------------- the node
+
+
+def _node(at: _Scope, changed: tuple[str, ...], node_check: Command | None) -> list[Step]:
+    """The node itself: power-cycled where Proxmox has a change pending, Ready, checked again in a repair,
+    labelled and tainted."""
+    domain, repair = at.domain, at.repair
+    steps: list[Step] = [
+        _script_step(
+            at,
+            StepName.POWER_CYCLE,
+            f"stop and start VM {domain.vm_id} on {domain.proxmox_node} through the Proxmox API (recorded on the Node)"
+            if repair
+            else "power-cycle the VM if Proxmox has a change pending or the card moved (drained first)",
+            power_cycle_environment(
+                domain,
+                at.stack.proxmox,
+                at.kubectl_args,
+                NODE_READY_MINUTES,
+                forced=at.turn.reason if repair else None,
+            ),
+            waits_for=(StepName.VM, *changed),
+            proxmox_credentials=True,
+        ),
+        _script_step(
+            at,
+            StepName.NODE_READY,
+            "wait for the node to register and be Ready",
+            step_environment(ScriptStep.NODE_READY, at.host, at.kubectl_args, NODE_READY_MINUTES),
+            waits_for=(StepName.POWER_CYCLE,),
+            triggers=(at.host,),
+            id_triggers=(StepName.VM,),
+        ),
+    ]
+    if repair and node_check is not None:
+        steps.append(
+            _remote_step(
+                at,
+                StepName.NODE_CHECK,
+                "node-check on the node again: the card on the bus, the driver, NVML, no new Xid",
+                node_check,
+                waits_for=(StepName.NODE_READY,),
+                turn_step=True,
+            )
+        )
+    return [*steps, _labels(at, changed), _taint(at)]
+
+
+def _labels(at: _Scope, changed: tuple[str, ...]) -> NodeLabelsStep:
+    return NodeLabelsStep(
+        name=StepName.NODE_LABELS,
+        does="label the node (GPU pool, zone, sharing profile)",
+        # The profile the label names must exist first, or that node's device plugin loses its card.
+        waits_for=(StepName.NODE_READY, *changed),
+        platform=("time-slicing-config",),
+        manifest={
+            "name": at.host,
+            "labels": node_labels(at.domain, at.marking),
+            # RKE2 registered these labels under its own field manager; take them over so a changed sharing
+            # profile converges instead of failing on an apply conflict.
+            "annotations": {"pulumi.com/patchForce": "true"},
+        },
+    )
+
+
+def _taint(at: _Scope) -> LocalStep:
+    return LocalStep(
+        name=StepName.NODE_TAINT,
+        does="taint the node so only GPU pods land on it",
+        waits_for=(StepName.NODE_READY,),
+        command=Command(
+            taint_command(at.host, at.kubectl, at.marking),
+            delete=untaint_command(at.host, at.kubectl, at.marking),
+            triggers=(at.host, at.marking.taint),
+        ),
+        # Delete first: the old step's delete removes the taint by key, which would undo the new one.
+        options=Options(delete_before_replace=True),
+    )
+
+
+# ------------------------------------------------------------------------------------------------------ the kernel
+
+
+def _kernel(at: _Scope, ready: tuple[str, ...]) -> list[Step]:
+    """A pinned kernel: installed and the driver rebuilt, on a first install with a drain of its own (no wave:
+    every step triggered by the pin alone), in a turn after the wave's drain (keyed on the turn)."""
+    kernel, turn = at.domain.kernel, at.turn
+    if kernel is None:
+        return []
+    if turn.kind == "first-install":
+        pin = (kernel,)
+        return [
+            *_first_install_drain(at, kernel, ready),
+            _kernel_install(at, kernel, (StepName.KERNEL_DRAIN,), pin, turn=False),
+            _kernel_rebuild(at, kernel, (StepName.KERNEL_INSTALL,), pin, turn=False),
+        ]
+    if not (turn.drains and turn.rebuild_driver):
+        return []
+    install = [_kernel_install(at, kernel, ready, at.key, turn=True)] if turn.install_kernel else []
+    return [*install, _kernel_rebuild(at, kernel, _last(install, ready), at.key, turn=True)]
+
+
+def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> list[Step]:
     """A kernel pin on a node with no Node yet (or with the cluster not read): its own drain, no wave. Every
     step is triggered by the pin alone; any other change to one runs its `update`, which does nothing."""
-    assert domain.kernel is not None
-    unchanged = unchanged_kernel_command(domain.kernel)
-    triggers = (domain.kernel,)
+    unchanged = unchanged_kernel_command(kernel)
+    triggers = (kernel,)
     return [
-        Step(
+        _remote_step(
+            at,
             StepName.KERNEL_LOGIN,
-            "remote",
             "prove the SSH login and passwordless sudo the kernel install needs",
+            Command(login_check_command(), update=unchanged, interpreter=None, triggers=triggers),
             waits_for=after,
-            command=Command(login_check_command(), update=unchanged, interpreter=None, triggers=triggers),
         ),
-        Step(
-            StepName.KERNEL_DRAIN,
-            "local",
-            "cordon (marked as the wave's) and drain",
+        LocalStep(
+            name=StepName.KERNEL_DRAIN,
+            does="cordon (marked as the wave's) and drain",
             waits_for=(*after, StepName.KERNEL_LOGIN),
             command=Command(
-                wave_drain_command(domain.hostname, kubectl, domain.name), update=unchanged, triggers=triggers
+                wave_drain_command(at.host, at.kubectl, at.domain.name), update=unchanged, triggers=triggers
             ),
         ),
     ]
 
 
 def _kernel_install(
-    domain: FailureDomainConfig, after: tuple[str, ...], triggers: tuple[str, ...], *, turn: bool
-) -> Step:
-    assert domain.kernel is not None
-    return Step(
+    at: _Scope, kernel: str, after: tuple[str, ...], triggers: tuple[str, ...], *, turn: bool
+) -> RemoteStep:
+    return _remote_step(
+        at,
         StepName.KERNEL_INSTALL,
-        "remote",
-        f"install and hold kernel {domain.kernel}, reboot into it",
-        waits_for=after,
-        command=Command(
-            install_kernel_command(domain.kernel),
-            update=unchanged_kernel_command(domain.kernel),
+        f"install and hold kernel {kernel}, reboot into it",
+        Command(
+            install_kernel_command(kernel),
+            update=unchanged_kernel_command(kernel),
             interpreter=None,
             triggers=triggers,
         ),
+        waits_for=after,
         turn_step=turn,
     )
 
 
 def _kernel_rebuild(
-    domain: FailureDomainConfig,
-    stack: StackConfig,
-    kubectl: list[str],
-    after: tuple[str, ...],
-    triggers: tuple[str, ...],
-    *,
-    turn: bool,
-) -> Step:
-    assert domain.kernel is not None
-    return Step(
+    at: _Scope, kernel: str, after: tuple[str, ...], triggers: tuple[str, ...], *, turn: bool
+) -> LocalStep:
+    return _script_step(
+        at,
         StepName.KERNEL_REBUILD,
-        "local",
-        f"wait for the node on kernel {domain.kernel}, then rebuild its driver",
-        waits_for=after,
-        command=Command(
-            node_steps_script(),
-            update=unchanged_kernel_command(domain.kernel),
-            interpreter=tuple(INTERPRETER),
-            environment=step_environment(
-                "kernel-rebuild",
-                domain.hostname,
-                kubectl,
-                NODE_READY_MINUTES,
-                KERNEL=domain.kernel,
-                OPERATOR_NAMESPACE=stack.gpu_operator.namespace,
-            ),
-            triggers=triggers,
+        f"wait for the node on kernel {kernel}, then rebuild its driver",
+        step_environment(
+            ScriptStep.KERNEL_REBUILD,
+            at.host,
+            at.kubectl_args,
+            NODE_READY_MINUTES,
+            KERNEL=kernel,
+            OPERATOR_NAMESPACE=at.stack.gpu_operator.namespace,
         ),
+        waits_for=after,
+        update=unchanged_kernel_command(kernel),
+        triggers=triggers,
         turn_step=turn,
     )
 
 
-def plan_domain(
-    domain: FailureDomainConfig, stack: StackConfig, turn: Turn, node_check: Command | None = None
-) -> DomainPlan:
-    """Every step of the domain, in an order they can run in, for this `up`'s turn.
+# -------------------------------------------------------------------------------------------------- the smoke test
 
-    A repair turn (turns.repair_turn) power-cycles the VM whatever is pending, checks the node again with
-    `node_check` where `gpu-pool repair` can run node-check on it (over SSH: day2 builds that command), runs the
-    smoke test again under a new Job name and ends with the repair's record instead of a rollout record."""
-    repair = turn.kind == "repair"
-    kubectl = kubectl_prefix(stack.kubernetes.kubeconfig, stack.kubernetes.context)
-    kubectl_args = kubectl_argv(stack.kubernetes.kubeconfig, stack.kubernetes.context)
-    marking = GpuNodeMarking.from_kyverno(stack.kyverno)
-    host = domain.hostname
-    script = node_steps_script()
-    steps: list[Step] = []
 
-    mappings = tuple(
-        StepName.PCI_MAPPING if index == 0 else f"{StepName.PCI_MAPPING}-{index}" for index in mapped_indexes(domain)
-    )
-    steps += [
-        Step(name, "pci-mapping", "the Proxmox PCI resource mapping of a card", card=index)
-        for name, index in zip(mappings, mapped_indexes(domain), strict=True)
-    ]
-    steps.append(Step(StepName.CLOUD_INIT, "cloud-init", "the VM's first-boot user data (a snippet)"))
-    # Deletes run dependents first: the VM depends on this step, so a removed domain's VM goes first and then
-    # this step's delete removes the Node object the VM left behind (nothing else would).
-    steps.append(
-        Step(
-            StepName.NODE_CLEANUP,
-            "local",
-            "on removal, after the VM: delete the Node object",
-            command=Command(
-                f"echo {shlex.quote(f'node {host} is removed with its VM')}", delete=node_cleanup_command(host, kubectl)
-            ),
-        )
-    )
-    steps.append(
-        Step(StepName.VM, "vm", "the GPU worker VM", waits_for=(*mappings, StepName.CLOUD_INIT, StepName.NODE_CLEANUP))
-    )
-    # And this one depends on the VM, so its delete runs before the VM's (which stops it): a removed domain, protected
-    # or not, is drained first. No trigger on the VM's id: a replaced VM must not drain the new node by name.
-    steps.append(
-        Step(
-            StepName.RETIRE,
-            "local",
-            "on removal, before the VM stops: drain the node",
-            waits_for=(StepName.VM,),
-            command=Command(
-                f"echo {shlex.quote(f'{host} is drained before its VM stops when it is removed')}",
-                delete=retire_drain_command(host, kubectl),
-            ),
-        )
-    )
-
-    # The turn: what drains, changes and gates this domain in this `up`.
-    key = (turn.key,)
-    logins: list[str] = []
-    if turn.install_rke2:
-        logins.append(StepName.RKE2_LOGIN)
+def _smoke_test(at: _Scope, ready: tuple[str, ...]) -> list[Step]:
+    """The gate on the node's slots, then one card's smoke Job at a time (each holds every slot of the node so
+    that it can pick its card); a repair runs the stack's Jobs again under names of its own."""
+    if not at.stack.smoke_test.enabled:
+        return []
+    jobs = _smoke_jobs(at)
+    steps: list[Step] = [_gpu_ready(at, ready, jobs)]
+    for card, job in enumerate(jobs):
+        name = StepName.SMOKE_TEST if card == 0 else f"{StepName.SMOKE_TEST}-{card}"
+        on_card = f" on card {card}" if len(jobs) > 1 else ""
+        after = (steps[-1].name,)
+        if at.repair:
+            steps.append(_repair_smoke(at, name, on_card, after, _repair_job(job, at.turn)))
+            continue
         steps.append(
-            Step(
-                StepName.RKE2_LOGIN,
-                "remote",
-                "prove the SSH login the RKE2 upgrade needs, before the drain",
-                waits_for=(StepName.VM,),
-                after_previous_batch=True,
-                command=Command(login_check_command(), interpreter=None, triggers=key),
-                turn_step=True,
-            )
-        )
-    if turn.drains and turn.install_kernel:
-        logins.append(StepName.KERNEL_LOGIN)
-        steps.append(
-            Step(
-                StepName.KERNEL_LOGIN,
-                "remote",
-                "prove the SSH login and passwordless sudo the kernel install needs, before the drain",
-                waits_for=(StepName.VM,),
-                after_previous_batch=True,
-                command=Command(login_check_command(), interpreter=None, triggers=key),
-                turn_step=True,
-            )
-        )
-    changed: list[str] = []
-    if turn.drains:
-        steps.append(
-            Step(
-                StepName.WAVE_DRAIN,
-                "local",
-                "cordon (marked as the wave's) and drain",
-                waits_for=(StepName.VM, *logins),
-                # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
-                # upgrades the driver of exactly the node this drain cordons.
-                platform=("operator",),
-                after_previous_batch=True,
-                command=Command(wave_drain_command(host, kubectl, domain.name), triggers=key),
-                turn_step=True,
-            )
-        )
-        changed.append(StepName.WAVE_DRAIN)
-    if turn.install_rke2:
-        steps.append(
-            Step(
-                StepName.RKE2_UPGRADE,
-                "remote",
-                f"install RKE2 {stack.rke2.version} and restart rke2-agent",
-                waits_for=(StepName.WAVE_DRAIN,),
-                command=Command(rke2_upgrade_command(stack.rke2.version), interpreter=None, triggers=key),
-                turn_step=True,
-            )
-        )
-        changed.append(StepName.RKE2_UPGRADE)
-    if turn.restart_plugins:
-        steps.append(
-            Step(
-                StepName.PLUGIN_RESTART,
-                "local",
-                "restart the device plugin and GPU Feature Discovery on the new profile",
-                waits_for=(StepName.WAVE_DRAIN,),
-                platform=("time-slicing-config",),
-                command=Command(
-                    device_plugin_restart_command(host, kubectl, stack.gpu_operator.namespace), triggers=key
+            SmokeJobStep(
+                name=name,
+                does="CUDA smoke test" + on_card,
+                waits_for=after,
+                platform=("smoke-namespace", "steering-policy"),
+                manifest=job,
+                # pulumi-kubernetes awaits a Job until it completes: `pulumi up` fails here, named after this
+                # domain, if the CUDA sample fails on its card. The provider's Job await defaults to 10 minutes.
+                options=Options(
+                    delete_before_replace=True, create_timeout_seconds=smoke_budget_seconds(at.stack.smoke_test)
                 ),
-                turn_step=True,
             )
         )
-        changed.append(StepName.PLUGIN_RESTART)
+    return steps
 
-    steps.append(
-        Step(
-            StepName.POWER_CYCLE,
-            "local",
-            f"stop and start VM {domain.vm_id} on {domain.proxmox_node} through the Proxmox API (recorded on the Node)"
-            if repair
-            else "power-cycle the VM if Proxmox has a change pending or the card moved (drained first)",
-            waits_for=(StepName.VM, *changed),
-            command=Command(
-                script,
-                interpreter=tuple(INTERPRETER),
-                environment=power_cycle_environment(
-                    domain, stack.proxmox, kubectl_args, NODE_READY_MINUTES, forced=turn.reason if repair else None
-                ),
-                proxmox_credentials=True,
-            ),
-        )
-    )
-    steps.append(
-        Step(
-            StepName.NODE_READY,
-            "local",
-            "wait for the node to register and be Ready",
-            waits_for=(StepName.POWER_CYCLE,),
-            command=Command(
-                script,
-                interpreter=tuple(INTERPRETER),
-                environment=step_environment("node-ready", host, kubectl_args, NODE_READY_MINUTES),
-                triggers=(host,),
-                id_triggers=(StepName.VM,),
-            ),
-        )
-    )
-    checked: tuple[str, ...] = ()
-    if repair and node_check is not None:
-        steps.append(
-            Step(
-                StepName.NODE_CHECK,
-                "remote",
-                "node-check on the node again: the card on the bus, the driver, NVML, no new Xid",
-                waits_for=(StepName.NODE_READY,),
-                command=node_check,
-                turn_step=True,
-            )
-        )
-        checked = (StepName.NODE_CHECK,)
-    steps.append(
-        Step(
-            StepName.NODE_LABELS,
-            "node-labels",
-            "label the node (GPU pool, zone, sharing profile)",
-            # The profile the label names must exist first, or that node's device plugin loses its card.
-            waits_for=(StepName.NODE_READY, *changed),
-            platform=("time-slicing-config",),
-            manifest={
-                "name": host,
-                "labels": node_labels(domain, marking),
-                # RKE2 registered these labels under its own field manager; take them over so a changed
-                # sharing profile converges instead of failing on an apply conflict.
-                "annotations": {"pulumi.com/patchForce": "true"},
-            },
-        )
-    )
-    steps.append(
-        Step(
-            StepName.NODE_TAINT,
-            "local",
-            "taint the node so only GPU pods land on it",
-            waits_for=(StepName.NODE_READY,),
-            command=Command(
-                taint_command(host, kubectl, marking),
-                delete=untaint_command(host, kubectl, marking),
-                triggers=(host, marking.taint),
-            ),
-            # Delete first: the old step's delete removes the taint by key, which would undo the new one.
-            delete_before_replace=True,
-        )
-    )
-    ready: tuple[str, ...] = (StepName.NODE_LABELS, StepName.NODE_TAINT, *changed, *checked)
 
-    if domain.kernel is not None and turn.kind == "first-install":
-        steps += _first_install_kernel(domain, kubectl, ready)
-        steps.append(_kernel_install(domain, (StepName.KERNEL_DRAIN,), (domain.kernel,), turn=False))
-        steps.append(
-            _kernel_rebuild(domain, stack, kubectl_args, (StepName.KERNEL_INSTALL,), (domain.kernel,), turn=False)
-        )
-        ready = (StepName.KERNEL_REBUILD,)
-    elif turn.drains and turn.rebuild_driver:
-        if turn.install_kernel:
-            steps.append(_kernel_install(domain, ready, key, turn=True))
-            ready = (StepName.KERNEL_INSTALL,)
-        steps.append(_kernel_rebuild(domain, stack, kubectl_args, ready, key, turn=True))
-        ready = (StepName.KERNEL_REBUILD,)
-
-    last: tuple[str, ...] = ready
-    if stack.smoke_test.enabled:
-        validated = [
+def _smoke_jobs(at: _Scope) -> list[dict[str, Any]]:
+    domain, stack = at.domain, at.stack
+    several = len(domain.cards) > 1
+    return [
+        build_smoke_job(
+            domain.name,
+            stack.smoke_test,
             validated_stack(
                 chart_version=stack.gpu_operator.chart_version,
                 driver_version=stack.gpu_operator.driver_version,
-                node=host,
+                node=at.host,
                 device=smoke_device(domain, card),
                 image=stack.smoke_test.image,
                 kernel=domain.kernel,
-            )
-            for card in _smoke_cards(domain)
-        ]
-        several = len(domain.cards) > 1
-        jobs = [
-            build_smoke_job(
-                domain.name,
-                stack.smoke_test,
-                checks,
-                toleration=None if stack.kyverno.enabled else marking.toleration,
-                card=card if several else None,
-                gpus=stack.slots(domain) if several else 1,
-            )
-            for card, checks in zip(_smoke_cards(domain), validated, strict=True)
-        ]
-        # The Jobs start only once the node advertises every card's slots on the pinned driver: the first driver
-        # build and the driver upgrade happen here, not inside a Job's deadline. SMOKE_JOB makes the gate run
-        # again whenever a Job does (a new name: what it validates changed).
-        steps.append(
-            Step(
-                StepName.GPU_READY,
-                "local",
-                "wait for its GPU slots on the pinned driver",
-                waits_for=ready,
-                platform=("operator",),
-                command=Command(
-                    script,
-                    interpreter=tuple(INTERPRETER),
-                    environment=gpu_ready_environment(
-                        domain,
-                        stack,
-                        kubectl_args,
-                        SMOKE_JOB=",".join(job["metadata"]["name"] for job in jobs)
-                        if len(jobs) > 1
-                        else jobs[0]["metadata"]["name"],
-                    ),
-                ),
-            )
-        )
-        previous: str = StepName.GPU_READY
-        for card, job in zip(_smoke_cards(domain), jobs, strict=True):
-            name = StepName.SMOKE_TEST if card == 0 else f"{StepName.SMOKE_TEST}-{card}"
-            on_card = f" on card {card}" if len(jobs) > 1 else ""
-            # One card's Job at a time: each holds every slot of the node so that it can pick its card.
-            if repair:
-                again = _repair_job(job, turn)
-                steps.append(
-                    Step(
-                        name,
-                        "local",
-                        f"CUDA smoke test{on_card} again, as Job {again['metadata']['name']}",
-                        waits_for=(previous,),
-                        command=Command(
-                            script,
-                            interpreter=tuple(INTERPRETER),
-                            environment=step_environment(
-                                "smoke-test",
-                                host,
-                                kubectl_args,
-                                max(1, -(-(stack.smoke_test.timeout_seconds + 600) // 60)),
-                                SMOKE_JOB=json.dumps(again, sort_keys=True),
-                            ),
-                        ),
-                        manifest=again,
-                    )
-                )
-            else:
-                steps.append(
-                    Step(
-                        name,
-                        "smoke-test",
-                        "CUDA smoke test" + on_card,
-                        waits_for=(previous,),
-                        platform=("smoke-namespace", "steering-policy"),
-                        manifest=job,
-                        delete_before_replace=True,
-                    )
-                )
-            previous = name
-        last = (previous,)
-
-    if turn.gated:
-        steps.append(
-            Step(
-                StepName.WAVE_GATE,
-                "local",
-                "gate: Ready at the pinned kubelet, slots on the pinned driver",
-                waits_for=(*last, *(name for name in changed if name not in last)),
-                platform=("operator",),
-                command=Command(
-                    script,
-                    interpreter=tuple(INTERPRETER),
-                    environment=gpu_ready_environment(
-                        domain,
-                        stack,
-                        kubectl_args,
-                        KUBELET_VERSION=stack.rke2.version,
-                        WAVE_DOMAIN=domain.name,
-                        WAVE_STOPPED_ANNOTATION=WAVE_STOPPED_ANNOTATION,
-                    ),
-                    triggers=key,
-                ),
-                turn_step=True,
-            )
-        )
-        last = (StepName.WAVE_GATE,)
-
-    if repair:
-        steps.append(
-            Step(
-                StepName.ROLLOUT,
-                "local",
-                "record the repair on the Node and as an Event, end the turn"
-                + (", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else)"),
-                waits_for=last,
-                command=Command(
-                    script,
-                    interpreter=tuple(INTERPRETER),
-                    environment=step_environment(
-                        "repair-done", host, kubectl_args, REPAIR_DONE_MINUTES, REPAIR_REASON=turn.reason
-                    ),
-                ),
-            )
-        )
-        return DomainPlan(domain.name, turn, tuple(steps))
-
-    state = rollout_state(domain, stack)
-    done = rollout_done_command(host, kubectl, state)
-    steps.append(
-        Step(
-            StepName.ROLLOUT,
-            "local",
-            "record the rollout"
-            + (
-                ", uncordon"
-                if turn.uncordons
-                else "; the node stays cordoned (cordoned by someone else before the wave)"
-            )
-            if turn.gated
-            else "record what the node runs",
-            waits_for=last,
-            # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
-            # token makes the step run anyway, so the node it cordoned is uncordoned after its gate.
-            command=Command(
-                done,
-                environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token else {},
             ),
+            toleration=None if stack.kyverno.enabled else at.marking.toleration,
+            card=card if several else None,
+            gpus=stack.slots(domain) if several else 1,
         )
+        for card in _smoke_cards(domain)
+    ]
+
+
+def _gpu_ready(at: _Scope, ready: tuple[str, ...], jobs: list[dict[str, Any]]) -> LocalStep:
+    # The Jobs start only once the node advertises every card's slots on the pinned driver: the first driver
+    # build and the driver upgrade happen here, not inside a Job's deadline. SMOKE_JOB makes the gate run again
+    # whenever a Job does (a new name: what it validates changed).
+    names = [job["metadata"]["name"] for job in jobs]
+    return _script_step(
+        at,
+        StepName.GPU_READY,
+        "wait for its GPU slots on the pinned driver",
+        gpu_ready_environment(
+            at.domain, at.stack, at.kubectl_args, SMOKE_JOB=",".join(names) if len(names) > 1 else names[0]
+        ),
+        waits_for=ready,
+        platform=("operator",),
     )
-    return DomainPlan(domain.name, turn, tuple(steps))
+
+
+def _repair_smoke(at: _Scope, name: str, on_card: str, after: tuple[str, ...], job: Mapping[str, Any]) -> LocalStep:
+    minutes = max(1, -(-smoke_budget_seconds(at.stack.smoke_test) // 60))
+    return _script_step(
+        at,
+        name,
+        f"CUDA smoke test{on_card} again, as Job {job['metadata']['name']}",
+        step_environment(
+            ScriptStep.SMOKE_TEST, at.host, at.kubectl_args, minutes, SMOKE_JOB=json.dumps(job, sort_keys=True)
+        ),
+        waits_for=after,
+        job=job,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------- the end
+
+
+def _end(at: _Scope, last: tuple[str, ...], changed: tuple[str, ...]) -> list[Step]:
+    """The turn's gate, then its last step: the rollout record (or, in a repair, the repair's), which ends the
+    turn and uncordons the node where the turn cordoned it."""
+    steps: list[Step] = []
+    if at.turn.gated:
+        steps.append(_wave_gate(at, (*last, *(name for name in changed if name not in last))))
+    done = _repair_done if at.repair else _rollout
+    return [*steps, done(at, _last(steps, last))]
+
+
+def _wave_gate(at: _Scope, after: tuple[str, ...]) -> LocalStep:
+    return _script_step(
+        at,
+        StepName.WAVE_GATE,
+        "gate: Ready at the pinned kubelet, slots on the pinned driver",
+        gpu_ready_environment(
+            at.domain,
+            at.stack,
+            at.kubectl_args,
+            KUBELET_VERSION=at.stack.rke2.version,
+            WAVE_DOMAIN=at.domain.name,
+            WAVE_STOPPED_ANNOTATION=WAVE_STOPPED_ANNOTATION,
+        ),
+        waits_for=after,
+        platform=("operator",),
+        triggers=at.key,
+        turn_step=True,
+    )
+
+
+def _repair_done(at: _Scope, after: tuple[str, ...]) -> LocalStep:
+    turn = at.turn
+    return _script_step(
+        at,
+        StepName.ROLLOUT,
+        "record the repair on the Node and as an Event, end the turn"
+        + (", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else)"),
+        step_environment(
+            ScriptStep.REPAIR_DONE, at.host, at.kubectl_args, REPAIR_DONE_MINUTES, REPAIR_REASON=turn.reason
+        ),
+        waits_for=after,
+    )
+
+
+def _rollout(at: _Scope, after: tuple[str, ...]) -> LocalStep:
+    turn = at.turn
+    ends = ", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else before the wave)"
+    return LocalStep(
+        name=StepName.ROLLOUT,
+        does="record the rollout" + ends if turn.gated else "record what the node runs",
+        waits_for=after,
+        # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
+        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate.
+        command=Command(
+            rollout_done_command(at.host, at.kubectl, rollout_state(at.domain, at.stack)),
+            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token else {},
+        ),
+    )
 
 
 def _smoke_cards(domain: FailureDomainConfig) -> list[int]:

@@ -1,17 +1,10 @@
 """Day 2 as a state machine: each domain's *turn*, decided by what its Node says and what the stack file asks,
 and the wave that orders the turns, one batch of `rollout.maxUnavailable` domains at a time.
 
-| observed Node                      | stack vs the Node's record | the turn                                     |
-|------------------------------------|----------------------------|----------------------------------------------|
-| none (first install, or not read)  | -                          | `first-install`: built in parallel, no wave  |
-| serving                            | equal                      | `none`                                       |
-| serving                            | differs, to disrupt        | `roll`: drain, change, gate, uncordon, record|
-| serving                            | differs, already running   | `verify`: gate and record, no drain          |
-| cordoned by someone else           | differs                    | `roll`, and it stays cordoned (said so)      |
-| a turn in progress (its drain ran, | differs or equal           | `resume`: what is still needed, the plugin   |
-| its last step did not)             |                            | restart, gate, uncordon if the wave cordoned |
-|                                    |                            | it, record                                   |
-| kubelet or record newer than pin   | -                          | refused: RKE2 does not downgrade in place    |
+`TURN_TABLE` below is the table: for each state the Node is observed in and each way the stack compares with
+the Node's record, the turn (`turn_for` looks its turn up there, and tests/gpu_failure_domain/test_plan.py checks
+every row). A kubelet or a record newer than the pin is refused before any turn (`rke2_problems`): RKE2 does not
+downgrade in place.
 
 A `repair` turn is not planned by a wave: `gpu-pool repair` asks for it when doctor and node-check find a floor a
 power cycle of the VM fixes (day2/repair.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
@@ -43,9 +36,41 @@ from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
 
 Kind = Literal["first-install", "none", "roll", "verify", "resume", "repair"]
 Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress"]
+# The stack against what the Node records: the same, or different with something to change on the node (to
+# disrupt: drained first), or different while the node already runs what the stack asks (upgraded by hand).
+Record = Literal["-", "equal", "differs, to disrupt", "differs, already running"]
 # What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
 DISRUPTIVE = ("vm", "driver", "sharing")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][^+]*?rke2r(\d+))?")
+
+
+@dataclass(frozen=True)
+class TurnRule:
+    """One row of the turn table: the Node observed so, the stack against its record so, gives this turn."""
+
+    situation: Situation
+    record: Record
+    kind: Kind
+    does: str
+
+
+_RESUME = "what is still needed, the plugin restart, gate, uncordon if the wave cordoned it, record"
+TURN_TABLE: tuple[TurnRule, ...] = (
+    TurnRule("no Node", "-", "first-install", "built in parallel, no wave (a first install, or the cluster not read)"),
+    TurnRule("serving", "equal", "none", "nothing"),
+    TurnRule("serving", "differs, to disrupt", "roll", "drain, change, gate, uncordon, record"),
+    TurnRule("serving", "differs, already running", "verify", "gate and record, no drain"),
+    TurnRule("cordoned by someone else", "equal", "none", "nothing; it stays cordoned"),
+    TurnRule(
+        "cordoned by someone else", "differs, to disrupt", "roll", "drain, change, gate, record: it stays cordoned"
+    ),
+    TurnRule("cordoned by someone else", "differs, already running", "verify", "gate and record: it stays cordoned"),
+    # A turn in progress: its drain ran, its last step did not (a change may have been reverted since).
+    TurnRule("a turn in progress", "equal", "resume", _RESUME),
+    TurnRule("a turn in progress", "differs, to disrupt", "resume", _RESUME),
+    TurnRule("a turn in progress", "differs, already running", "resume", _RESUME),
+)
+_TURN_KIND: dict[tuple[Situation, Record], Kind] = {(rule.situation, rule.record): rule.kind for rule in TURN_TABLE}
 
 
 def version_key(version: str) -> tuple[int, int, int, int] | None:
@@ -129,9 +154,9 @@ def _changes(desired: Mapping[str, str], observed: ObservedNode, domain: Failure
 
 
 def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: ObservedNode | None) -> Turn:
-    """The domain's turn from its Node (None: not registered, or the cluster was not read)."""
+    """The domain's turn from its Node (None: not registered, or the cluster was not read), as TURN_TABLE says."""
     if observed is None:
-        return Turn(domain.name, "first-install", "no Node")
+        return Turn(domain.name, _TURN_KIND[("no Node", "-")], "no Node")
     desired = rollout_state(domain, stack)
     changes = _changes(desired, observed, domain)
     in_turn = observed.turn_in_progress
@@ -139,15 +164,11 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
     install_kernel = bool(domain.kernel) and observed.kernel_version != domain.kernel
     rebuild_driver = bool(domain.kernel) and (install_kernel or "kernel" in changes)
     disrupts = install_rke2 or rebuild_driver or any(key in changes for key in DISRUPTIVE)
-    kind: Kind
-    situation: Situation
-    if in_turn:
-        kind, situation = "resume", "a turn in progress"
-    elif not changes:
-        return Turn(domain.name, "none", "cordoned by someone else" if observed.cordoned_by_someone_else else "serving")
-    else:
-        kind = "roll" if disrupts else "verify"
-        situation = "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
+    situation = _situation(observed)
+    record: Record = "equal" if not changes else "differs, to disrupt" if disrupts else "differs, already running"
+    kind = _TURN_KIND[(situation, record)]
+    if kind == "none":
+        return Turn(domain.name, kind, situation)
     resume = observed.resume_token if in_turn else ""
     key = json.dumps({"from": dict(observed.rollout or {}), "resume": resume, "to": desired}, sort_keys=True)
     return Turn(
@@ -168,18 +189,18 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
     )
 
 
+def _situation(observed: ObservedNode) -> Situation:
+    if observed.turn_in_progress:
+        return "a turn in progress"
+    return "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
+
+
 def repair_turn(domain: FailureDomainConfig, observed: ObservedNode, reason: str, at: str) -> Turn:
     """The turn `gpu-pool repair` runs at time `at` on a domain whose Node is registered: what the Node shows
     decides how it ends, as for every turn (a node someone else cordoned stays cordoned). Its rollout record is
     left alone: a change the stack still asks for is rolled by the next `pulumi up`, gated again."""
     in_turn = observed.turn_in_progress
-    situation: Situation = (
-        "a turn in progress"
-        if in_turn
-        else "cordoned by someone else"
-        if observed.cordoned_by_someone_else
-        else "serving"
-    )
+    situation = _situation(observed)
     resume = observed.resume_token if in_turn else ""
     return Turn(
         domain.name,

@@ -6,8 +6,8 @@ Label facts the expressions rely on (checked against NVIDIA's sources):
   `pci_bus_id`, and `Hostname`, which is the `NODE_NAME` env var when set (internal/pkg/hostname). The
   operator's exporter DaemonSet sets `NODE_NAME` from `spec.nodeName`, so `Hostname` equals the
   kube-state-metrics `node` label and the two sources join on it.
-- `DCGM_FI_DEV_XID_ERRORS` carries `err_code` (= the value) and `err_msg` labels and is sticky: it keeps
-  the last XID code until the exporter restarts (DCGM#277, dcgm-exporter#500).
+- The XID field (knowledge.metric_names.DCGM_XID_ERRORS) carries `err_code` (= the value) and `err_msg` labels
+  and is sticky: it keeps the last XID code until the exporter restarts (DCGM#277, dcgm-exporter#500).
 - Pod mapping: the operator runs the exporter with `DCGM_EXPORTER_KUBERNETES=true` and the kubelet
   pod-resources socket mounted (assets/state-dcgm-exporter/0800_daemonset.yaml; there is no values.yaml
   key for it, `dcgmExporter.enablePodLabels`/`enablePodUID` only add pod labels/UID on top), so a GPU
@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from components.gpu_platform.promql import held_gpus_by_pod, node_regex
+from components.gpu_platform.usage_rules import build_usage_group
 from config.monitoring import MonitoringConfig
 from knowledge.metric_names import (
     DCGM_FB_FREE,
@@ -40,7 +41,7 @@ from knowledge.metric_names import (
     KSM_NODE_ALLOCATABLE,
     KSM_POD_START_TIME,
     PROMETHEUS_UP,
-    dcgm_node,
+    dcgm_series,
 )
 
 RULE_NAME = "gpu-pool-gpus"
@@ -93,7 +94,7 @@ def _xid_errors(cfg: MonitoringConfig) -> dict[str, Any]:
     # The gauge is sticky (it keeps the last code until the exporter restarts), so `> 0` would fire
     # forever after one XID. A new code is a new err_code series: fire while it is younger than the
     # window. A repeat of the same code cannot be seen in this gauge at all.
-    now, before = dcgm_node(DCGM_XID_ERRORS), dcgm_node(f"{DCGM_XID_ERRORS} offset {window}")
+    now, before = dcgm_series(DCGM_XID_ERRORS), dcgm_series(DCGM_XID_ERRORS, offset=window)
     expr = f"{by} ({now}) > 0 unless {by} ({before})"
     return _alert(
         cfg,
@@ -116,7 +117,7 @@ def _temperature(cfg: MonitoringConfig) -> dict[str, Any]:
     return _alert(
         cfg,
         "GpuTemperatureHigh",
-        expr=f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_GPU_TEMP)}) > {limit}",
+        expr=f"max by ({GPU_IDENTITY}) ({dcgm_series(DCGM_GPU_TEMP)}) > {limit}",
         for_="5m",
         severity="warning",
         summary="GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} °C",
@@ -130,8 +131,8 @@ def _temperature(cfg: MonitoringConfig) -> dict[str, Any]:
 
 def _framebuffer(cfg: MonitoringConfig) -> dict[str, Any]:
     ratio = cfg.thresholds.framebuffer_used_ratio
-    used = f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_FB_USED)})"
-    free = f"max by ({GPU_IDENTITY}) ({dcgm_node(DCGM_FB_FREE)})"
+    used = f"max by ({GPU_IDENTITY}) ({dcgm_series(DCGM_FB_USED)})"
+    free = f"max by ({GPU_IDENTITY}) ({dcgm_series(DCGM_FB_FREE)})"
     return _alert(
         cfg,
         "GpuFramebufferNearlyFull",
@@ -194,7 +195,7 @@ def _held_while_idle(cfg: MonitoringConfig) -> dict[str, Any]:
         f"and on (namespace, pod) (time() - max by (namespace, pod) ({KSM_POD_START_TIME}) > {hours * 3600})"
     )
     idle_node = (
-        f"label_replace(max by (Hostname) ({dcgm_node(f'max_over_time({DCGM_GPU_UTIL}[{hours}h])')})"
+        f"label_replace(max by (Hostname) ({dcgm_series(DCGM_GPU_UTIL, over_time=('max_over_time', f'{hours}h'))})"
         f" < {percent}, "
         '"node", "$1", "Hostname", "(.+)")'
     )
@@ -254,14 +255,18 @@ def build_gpu_alert_rules(
     *,
     expected_slots_by_node: Mapping[str, int],
     namespace: str,
+    slots_per_card_by_node: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The `PrometheusRule` with the GPU alerts, in `cfg.rules_namespace`.
+    """The `PrometheusRule` with the GPU alerts, in `cfg.rules_namespace`, and with `slots_per_card_by_node` the
+    usage recording rules (components/gpu_platform/usage_rules.py) in a group of their own.
 
     expected_slots_by_node: Kubernetes node name -> schedulable nvidia.com/gpu its sharing profile
     promises (replicas; 1 for a whole card). namespace: the GPU Operator's namespace, where dcgm-exporter
-    runs (its `up` series carry it).
+    runs (its `up` series carry it). slots_per_card_by_node: node name -> its profile's replicas (1 for whole).
     """
     _check_expected(expected_slots_by_node)
+    if slots_per_card_by_node is not None:
+        _check_expected(slots_per_card_by_node)
     rules = [
         _xid_errors(cfg),
         _temperature(cfg),
@@ -279,10 +284,19 @@ def build_gpu_alert_rules(
             "namespace": cfg.rules_namespace,
             "labels": prometheus_rule_labels(cfg),
         },
-        "spec": {"groups": [{"name": GROUP_NAME, "rules": rules}]},
+        "spec": {
+            "groups": [
+                {"name": GROUP_NAME, "rules": rules},
+                *(
+                    [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent)]
+                    if slots_per_card_by_node is not None
+                    else []
+                ),
+            ]
+        },
     }
 
 
 def rule_expressions(rule: Mapping[str, Any]) -> list[str]:
-    """Every `expr` in a PrometheusRule, in order."""
+    """Every `expr` in a PrometheusRule (alerts and recording rules), in order."""
     return [str(r["expr"]) for group in rule["spec"]["groups"] for r in group["rules"]]

@@ -15,7 +15,7 @@ from typing import Any
 
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME as CPU_GUARD_POLICY_NAME
 from components.gpu_platform.kyverno_expressions import cel_string_list, excluded_namespaces, gpu_cel_condition
-from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME
+from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME, explicit_namespaces_cel
 from components.gpu_platform.quotas import quota_data, quota_key
 from components.shared.kubernetes_objects import managed_labels
 from config.gpu_quotas import GpuQuotasConfig, NamespaceQuotaRule
@@ -214,7 +214,11 @@ def _quota_policy(rule: NamespaceQuotaRule, quotas: GpuQuotasConfig) -> dict[str
                     }
                 ]
             },
-            "matchConditions": [{"name": "labelled-for-gpu-quota", "expression": labels}],
+            "matchConditions": [
+                {"name": "labelled-for-gpu-quota", "expression": labels},
+                # An explicit gpuQuotas.namespaces entry wins: Pulumi owns that namespace's one GPU quota.
+                {"name": "no-explicit-gpu-quota", "expression": f"!{explicit_namespaces_cel(quotas, 'object')}"},
+            ],
             "generate": [{"expression": f"generator.apply(object.metadata.name, {quota})"}],
         },
     }

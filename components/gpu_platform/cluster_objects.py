@@ -250,3 +250,20 @@ def service_monitor_selector_problems(
         f"ServiceMonitor (in {namespace}, labelled {', '.join(f'{k}={v}' for k, v in sorted(labels.items()))}), so "
         "no GPU metric is scraped and DcgmExporterDown fires while the exporter runs: " + "; ".join(hints)
     ]
+
+
+def explicit_quota_overlaps(cfg: StackConfig, existing: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Information, not a problem: explicit gpuQuotas.namespaces entries whose namespace a selector rule also
+    matches. The explicit entry wins (the generating policy skips it), so each has exactly one GPU quota."""
+    notes = []
+    for name in sorted(cfg.gpu_quotas.namespaces):
+        labels = existing.get(name)
+        if labels is None:
+            continue
+        rules = [rule.name for rule in cfg.gpu_quotas.selectors if rule.match_labels.items() <= labels.items()]
+        if rules:
+            notes.append(
+                f"namespace {name}: its explicit gpuQuotas.namespaces entry ({cfg.gpu_quotas.namespaces[name]} GPUs) "
+                f"wins over selector rule {', '.join(rules)}"
+            )
+    return notes

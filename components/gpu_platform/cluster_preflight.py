@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from components.gpu_platform.cluster_objects import (
     PROMETHEUSES,
+    explicit_quota_overlaps,
     namespace_labels,
     namespace_problems,
     namespaces_query,
@@ -222,6 +223,7 @@ def run_cluster_preflight(cfg: StackConfig, kubectl: str, *, offline: bool) -> C
         passed.append("namespaces " + ", ".join(sorted({n.name for n in namespaces})))
         existing = namespace_labels(_kubectl_list(kubectl, namespaces_query(namespaces), "namespaces"))
         problems += namespace_problems(namespaces, existing)
+        passed += explicit_quota_overlaps(cfg, existing)
     if cfg.monitoring.alerts_enabled or cfg.monitoring.service_monitor:
         prometheuses = _kubectl_list(kubectl, PROMETHEUSES, "Prometheus objects")
         if cfg.monitoring.alerts_enabled:

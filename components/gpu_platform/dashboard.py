@@ -49,6 +49,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from components.gpu_platform.promql import allocated_gpus_by_node, held_gpus_by_pod, schedulable_gpus_by_node
+from components.gpu_platform.usage_rules import GPUS_HELD, SLOTS_HELD, gpu_hours_query
 from config.monitoring import MonitoringConfig
 from knowledge.metric_names import (
     DCGM_FB_FREE,
@@ -228,6 +229,34 @@ def _capacity_panels() -> list[TimeseriesPanel | StatPanel]:
     ]
 
 
+def _usage_panels() -> list[TimeseriesPanel | StatPanel]:
+    """Who held the GPUs over the dashboard's range, from the usage recording rules (usage_rules.py)."""
+    return [
+        _timeseries(
+            "GPUs held per namespace",
+            "Physical GPUs held by Running pods: each pod's nvidia.com/gpu slots divided by its node's slots per card "
+            "(1 of a card's 4 time-slices is 0.25). Held, not used: on a shared card every pod sees the whole "
+            "card's utilisation, so none is charged by it.",
+            "none",
+            _query(GPUS_HELD, "{{namespace}}", "A"),
+            _query(f"sum({GPUS_HELD})", "all namespaces", "B"),
+        ),
+        _stat(
+            "GPU-hours held over the range",
+            "GPUs held x hours, per namespace, over the dashboard's time range (a missing sample counts as zero). "
+            "`gpu-pool claims --usage --since <range>` prints the same, with profile owners and idle share.",
+            _query(gpu_hours_query(GPUS_HELD, "$__range"), "{{namespace}}", "A"),
+            _thresholds((None, "blue")),
+        ).span(12),
+        _stat(
+            "Slot-hours held over the range",
+            "nvidia.com/gpu slots x hours per namespace: what the scheduler handed out, time-slices counted whole.",
+            _query(gpu_hours_query(SLOTS_HELD, "$__range"), "{{namespace}}", "A"),
+            _thresholds((None, "blue")),
+        ).span(12),
+    ]
+
+
 def _variables() -> tuple[DatasourceVariable, QueryVariable]:
     datasource = DatasourceVariable("datasource").label("Data source").type("prometheus")
     node = (
@@ -270,6 +299,9 @@ def _builder(cfg: MonitoringConfig) -> Dashboard:
     # Capacity first: "Insufficient nvidia.com/gpu" is the question people open this dashboard with.
     dashboard = dashboard.with_row(Row("Capacity (nvidia.com/gpu)").id(100))
     for panel in _capacity_panels():
+        dashboard = dashboard.with_panel(numbered(panel))
+    dashboard = dashboard.with_row(Row("Usage: GPUs held per namespace (time-slice aware)").id(150))
+    for panel in _usage_panels():
         dashboard = dashboard.with_panel(numbered(panel))
     dashboard = dashboard.with_row(Row("GPU health (DCGM)").id(200))
     for panel in _gpu_panels(cfg):

@@ -24,7 +24,7 @@ from components.gpu_platform.cel_policies import (
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
-from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap
+from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import build_operator_crds
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
@@ -70,7 +70,9 @@ def planned_objects(cfg: StackConfig) -> list[PlannedObject]:
     objects = [
         _planned(build_operator_namespace(ns), "gpu-pool:gpuOperator.namespace"),
         _planned(build_time_slicing_configmap(cfg.sharing_profiles, ns), "gpu-pool:gpuOperator.namespace"),
-        _planned(build_dcgm_metrics_configmap(ns), "gpu-pool:gpuOperator.namespace"),
+        _planned(
+            build_dcgm_metrics_configmap(ns, deployed_exporter_version(operator)), "gpu-pool:gpuOperator.namespace"
+        ),
     ]
     chart = operator.local_chart()
     if chart is not None:

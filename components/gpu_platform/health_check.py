@@ -1,5 +1,5 @@
 """The optional in-cluster health check (`repair.healthCheck.enabled`): a CronJob that runs doctor's floors on
-every GPU node and writes the verdict on the Node as the condition GpuPoolHealthy (day2/health_check.py), and the
+every GPU node and writes the verdict on the Node as the condition GpuPoolHealthy (day2/doctor/health_check.py), and the
 alerts that read it through kube-state-metrics.
 
 No image to build: a stock python image runs the check from a ConfigMap holding its code as one zip and the pool's

@@ -63,6 +63,8 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
     return merged
 
 
+# One literal document, the chart's values key by key, each with the trap it avoids: split up, a key's reason would
+# sit away from the keys beside it that the chart reads together.
 def build_gpu_operator_values(
     cfg: GpuOperatorConfig,
     *,

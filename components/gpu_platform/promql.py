@@ -3,6 +3,7 @@ against what its source really emits)."""
 
 from __future__ import annotations
 
+from components.gpu_platform.usage_rules import RECORDED
 from knowledge.metric_names import (
     DCGM_FB_FREE,
     DCGM_FB_USED,
@@ -21,9 +22,11 @@ from knowledge.metric_names import (
     KSM_POD_REQUESTS,
     KSM_POD_START_TIME,
     PROMETHEUS_UP,
+    DcgmMetric,
 )
 
-DCGM_METRICS_USED: frozenset[str] = frozenset(
+# Read through knowledge.metric_names.dcgm_series(): each under its 4.8 and its newer name.
+DCGM_METRICS_USED: frozenset[DcgmMetric] = frozenset(
     {
         DCGM_GPU_UTIL,
         DCGM_MEM_COPY_UTIL,
@@ -48,6 +51,10 @@ KSM_METRICS_USED: frozenset[str] = frozenset(
     }
 )
 PROMETHEUS_METRICS_USED: frozenset[str] = frozenset({PROMETHEUS_UP})
+# gpu-pool's own recording rules (usage_rules.py), which the dashboard's usage row reads.
+RECORDED_METRICS_USED: frozenset[str] = frozenset(RECORDED)
+# Every DCGM name a query may select: both names of each field used.
+DCGM_NAMES_USED: frozenset[str] = frozenset(name for metric in DCGM_METRICS_USED for name in metric.names)
 
 
 def node_regex(nodes: list[str]) -> str:

@@ -12,12 +12,21 @@ from knowledge.kyverno import MINIMUM_KYVERNO_VERSION
 QUOTA_POLICY_NAME = "gpu-quota-for-labelled-namespaces"
 
 
+def _explicit_exclusion(quotas: GpuQuotasConfig) -> dict[str, Any]:
+    """Namespaces under gpuQuotas.namespaces: Pulumi owns their one GPU quota, so no rule generates a second (an
+    explicit entry wins over a label rule; two quotas would make the smaller cap win whatever was written)."""
+    if not quotas.namespaces:
+        return {}
+    return {"exclude": {"any": [{"resources": {"kinds": ["Namespace"], "names": sorted(quotas.namespaces)}}]}}
+
+
 def _quota_rule(rule: NamespaceQuotaRule, quotas: GpuQuotasConfig) -> dict[str, Any]:
     return {
         "name": rule.name,
         "match": {
             "any": [{"resources": {"kinds": ["Namespace"], "selector": {"matchLabels": dict(rule.match_labels)}}}]
         },
+        **_explicit_exclusion(quotas),
         "generate": {
             "generateExisting": True,
             # Synchronize: a quota someone edits or deletes is put back, and it goes when the namespace loses its
@@ -46,10 +55,18 @@ def _labels_cel(match_labels: dict[str, str], var: str) -> str:
     return "(" + " && ".join(checks) + ")"
 
 
+def explicit_namespaces_cel(quotas: GpuQuotasConfig, var: str) -> str:
+    """CEL: the object `var` is a namespace with an explicit gpuQuotas.namespaces entry ("false" without any)."""
+    if not quotas.namespaces:
+        return "false"
+    names = ", ".join(f"'{name}'" for name in sorted(quotas.namespaces))
+    return f"({var}.metadata.name in [{names}])"
+
+
 def _selected(quotas: GpuQuotasConfig, var: str) -> str:
-    """CEL: the object `var` (object or oldObject) is a namespace some rule selects."""
+    """CEL: the object `var` (object or oldObject) is a namespace some rule selects and no explicit entry names."""
     rules = " || ".join(_labels_cel(rule.match_labels, var) for rule in quotas.selectors)
-    return f"(has({var}.metadata.labels) && ({rules}))"
+    return f"(has({var}.metadata.labels) && ({rules}) && !{explicit_namespaces_cel(quotas, var)})"
 
 
 def quota_match_condition(quotas: GpuQuotasConfig) -> str:

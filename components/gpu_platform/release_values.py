@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.gpu_platform.dcgm_metrics import DCGM_METRICS_CONFIGMAP, build_dcgm_metrics_csv, metrics_digest
+from components.gpu_platform.dcgm_metrics import (
+    DCGM_METRICS_CONFIGMAP,
+    build_dcgm_metrics_csv,
+    deployed_exporter_version,
+    metrics_digest,
+)
 from components.gpu_platform.operator_crds import build_operator_crds
 from components.gpu_platform.operator_values import build_gpu_operator_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
@@ -45,7 +50,7 @@ def release_values(
         time_slicing_configmap=TIME_SLICING_CONFIGMAP,
         default_profile=None,
         dcgm_metrics_configmap=DCGM_METRICS_CONFIGMAP,
-        dcgm_metrics_digest=metrics_digest(build_dcgm_metrics_csv()),
+        dcgm_metrics_digest=metrics_digest(build_dcgm_metrics_csv(deployed_exporter_version(operator))),
         service_monitor=monitoring.service_monitor,
         gpu_node_tolerations=gpu_node_tolerations(GpuNodeMarking.from_kyverno(kyverno)),
         crds_registered=bool(registered_crds(operator)) if crds_registered is None else crds_registered,

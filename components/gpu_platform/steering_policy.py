@@ -70,18 +70,14 @@ def _term_has_expression(cfg: KyvernoConfig) -> str:
     )
 
 
+# One rule's name, its preconditions beyond "asks for a GPU", and its mutation.
+_Rule = tuple[str, list[dict[str, Any]], dict[str, Any]]
+
+
 def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, Any]]:
     match = {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]}
     exclude = {"any": [{"resources": {"namespaces": excluded}}]}
     asks_for_gpu = condition(_gpu_limits_expression(cfg.gpu_resource), "GreaterThan", 0)
-    toleration = _toleration(cfg)
-    expression = _node_expression(cfg)
-    term = {"matchExpressions": [expression]}
-    tolerations = f"{SPEC}.tolerations || {EMPTY}"
-    same_toleration = (
-        f"({tolerations})[?key=='{cfg.taint_key}' && (operator=='Equal' || !operator)"
-        f" && value=='{cfg.taint_value}' && effect=='{cfg.taint_effect}'] | length(@)"
-    )
 
     def rule(name: str, conditions: list[dict[str, Any]], mutate: dict[str, Any]) -> dict[str, Any]:
         # Fresh copies per rule: a caller editing one rule must not silently edit the others through shared dicts.
@@ -100,13 +96,25 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
     # path exists, so each shape of the pod has its own rule, and the preconditions make them mutually
     # exclusive. Kyverno chains rules (each sees the pod as the previous rule left it) and re-invokes webhooks,
     # so every rule also checks that its addition is not already there.
+    rules = [*_toleration_rules(cfg), *_affinity_rules(cfg), _every_term_rule(cfg)]
+    return [rule(name, conditions, mutate) for name, conditions, mutate in rules]
+
+
+def _toleration_rules(cfg: KyvernoConfig) -> list[_Rule]:
+    """The GPU taint's toleration: a new list, or added to the pod's own when it is not there yet."""
+    toleration = _toleration(cfg)
+    tolerations = f"{SPEC}.tolerations || {EMPTY}"
+    same_toleration = (
+        f"({tolerations})[?key=='{cfg.taint_key}' && (operator=='Equal' || !operator)"
+        f" && value=='{cfg.taint_value}' && effect=='{cfg.taint_effect}'] | length(@)"
+    )
     return [
-        rule(
+        (
             "tolerate-gpu-taint-new-list",
             [condition(f"length({tolerations})", "Equals", 0)],
             {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations", "value": [toleration]})},
         ),
-        rule(
+        (
             "tolerate-gpu-taint",
             [
                 condition(f"length({tolerations})", "GreaterThan", 0),
@@ -114,7 +122,15 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
             ],
             {"patchesJson6902": _patch({"op": "add", "path": "/spec/tolerations/-", "value": toleration})},
         ),
-        rule(
+    ]
+
+
+def _affinity_rules(cfg: KyvernoConfig) -> list[_Rule]:
+    """The required GPU-node term where the pod has none: one rule per level of `affinity` the pod stops at."""
+    term = {"matchExpressions": [_node_expression(cfg)]}
+    required = {"nodeSelectorTerms": [term]}
+    return [
+        (
             "require-gpu-node-new-affinity",
             [condition(f"type({_AFFINITY})", "Equals", "null")],
             {
@@ -122,16 +138,12 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
                     {
                         "op": "add",
                         "path": "/spec/affinity",
-                        "value": {
-                            "nodeAffinity": {
-                                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
-                            }
-                        },
+                        "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}},
                     }
                 )
             },
         ),
-        rule(
+        (
             "require-gpu-node-new-node-affinity",
             [
                 condition(f"type({_AFFINITY})", "Equals", "object"),
@@ -142,13 +154,13 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
                     {
                         "op": "add",
                         "path": "/spec/affinity/nodeAffinity",
-                        "value": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}},
+                        "value": {"requiredDuringSchedulingIgnoredDuringExecution": required},
                     }
                 )
             },
         ),
         # A pod with only preferred node affinity keeps it untouched: the required rule is added beside it.
-        rule(
+        (
             "require-gpu-node-new-required-terms",
             [
                 condition(f"type({_NODE_AFFINITY})", "Equals", "object"),
@@ -159,12 +171,12 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
                     {
                         "op": "add",
                         "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution",
-                        "value": {"nodeSelectorTerms": [term]},
+                        "value": required,
                     }
                 )
             },
         ),
-        rule(
+        (
             "require-gpu-node-empty-required-terms",
             [
                 condition(f"type({_REQUIRED})", "Equals", "object"),
@@ -172,51 +184,55 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
             ],
             {"patchesJson6902": _patch({"op": "add", "path": _TERMS_POINTER, "value": [term]})},
         ),
-        # Required terms are ORed: the pod's own terms stay, and each gains the GPU expression (ANDed inside
-        # the term), so the pod still lands only where the user said, and only on GPU nodes. An empty term
-        # matches no node; extending it would make it match every GPU node, so it is left alone.
-        rule(
-            "require-gpu-node-in-every-term",
-            [condition(f"length({_TERMS} || {EMPTY})", "GreaterThan", 0)],
-            {
-                "foreach": [
-                    {
-                        "list": _TERMS,
-                        "preconditions": {
-                            "all": [
-                                condition("type(element.matchExpressions)", "Equals", "array"),
-                                condition(_TERM_SIZE, "GreaterThan", 0),
-                                condition(_term_has_expression(cfg), "Equals", 0),
-                            ]
-                        },
-                        "patchesJson6902": _patch(
-                            {
-                                "op": "add",
-                                "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions/-",
-                                "value": expression,
-                            }
-                        ),
-                    },
-                    {
-                        "list": _TERMS,
-                        "preconditions": {
-                            "all": [
-                                condition("type(element.matchExpressions)", "Equals", "null"),
-                                condition(f"length(element.matchFields || {EMPTY})", "GreaterThan", 0),
-                            ]
-                        },
-                        "patchesJson6902": _patch(
-                            {
-                                "op": "add",
-                                "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions",
-                                "value": [expression],
-                            }
-                        ),
-                    },
-                ]
-            },
-        ),
     ]
+
+
+def _every_term_rule(cfg: KyvernoConfig) -> _Rule:
+    """Required terms are ORed: the pod's own terms stay, and each gains the GPU expression (ANDed inside the
+    term), so the pod still lands only where the user said, and only on GPU nodes. An empty term matches no node;
+    extending it would make it match every GPU node, so it is left alone."""
+    expression = _node_expression(cfg)
+    return (
+        "require-gpu-node-in-every-term",
+        [condition(f"length({_TERMS} || {EMPTY})", "GreaterThan", 0)],
+        {
+            "foreach": [
+                {
+                    "list": _TERMS,
+                    "preconditions": {
+                        "all": [
+                            condition("type(element.matchExpressions)", "Equals", "array"),
+                            condition(_TERM_SIZE, "GreaterThan", 0),
+                            condition(_term_has_expression(cfg), "Equals", 0),
+                        ]
+                    },
+                    "patchesJson6902": _patch(
+                        {
+                            "op": "add",
+                            "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions/-",
+                            "value": expression,
+                        }
+                    ),
+                },
+                {
+                    "list": _TERMS,
+                    "preconditions": {
+                        "all": [
+                            condition("type(element.matchExpressions)", "Equals", "null"),
+                            condition(f"length(element.matchFields || {EMPTY})", "GreaterThan", 0),
+                        ]
+                    },
+                    "patchesJson6902": _patch(
+                        {
+                            "op": "add",
+                            "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions",
+                            "value": [expression],
+                        }
+                    ),
+                },
+            ]
+        },
+    )
 
 
 def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) -> dict[str, Any]:

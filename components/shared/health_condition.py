@@ -1,4 +1,4 @@
-"""The Node condition the in-cluster health check writes (day2/health_check.py) and its alert reads
+"""The Node condition the in-cluster health check writes (day2/doctor/health_check.py) and its alert reads
 (components/gpu_platform/health_check.py): one name for both. Standard library only: the check runs without
 the project's environment."""
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    # Only a type here: the in-cluster health check imports this module without pydantic (day2/health_check.py).
+    # Only a type here: the in-cluster health check imports this module without pydantic (day2/doctor/health_check.py).
     from config.kyverno import KyvernoConfig
 
 

@@ -7,14 +7,14 @@ import pulumi_kubernetes as kubernetes
 import pulumi_proxmoxve as proxmoxve
 
 from config.loader import LoadedConfig
+from config.secrets import proxmox_credential
 
 
 def proxmox_credential_env(loaded: LoadedConfig) -> dict[str, pulumi.Output[str]]:
     """The credential the stack's own Proxmox API calls use, as a secret environment variable."""
-    if loaded.stack.proxmox.auth == "rootPassword" and loaded.secrets.proxmox_root_password is not None:
-        return {"PROXMOX_ROOT_PASSWORD": loaded.secrets.proxmox_root_password}
-    assert loaded.secrets.proxmox_api_token is not None  # load_config refuses a missing token
-    return {"PROXMOX_API_TOKEN": loaded.secrets.proxmox_api_token}
+    credential = proxmox_credential(loaded.stack.proxmox.auth)
+    assert credential.provider_env is not None  # every Proxmox credential's row names its variable
+    return {credential.provider_env: loaded.secrets.require(credential.key)}
 
 
 def _secret(value: pulumi.Output[str] | None) -> pulumi.Output[str] | None:
@@ -36,9 +36,9 @@ def build_proxmox_provider(loaded: LoadedConfig) -> proxmoxve.Provider:
         endpoint=cfg.proxmox.endpoint,
         insecure=cfg.proxmox.insecure,
         ssh=proxmoxve.ProviderSshArgs(**ssh),  # type: ignore[arg-type]
-        api_token=None if root else _secret(loaded.secrets.proxmox_api_token),
+        api_token=None if root else _secret(loaded.secrets.get("proxmoxApiToken")),
         username="root@pam" if root else None,
-        password=_secret(loaded.secrets.proxmox_root_password) if root else None,
+        password=_secret(loaded.secrets.get("proxmoxRootPassword")) if root else None,
     )
 
 

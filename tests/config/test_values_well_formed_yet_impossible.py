@@ -112,7 +112,7 @@ def test_a_vm_id_with_a_leading_zero_is_refused_with_the_number_to_write(tmp_pat
 
 
 def test_a_leading_zero_is_not_blamed_on_a_config_that_does_not_hold_its_number() -> None:
-    from config.loader import number_problems
+    from config.validate import number_problems
 
     text = "config:\n  gpu-pool:failureDomains:\n  - name: dc1\n    vmId: 03101\n"
 

@@ -44,6 +44,11 @@ def validator(crd_schema: dict[str, Any]) -> jsonschema.Draft7Validator:
 def _policies() -> dict[str, dict[str, Any]]:
     quota_policy = build_gpu_quota_generate_policy(GpuQuotasConfig.model_validate({"selectors": [KUBEFLOW, TEAM]}))
     assert quota_policy is not None
+    # An explicit namespace adds each rule's `exclude` by name (an explicit entry wins over a label rule).
+    with_explicit = build_gpu_quota_generate_policy(
+        GpuQuotasConfig.model_validate({"namespaces": {"alice": 2}, "selectors": [KUBEFLOW, TEAM]})
+    )
+    assert with_explicit is not None and "exclude" in with_explicit["spec"]["rules"][0]
     cpu_guard = build_cpu_guard_policy(
         KyvernoConfig.model_validate({"minCpuPerGpu": "1"}), operator_namespace="gpu-operator"
     )
@@ -55,6 +60,7 @@ def _policies() -> dict[str, dict[str, Any]]:
             operator_namespace="nvidia",
         ),
         "quota generate": quota_policy,
+        "quota generate, explicit namespaces": with_explicit,
         "cpu guard": cpu_guard,
     }
 

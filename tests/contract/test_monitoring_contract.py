@@ -100,7 +100,8 @@ def test_the_pinned_chart_leaves_honor_labels_off_so_exporter_pod_labels_are_ren
 def test_every_kube_state_metric_the_alerts_and_dashboard_read_is_one_it_documents(upstream: Path) -> None:
     documented = set((upstream / "kube-state-metrics" / "metric-names.txt").read_text().split())
     queries = rule_expressions(article_rule()) + [
-        query.replace("$node", ".*") for query in dashboard_queries(build_dashboard(MonitoringConfig()))
+        query.replace("$node", ".*").replace("$__range", "6h")
+        for query in dashboard_queries(build_dashboard(MonitoringConfig()))
     ]
     used = {name for query in queries for name in metric_names(query) if name.startswith("kube_")}
 
@@ -119,6 +120,20 @@ def test_the_prometheus_rule_validates_against_the_crd_schema(rule_validator: js
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["kind"] == "PrometheusRule"
     assert set(rule["metadata"]) == {"name", "namespace", "labels"}
+
+
+def test_the_prometheus_rule_with_the_usage_recording_rules_validates_against_the_crd_schema(
+    rule_validator: jsonschema.Draft7Validator,
+) -> None:
+    rule = build_gpu_alert_rules(
+        MonitoringConfig(),
+        expected_slots_by_node=ARTICLE_NODES,
+        namespace="gpu-operator",
+        slots_per_card_by_node={node: min(slots, 4) for node, slots in ARTICLE_NODES.items()},
+    )
+
+    rule_validator.validate(rule)
+    assert [group["name"] for group in rule["spec"]["groups"]] == ["gpu-pool.gpus", "gpu-pool.usage"]
 
 
 @pytest.mark.parametrize(

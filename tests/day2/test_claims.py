@@ -1,4 +1,4 @@
-"""Counting GPUs the way the scheduler does, and who holds them: the pure functions of day2/claims.py."""
+"""Counting GPUs the way the scheduler does, and who holds them: the pure functions of day2/claims/compute.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from day2.claims import (
+from day2.claims.compute import (
     ClaimsOptions,
     Holder,
     Owner,

@@ -379,7 +379,7 @@ def test_even_a_bug_is_one_line_unless_debugging_asks_for_the_traceback(
     def broken(*args: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("day2.cli.compute_claims", broken)
+    monkeypatch.setattr("day2.claims.command.compute_claims", broken)
     assert_one_line_error(
         run("claims", "--from", str(dumps["healthy"])), "unexpected error: RuntimeError: boom second line"
     )

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from day2.doctor import FLOOR_NAMES, NOT_CHECKED, Diagnosis, diagnose, diagnose_all, gpu_nodes
+from day2.doctor.traps import TIME_SLICING_ORDER, other_trap, trap
+from day2.doctor.walk import FLOOR_NAMES, NOT_CHECKED, Diagnosis, diagnose, diagnose_all, gpu_nodes
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
-from day2.traps import TIME_SLICING_ORDER, other_trap, trap
 from tests.day2.k8s_objects import dump
 from tests.day2.scenarios import (
     NODES,

@@ -136,7 +136,7 @@ def test_a_report_from_an_earlier_boot_of_the_same_node_is_read_with_a_note(tmp_
 def test_a_report_written_before_node_check_recorded_its_facts_is_rechecked_from_its_words() -> None:
     report = json.loads(REPORT.read_text())
     del report["facts"]
-    from day2.node_report import parse_node_check
+    from day2.doctor.node_report import parse_node_check
 
     parsed = parse_node_check(report, "old.json")
 

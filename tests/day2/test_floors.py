@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from day2.doctor import Diagnosis, diagnose
+from day2.doctor.operands import assess, driver_version, image_tag
+from day2.doctor.sharing import profile_slots
+from day2.doctor.traps import trap
+from day2.doctor.walk import Diagnosis, diagnose
 from day2.objects import Snapshot
-from day2.operands import assess, driver_version, image_tag
 from day2.pool import Domain, PoolFacts
-from day2.sharing import profile_slots
-from day2.traps import trap
 from tests.day2.k8s_objects import dump
 from tests.day2.operator_pods import DCGM_EXPORTER, DEVICE_PLUGIN, DRIVER, TOOLKIT, VALIDATOR, operand_pod, pod_name
 from tests.day2.scenarios import NODES, gpu_node, healthy_pool, replaced, smoke_job, time_slicing_configmap

@@ -1,8 +1,8 @@
 """doctor reads a profile as NVIDIA's node software does, and names GPU Feature Discovery's labels left from an
 earlier version of a profile edited in place (FIELD-REVIEW-4 WRONG-5).
 
-doctor runs on a laptop without Go, so day2/sharing.py reads a profile itself; these tests hold that reading to the
-plugin's own loader (tests/fixtures/deviceplugin/profile-config.json: every profile the program renders, the wrong
+doctor runs on a laptop without Go, so day2/doctor/sharing.py reads a profile itself; these tests hold that reading to
+the plugin's own loader (tests/fixtures/deviceplugin/profile-config.json: every profile the program renders, the wrong
 shapes and hand-edited edge cases) and to what GFD and the device plugin did under each document on an H200
 (tests/fixtures/deviceplugin/h200). The floors then run on nodes carrying the labels GFD really wrote there.
 """
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from day2.doctor import Diagnosis, diagnose
+from day2.doctor.sharing import read_profile
+from day2.doctor.walk import Diagnosis, diagnose
 from day2.objects import Snapshot
 from day2.pool import Domain, PoolFacts
-from day2.sharing import read_profile
 from knowledge.gpu_operator import GPU_PRODUCT_LABEL, GPU_RESOURCE, SHARED_PRODUCT_SUFFIX
 from tests.day2.cli_helpers import ROOT
 from tests.day2.k8s_objects import dump

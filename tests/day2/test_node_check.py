@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from day2.node_check import main
+from day2.node_check.command import main
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "node_check" / "h200"

@@ -7,7 +7,7 @@ from typing import Any
 import promql_parser
 import pytest
 
-from day2.prometheus import holder_of, idle_holders, peak_utilisation_query, peaks_from_response
+from day2.claims.prometheus import holder_of, idle_holders, peak_utilisation_query, peaks_from_response
 
 DAY = 86400
 

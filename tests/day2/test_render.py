@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from day2.claims import Claims, Holder, NodeClaims, Owner
+from day2.claims.compute import Claims, Holder, NodeClaims, Owner
+from day2.claims.watch import stamp, watch
 from day2.render import claims_json, cores, duration, print_claims, watch_line
-from day2.watch import stamp, watch
 
 
 def claims(*, allocatable: int = 4) -> Claims:

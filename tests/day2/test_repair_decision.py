@@ -20,16 +20,16 @@ import pytest
 
 from components.gpu_failure_domain.observed import ObservedNode
 from components.gpu_failure_domain.plan import nodes_by_domain, settled_nodes_of
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
-from day2 import doctor
-from day2.doctor import Diagnosis, Floor, diagnose
-from day2.floors_types import Fix
-from day2.node_facts import NodeFacts, read_devices, read_kernel_log, read_module, read_nvml_json
-from day2.node_floors import Expected, report_json, walk
-from day2.node_report import NodeCheck, parse_node_check
+from day2.doctor import walk as doctor
+from day2.doctor.floors_types import Fix
+from day2.doctor.node_report import NodeCheck, parse_node_check
+from day2.doctor.walk import Diagnosis, diagnose
+from day2.node_check.facts import NodeFacts, read_devices, read_kernel_log, read_module, read_nvml_json
+from day2.node_check.floors import Expected, Floor, report_json, walk
 from day2.pool import facts_of
-from day2.repair import decide, power_cycles_within_a_day, refusals, vm_problem
+from day2.repair.decide import decide, power_cycles_within_a_day, refusals, vm_problem
 from day2.sources import load_dump
 from offline.runner import read_stack_file
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from day2.doctor import diagnose_all
+from day2.doctor.walk import diagnose_all
 from day2.objects import Snapshot
 from day2.pool import load_stack
 from tests.day2.cli_helpers import run, write_dump

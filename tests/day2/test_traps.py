@@ -1,6 +1,6 @@
 """`doctor` names traps by the number and title of the docs' traps table, so the two must not drift apart.
 
-The table lives in docs/traps.md (README.md before it moved there); day2/traps.py holds the titles once.
+The table lives in docs/traps.md (README.md before it moved there); day2/doctor/traps.py holds the titles once.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from day2.traps import OTHER_TRAPS, TRAPS, trap
+from day2.doctor.traps import OTHER_TRAPS, TRAPS, trap
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_ROW = re.compile(r"^\|\s*(\d{1,2})\s*\|\s*([^|]+?)\s*\|", re.MULTILINE)
@@ -30,7 +30,7 @@ def documented_traps() -> tuple[Path, dict[int, str]]:
 def test_the_trap_titles_doctor_names_are_the_ones_of_the_docs_table() -> None:
     path, documented = documented_traps()
 
-    assert dict(TRAPS) == documented, f"day2/traps.py and {path.relative_to(ROOT)} disagree"
+    assert dict(TRAPS) == documented, f"day2/doctor/traps.py and {path.relative_to(ROOT)} disagree"
 
 
 def test_a_trap_is_named_by_number_and_title() -> None:

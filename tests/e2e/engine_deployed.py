@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from offline.runner import PROJECT, read_stack_file
 from tests.e2e.cluster_programs import OperatorLauncher, gpu_operator_once_installed
 from tests.e2e.cluster_standin import ClusterStandIn, cluster_standin

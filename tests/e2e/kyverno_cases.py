@@ -176,9 +176,19 @@ def combinable_rules(stack: Previewed) -> list[NamespaceQuotaRule]:
     return chosen
 
 
+def explicit_quota_namespaces(stack: Previewed) -> list[Obj]:
+    """Each explicit gpuQuotas.namespaces entry, labelled as the first selector rule wants: the explicit entry wins,
+    so no rule may generate a quota there (issue 37 item 5)."""
+    selectors = stack.config.gpu_quotas.selectors
+    if not selectors:
+        return []
+    return [namespace(name, dict(selectors[0].match_labels)) for name in sorted(stack.config.gpu_quotas.namespaces)]
+
+
 def quota_namespaces(stack: Previewed) -> list[Obj]:
     """One namespace per selector rule with exactly its labels, one with the labels of as many rules as can hold
-    together, one per rule with its first label set to another value, and one without labels."""
+    together, one per rule with its first label set to another value, one without labels, and each explicit quota
+    namespace labelled for a rule (explicit_quota_namespaces)."""
     selectors = stack.config.gpu_quotas.selectors
     several = {k: v for rule in combinable_rules(stack) for k, v in rule.match_labels.items()}
     almost = [
@@ -186,7 +196,13 @@ def quota_namespaces(stack: Previewed) -> list[Obj]:
         for rule in selectors
     ]
     exact = [namespace(f"only-{rule.name}", dict(rule.match_labels)) for rule in selectors]
-    return [*exact, namespace("several-rules", several), *almost, namespace("unlabelled")]
+    return [
+        *exact,
+        namespace("several-rules", several),
+        *almost,
+        namespace("unlabelled"),
+        *explicit_quota_namespaces(stack),
+    ]
 
 
 def policy_path(stack: Previewed, name: str) -> Path:

@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from components.shared.node_marking import GpuNodeMarking
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline import preview
 from offline.runner import PROJECT, ROOT_DIR, read_stack_file
 from tests.ssh_keys import TEST_PUBLIC_KEY

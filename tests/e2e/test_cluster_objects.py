@@ -23,7 +23,7 @@ from components.gpu_platform.cluster_objects import (
     query_command,
     rule_selector_problems,
 )
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from tests.e2e.kube import Kubectl
 from tests.e2e.monitoring_crds import PROMETHEUS_CRD
 

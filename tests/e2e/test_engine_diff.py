@@ -61,7 +61,7 @@ LIVE_REFUSALS = {
     ),
 }
 # What a lab does before the change: the quota's namespace exists (the preflight refuses a missing one).
-CLUSTER_NAMESPACES = {"a new quota namespace adds one ResourceQuota": ["team-vision"]}
+CLUSTER_NAMESPACES = {"a new quota namespace adds one ResourceQuota and the label rule skips it": ["team-vision"]}
 
 
 @pytest.fixture(scope="module")

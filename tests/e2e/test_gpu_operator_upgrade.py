@@ -26,9 +26,9 @@ import yaml
 from components.gpu_platform.cluster_preflight import crd_check_command, crd_problems, needed_crds
 from components.gpu_platform.operator_crds import build_operator_crds
 from components.gpu_platform.operator_values import build_gpu_operator_values
+from components.stack_check import validate_stack
 from config.chart_source import read_local_chart
 from config.gpu_operator import GpuOperatorConfig
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 from tests.chart_archive import package_chart
 from tests.e2e.conftest import DEFAULT_BIN, TOOLS_ENV, kubectl_for, reported_cluster

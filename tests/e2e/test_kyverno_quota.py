@@ -11,6 +11,7 @@ from tests.e2e.kyverno_cases import (
     Obj,
     Runs,
     combinable_rules,
+    explicit_quota_namespaces,
     namespace,
     policy_path,
     quota_namespaces,
@@ -60,6 +61,17 @@ def test_namespaces_without_all_of_a_rules_labels_get_no_quota_and_match_no_rule
     places = {ns for ns, _ in by_place(applied.generated(QUOTA_POLICY_NAME))}
     assert places == {f"only-{rule.name}" for rule in selectors} | {"several-rules"}
     for name in [*(f"almost-{rule.name}" for rule in selectors), "unlabelled"]:
+        assert applied.rules("Namespace", name) == {}, name
+
+
+def test_an_explicit_quota_namespace_a_rule_also_matches_gets_no_generated_quota(stack: Previewed, runs: Runs) -> None:
+    explicit = {ns["metadata"]["name"] for ns in explicit_quota_namespaces(stack)}
+    applied = runs.quotas(stack)
+    places = {ns for ns, _ in by_place(applied.generated(QUOTA_POLICY_NAME))}
+
+    assert explicit, f"{stack.name}: no explicit quota namespace that a selector rule could match"
+    assert not places & explicit, sorted(places & explicit)
+    for name in explicit:
         assert applied.rules("Namespace", name) == {}, name
 
 

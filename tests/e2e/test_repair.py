@@ -36,8 +36,8 @@ from components.gpu_failure_domain.observed import (
 )
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
 from components.shared.node_marking import GpuNodeMarking
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from knowledge.gpu_operator import DEVICE_PLUGIN_APP, DRIVER_APP, DRIVER_POD_SELECTOR
 from offline.runner import PROJECT, read_stack_file
 from tests.day2.cli_helpers import ROOT, Result, run

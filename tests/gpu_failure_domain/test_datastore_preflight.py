@@ -12,8 +12,8 @@ import pytest
 
 from components.gpu_failure_domain.host_preflight import datastore_needs, datastore_problems, run_preflight
 from components.shared.preflight import PreflightError
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.runner import execute, install_mocks, read_stack_file
 from tests.proxmox_hardware import answering, datastore, pve_storage
 

@@ -112,7 +112,7 @@ def test_another_endpoint_in_the_cards_iommu_group_still_fails_the_plan(
 
 def test_the_host_check_logs_in_on_the_configured_ssh_port():
     from components.gpu_failure_domain.host_preflight import host_check_command
-    from config.validate import validate_stack
+    from components.stack_check import validate_stack
     from offline.runner import read_stack_file
 
     stack = validate_stack({k.removeprefix("gpu-pool:"): v for k, v in read_stack_file("prod").items()})

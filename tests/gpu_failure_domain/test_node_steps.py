@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.gpu_failure_domain.node_steps_script import pending_keys
+from components.gpu_failure_domain import node_steps_script
+from components.gpu_failure_domain.node_steps_script import STEPS, pending_keys
+from components.gpu_failure_domain.steps import ScriptStep
 from tests.gpu_failure_domain.node_steps_harness import Harness, driver_pods, node
 
 NODE = "rke2-worker-dc1-gpu-a"
@@ -43,6 +45,15 @@ def applied(device: str) -> str:
 
 
 # --- what counts as pending ---------------------------------------------------------------------------------
+
+
+def test_the_script_runs_exactly_the_steps_the_plan_names_and_documents_each() -> None:
+    # The script is sent as text (`python3 -c`) and imports nothing of the project: this is where its table and the
+    # plan's vocabulary (steps.ScriptStep) are proven to be one.
+    assert list(STEPS) == [step.value for step in ScriptStep]
+    assert node_steps_script.__doc__ is not None
+    for step in ScriptStep:
+        assert f"- `{step.value}`: " in node_steps_script.__doc__, step
 
 
 def test_a_pending_value_or_a_pending_delete_waits_for_a_cold_start() -> None:

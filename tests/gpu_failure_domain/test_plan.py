@@ -11,7 +11,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -23,6 +23,7 @@ from components.gpu_failure_domain.observed import (
     ObservedNode,
 )
 from components.gpu_failure_domain.plan import (
+    CommandStep,
     DomainPlan,
     nodes_by_domain,
     plan_domain,
@@ -30,9 +31,10 @@ from components.gpu_failure_domain.plan import (
     settled_nodes_of,
 )
 from components.gpu_failure_domain.rollout import rollout_state
-from components.gpu_failure_domain.turns import Wave, version_key
+from components.gpu_failure_domain.steps import LocalStep
+from components.gpu_failure_domain.turns import TURN_TABLE, Record, Situation, TurnRule, Wave, turn_for, version_key
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.runner import read_stack_file
 from tests.ssh_keys import TEST_PUBLIC_KEY
 
@@ -207,7 +209,9 @@ def test_no_step_sends_its_create_command_again_as_its_update(change: str, state
     # pulumi-command runs `create` on an update when no `update` is given; the node-steps script twice per step
     # was a third of every preview's bytes (docs/engine.md).
     _, _, plan = scenario(change, state)
-    repeated = [step.name for step in plan.steps if step.command and step.command.update == step.command.create]
+    repeated = [
+        step.name for step in plan.steps if isinstance(step, CommandStep) and step.command.update == step.command.create
+    ]
     assert not repeated, f"steps sending their create again as update: {repeated}"
 
 
@@ -230,7 +234,7 @@ def test_no_turn_uncordons_a_node_before_its_gate_and_only_its_last_step_uncordo
     uncordons = [
         step.name
         for step in plan.steps
-        if step.command
+        if isinstance(step, CommandStep)
         and step.command.create != script
         and ("uncordon" in step.command.create or '"unschedulable": null' in step.command.create)
     ]
@@ -276,7 +280,7 @@ def test_a_failed_rke2_wave_resumes_at_the_failed_domain_even_with_its_kubelet_o
     dc2 = plan_domain(after.failure_domains[1], after, wave.turns["dc2"])
     assert dc2.step("wave-drain").after_previous_batch and dc2.step("rke2-login").after_previous_batch
     # The resumed turn is keyed on the drain that started it: its steps run again, the gate first.
-    gate, done = plan.step("wave-gate").command, plan.step("rollout").command
+    gate, done = plan.step_of("wave-gate", LocalStep).command, plan.step_of("rollout", LocalStep).command
     assert gate is not None and done is not None
     assert "2026-12-04T18:00:00Z" in gate.triggers[0]
     assert done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
@@ -393,6 +397,37 @@ def test_an_rke2_pin_older_than_a_worker_runs_is_refused_to_the_patch_and_revisi
         ]
 
 
+def observed_as(rule: TurnRule) -> tuple[StackConfig, ObservedNode | None]:
+    """A stack and dc1's Node in the row's situation, the stack against its record as the row says."""
+    before = prod()
+    after = prod(None if rule.record in ("-", "equal") else lambda raw: raw["rke2"].update(version=NEW))
+    node = settled(before)["dc1"]
+    assert node is not None
+    if rule.situation == "no Node":
+        return after, None
+    if rule.record == "differs, already running":
+        node = replace(node, kubelet_version=NEW)
+    if rule.situation == "cordoned by someone else":
+        node = replace(node, unschedulable=True)
+    if rule.situation == "a turn in progress":
+        node = replace(node, unschedulable=True, wave_cordoned="dc1", wave_turn="2026-12-04T18:00:00Z")
+    return after, node
+
+
+@pytest.mark.parametrize("rule", TURN_TABLE, ids=lambda rule: f"{rule.situation}, {rule.record}")
+def test_each_row_of_the_turn_table_is_the_turn_a_node_so_observed_gets(rule: TurnRule) -> None:
+    stack, node = observed_as(rule)
+    turn = turn_for(stack.failure_domains[0], stack, node)
+    assert (turn.situation, turn.kind) == (rule.situation, rule.kind), turn.why()
+
+
+def test_the_turn_table_has_one_row_for_each_situation_and_each_way_the_record_compares() -> None:
+    situations: tuple[Situation, ...] = get_args(Situation)
+    records: tuple[Record, ...] = get_args(Record)
+    expected = [("no Node", "-")] + [(situation, record) for situation in situations[1:] for record in records[1:]]
+    assert sorted((rule.situation, rule.record) for rule in TURN_TABLE) == sorted(expected)
+
+
 def test_versions_compare_by_release_and_rke2_revision() -> None:
     assert version_key("v1.33.6+rke2r2") == (1, 33, 6, 2)
     assert version_key("v1.33.6") == (1, 33, 6, 0)
@@ -402,7 +437,7 @@ def test_versions_compare_by_release_and_rke2_revision() -> None:
 def test_a_removed_domain_is_drained_before_its_vm_stops_protected_or_not() -> None:
     stack = prod()
     plan = plan_domain(stack.failure_domains[2], stack, plan_wave(stack, settled(stack)).turns["dc3"])
-    retire = plan.step("retire")
+    retire = plan.step_of("retire", LocalStep)
     # Deletes run dependents first: a step that waits for the VM is deleted, and so drains, before the VM.
     assert retire.waits_for == ("vm",) and retire.command is not None
     assert retire.command.delete == (

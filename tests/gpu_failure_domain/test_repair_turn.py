@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION, ObservedNode
-from components.gpu_failure_domain.plan import Command, DomainPlan, plan_domain, repair_turn
+from components.gpu_failure_domain.plan import Command, CommandStep, DomainPlan, plan_domain, repair_turn
+from components.gpu_failure_domain.steps import LocalStep, RemoteStep, RepairSmokeStep, SmokeJobStep
 from components.gpu_failure_domain.turns import Turn
 from tests.gpu_failure_domain.test_plan import prod, settled
 
@@ -50,7 +51,7 @@ def test_with_ssh_node_check_runs_again_after_the_node_is_back_and_before_the_ga
     names = [step.name for step in plan.turn_steps()]
 
     assert names.index("node-ready") < names.index("node-check") < names.index("gpu-ready")
-    assert plan.step("node-check").kind == "remote" and plan.step("node-check").command == CHECK
+    assert plan.step("node-check").kind == "remote" and plan.step_of("node-check", RemoteStep).command == CHECK
     assert "node-check" in plan.step("gpu-ready").waits_for
 
 
@@ -69,7 +70,7 @@ def test_the_turns_steps_wait_for_each_other_in_the_order_they_run() -> None:
 
 
 def test_the_power_cycle_is_forced_with_the_reason_whatever_proxmox_has_pending() -> None:
-    cycle = repair().step("power-cycle")
+    cycle = repair().step_of("power-cycle", LocalStep)
 
     assert cycle.command is not None
     assert cycle.command.environment["POWER_CYCLE_REASON"] == REASON
@@ -83,14 +84,16 @@ def test_a_waves_power_cycle_is_never_forced() -> None:
         node = settled(stack)[domain.name]
         assert node is not None
         for turn in (Turn(domain.name, "roll", "serving", ("vm",)), Turn(domain.name, "none", "serving")):
-            command = plan_domain(domain, stack, turn).step("power-cycle").command
+            command = plan_domain(domain, stack, turn).step_of("power-cycle", LocalStep).command
             assert command is not None and "POWER_CYCLE_REASON" not in command.environment
 
 
 def test_the_smoke_test_runs_again_under_a_job_name_of_the_repairs_own() -> None:
     plan = repair()
-    stack_job = plan_domain(prod().failure_domains[1], prod(), Turn("dc2", "none", "serving")).step("cuda-smoke-test")
-    again = plan.step("cuda-smoke-test")
+    stack_job = plan_domain(prod().failure_domains[1], prod(), Turn("dc2", "none", "serving")).step_of(
+        "cuda-smoke-test", SmokeJobStep
+    )
+    again = plan.step_of("cuda-smoke-test", RepairSmokeStep)
 
     assert stack_job.manifest is not None and again.manifest is not None and again.command is not None
     name = again.manifest["metadata"]["name"]
@@ -99,15 +102,18 @@ def test_the_smoke_test_runs_again_under_a_job_name_of_the_repairs_own() -> None
     assert again.manifest["spec"]["template"] == stack_job.manifest["spec"]["template"]
     assert again.manifest["metadata"]["labels"] == stack_job.manifest["metadata"]["labels"]
     assert again.manifest["metadata"]["annotations"]["gpu-pool/repair"] == REASON
-    assert repair(at="2026-12-05T10:00:00Z").step("cuda-smoke-test").manifest["metadata"]["name"] != name  # type: ignore[index]
+    assert (
+        repair(at="2026-12-05T10:00:00Z").step_of("cuda-smoke-test", RepairSmokeStep).manifest["metadata"]["name"]
+        != name
+    )
 
 
 def test_a_repair_never_writes_the_rollout_record() -> None:
     plan = repair()
     for step in plan.turn_steps():
-        assert step.command is not None
+        assert isinstance(step, CommandStep)
         assert ROLLOUT_ANNOTATION not in step.command.create + json.dumps(dict(step.command.environment))
-    assert plan.step("rollout").command.environment["GPU_POOL_STEP"] == "repair-done"  # type: ignore[union-attr]
+    assert plan.step_of("rollout", LocalStep).command.environment["GPU_POOL_STEP"] == "repair-done"
 
 
 @pytest.mark.parametrize(
@@ -163,4 +169,6 @@ def test_a_repair_run_again_after_a_stop_says_why_the_earlier_attempt_stopped() 
 
 def test_no_repair_step_sends_its_create_command_again_as_its_update() -> None:
     plan = repair(node_check=CHECK)
-    assert not [step.name for step in plan.steps if step.command and step.command.update == step.command.create]
+    assert not [
+        step.name for step in plan.steps if isinstance(step, CommandStep) and step.command.update == step.command.create
+    ]

@@ -9,7 +9,10 @@ that names a label the alert does not carry fails here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+from knowledge.metric_names import DCGM_DRIVER_VERSION, contract_of
 
 DC1, DC2, DC3 = "rke2-worker-dc1-gpu-a", "rke2-worker-dc2-gpu-a", "rke2-worker-dc3-gpu-a"
 UUIDS = {
@@ -30,6 +33,20 @@ def dcgm(metric: str, node: str, *, pod: str = "", namespace: str = "", extra: s
         f'pod="nvidia-dcgm-exporter-bqh48", service="nvidia-dcgm-exporter", container="nvidia-dcgm-exporter"'
         f"{held}{extra}}}"
     )
+
+
+def newer_names(series: str, values: str) -> tuple[str, str]:
+    """A series as dcgm-exporter 4.9+/4.10 with gpu-pool's counters file for it writes it: the field under its newer
+    name (knowledge/metric_names.py), the driver-version label too, the node in `hostname` (dcgm-exporter#655).
+    Other series are unchanged. Only same-field renames occur in the cases: their values need no conversion."""
+    name = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", series)
+    metric = contract_of(name.group(0)) if name else None
+    if metric is None:
+        return series, values
+    assert metric.current_scale == 1.0, f"{metric.legacy}: a unit change needs its values converted"
+    renamed = metric.current + series[len(metric.legacy) :]
+    renamed = renamed.replace(f'{DCGM_DRIVER_VERSION.legacy}="', f'{DCGM_DRIVER_VERSION.current}="')
+    return renamed.replace('{Hostname="', '{hostname="'), values
 
 
 def gpu_identity(node: str) -> dict[str, str]:

@@ -102,13 +102,16 @@ def preconditions_pass(block: Any, context: dict[str, Any]) -> bool:
 def _resource_block_matches(block: Mapping[str, Any], request: dict[str, Any]) -> bool:
     _only(block, {"resources"}, "match/exclude entry")
     resources = block["resources"]
-    _only(resources, {"kinds", "operations", "namespaces", "selector"}, "match/exclude resources")
+    _only(resources, {"kinds", "operations", "namespaces", "names", "selector"}, "match/exclude resources")
     obj = request["object"]
     if "kinds" in resources and request["kind"]["kind"] not in resources["kinds"]:
         return False
     if "operations" in resources and request["operation"] not in resources["operations"]:
         return False
     if "namespaces" in resources and request["namespace"] not in resources["namespaces"]:
+        return False
+    # Exact names only: Kyverno also takes wildcards here, which gpu-pool never writes.
+    if "names" in resources and (obj.get("metadata") or {}).get("name") not in resources["names"]:
         return False
     if "selector" in resources:
         _only(resources["selector"], {"matchLabels"}, "selector")

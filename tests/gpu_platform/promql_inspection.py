@@ -35,3 +35,20 @@ def metric_names(expr: str) -> set[str]:
 def dcgm_tokens(text: str) -> set[str]:
     """Every DCGM_FI_* token in the text, wherever it appears (also inside strings)."""
     return set(re.findall(r"DCGM_FI_[A-Z0-9_]+", text))
+
+
+# Exporter images gpu-pool's counters file is built for: each chart's default (4.8 names) and a 4.9+ override (the
+# newer names): knowledge/metric_names.py.
+EXPORTER_VERSIONS = ("4.5.3-4.8.2-distroless", "4.6.0-4.8.3-distroless", "4.7.0-4.10.0-distroless")
+
+
+def fields_never_emitted(names: set[str], emitted: frozenset[str]) -> list[str]:
+    """The DCGM names read whose field the exporter emits under neither of its names (a panel saying 'No data')."""
+    from knowledge.metric_names import contract_of
+
+    dead: list[str] = []
+    for name in sorted(names):
+        metric = contract_of(name)
+        if metric is None or not set(metric.names) & emitted:
+            dead.append(name)
+    return dead

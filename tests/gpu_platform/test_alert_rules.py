@@ -12,10 +12,18 @@ import pytest
 from pydantic import ValidationError
 
 from components.gpu_platform.alert_rules import GROUP_NAME, RUNBOOK_ANCHORS, build_gpu_alert_rules, rule_expressions
-from components.gpu_platform.promql import DCGM_METRICS_USED, KSM_METRICS_USED, PROMETHEUS_METRICS_USED
+from components.gpu_platform.promql import DCGM_NAMES_USED, KSM_METRICS_USED, PROMETHEUS_METRICS_USED
 from config.monitoring import MonitoringConfig
 from knowledge.dcgm_fields import exported_metric_names
-from tests.gpu_platform.promql_inspection import ARTICLE_NODES, POD_LABELS, dcgm_tokens, metric_names, selectors
+from tests.gpu_platform.promql_inspection import (
+    ARTICLE_NODES,
+    EXPORTER_VERSIONS,
+    POD_LABELS,
+    dcgm_tokens,
+    fields_never_emitted,
+    metric_names,
+    selectors,
+)
 
 
 def rules_of(rule: dict[str, Any]) -> list[dict[str, Any]]:
@@ -78,11 +86,13 @@ def test_every_dcgm_metric_an_alert_reads_is_one_our_exporter_csv_emits() -> Non
         parsed = {name for name in metric_names(expr) if name.startswith("DCGM_")}
         # The regex also sees names hidden in strings, where the AST would not look.
         assert dcgm_tokens(expr) == parsed, expr
-        assert parsed <= exported_metric_names(), f"dead alert, metric never exported: {expr}"
+        for version in EXPORTER_VERSIONS:
+            dead = fields_never_emitted(parsed, exported_metric_names(version))
+            assert not dead, f"dead alert under exporter {version}, metric never exported: {dead} in {expr}"
 
 
 def test_every_metric_an_alert_reads_is_declared_in_the_shared_metric_lists() -> None:
-    declared = DCGM_METRICS_USED | KSM_METRICS_USED | PROMETHEUS_METRICS_USED
+    declared = DCGM_NAMES_USED | KSM_METRICS_USED | PROMETHEUS_METRICS_USED
     used = set().union(*(metric_names(expr) for expr in rule_expressions(article_rule())))
 
     assert used <= declared, sorted(used - declared)
@@ -266,7 +276,9 @@ def test_the_xid_alert_fires_on_a_new_error_code_not_forever_on_the_sticky_gauge
     assert isinstance(parsed, promql_parser.BinaryExpr)
     assert str(parsed.op) == "unless"
     offsets = [s.offset for s in selectors(str(parsed.rhs)) if s.offset is not None]
-    assert [offset.total_seconds() for offset in offsets] == [15 * 60]
+    # Both of the field's names (DCGM_FI_DEV_XID_ERRORS up to exporter 4.8, DCGM_FI_DEV_XID_ERROR after), 15 min ago.
+    assert [offset.total_seconds() for offset in offsets] == [15 * 60, 15 * 60]
+    assert {s.name for s in selectors(str(parsed.rhs))} == {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_XID_ERROR"}
     current = parsed.lhs
     assert isinstance(current, promql_parser.BinaryExpr)
     assert isinstance(current.lhs, promql_parser.AggregateExpr) and current.lhs.modifier is not None
@@ -278,8 +290,12 @@ def test_the_idle_alert_names_the_holding_pod_from_the_scheduler_s_books_and_joi
     names = metric_names(expr)
 
     assert {"kube_pod_container_resource_requests", "kube_pod_status_phase", "DCGM_FI_DEV_GPU_UTIL"} <= names
+    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in names  # the field's newer name (knowledge/metric_names.py)
     # dcgm-exporter's Hostname (or hostname, its newer name) is the node name; rename it so the two sources join.
-    inner = 'label_replace(max_over_time(DCGM_FI_DEV_GPU_UTIL[24h]), "Hostname", "$1", "hostname", "(.+)")'
+    inner = (
+        "label_replace((max_over_time(DCGM_FI_DEV_GPU_UTIL[24h]) or max_over_time(DCGM_FI_DEV_GPU_UTIL_RATIO[24h])), "
+        '"Hostname", "$1", "hostname", "(.+)")'
+    )
     assert f'label_replace(max by (Hostname) ({inner}) < 5, "node"' in expr
     assert 'phase=~"Pending|Running"' in expr
 

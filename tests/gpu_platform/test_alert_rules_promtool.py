@@ -18,7 +18,7 @@ import yaml
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules
 from config.monitoring import MonitoringConfig
-from tests.gpu_platform.alert_cases import CASES, Case, Expected
+from tests.gpu_platform.alert_cases import CASES, Case, Expected, newer_names
 from tests.gpu_platform.prometheus_tools import require
 from tests.gpu_platform.promql_inspection import ARTICLE_NODES
 
@@ -134,9 +134,9 @@ def test_promtool_accepts_the_generated_rule_groups(promtool: str, tmp_path: Pat
 
 
 def renamed_node_label(case: Case) -> Case:
-    """The case as a dcgm-exporter after NVIDIA/dcgm-exporter#655 writes it: `hostname`, not `Hostname`."""
-    series = [(name.replace('{Hostname="', '{hostname="'), values) for name, values in case.series]
-    return replace(case, series=series)
+    """The case as a 4.9+/4.10 exporter with gpu-pool's counters file for it writes it: the node in `hostname`
+    (NVIDIA/dcgm-exporter#655), each field under its newer name (knowledge/metric_names.py), in that name's unit."""
+    return replace(case, series=[newer_names(name, values) for name, values in case.series])
 
 
 ALERTS = sorted({c.alert for c in CASES})
@@ -165,7 +165,7 @@ def test_the_rule_engine_fires_the_alert_on_its_series_and_not_on_the_near_misse
 
 
 @pytest.mark.parametrize("alert", ALERTS)
-def test_every_alert_fires_the_same_on_series_whose_node_label_has_the_exporters_newer_name(
+def test_every_alert_fires_the_same_on_series_with_the_exporters_newer_field_and_node_label_names(
     promtool: str, tmp_path: Path, alert: str
 ) -> None:
     """Every case of the alert, each series written as dcgm-exporter after NVIDIA/dcgm-exporter#655 writes it

@@ -18,6 +18,7 @@ from tests.proxmox_hardware import (
     PROD_NAMESPACES,
     answering,
     cluster_namespaces,
+    namespace,
     object_list,
     prometheus,
     prometheus_loading_every_rule,
@@ -207,3 +208,43 @@ def test_kubectls_answer_for_one_name_or_none_found_is_read_as_kubectl_prints_it
 
     assert parse_answer(json.dumps(one), "kubectl-exit=0", "namespaces") == [one]
     assert parse_answer("", "kubectl-exit=0\n", "namespaces") == []
+
+
+def test_an_explicit_quota_namespace_a_selector_also_matches_is_listed_as_information(
+    run_stack_program: Run, prod_config
+) -> None:
+    # prod: katib-sweeps has an explicit quota of 2; labelled as a Kubeflow profile, the label rule also matches it.
+    prod_config["gpu-pool:monitoring"] = {
+        **prod_config.get("gpu-pool:monitoring", {}),
+        "ruleLabels": {"release": "kps"},
+        "serviceMonitorLabels": {"release": "kps"},
+    }
+    names = [name for name in PROD_NAMESPACES if name != "katib-sweeps"]
+    listed = object_list(
+        [
+            *(namespace(name) for name in names),
+            namespace("katib-sweeps", {"app.kubernetes.io/part-of": "kubeflow-profile"}),
+        ]
+    )
+
+    outcome = _preflight(
+        run_stack_program, prod_config, namespaces_stdout=listed, prometheuses_stdout=object_list([KPS])
+    )
+
+    assert outcome.startswith("passed: ")
+    assert (
+        "namespace katib-sweeps: its explicit gpuQuotas.namespaces entry (2 GPUs) wins over selector rule "
+        "kubeflow-profiles" in outcome
+    )
+
+
+def test_an_explicit_quota_namespace_no_selector_matches_is_not_mentioned(run_stack_program: Run, prod_config) -> None:
+    prod_config["gpu-pool:monitoring"] = {
+        **prod_config.get("gpu-pool:monitoring", {}),
+        "ruleLabels": {"release": "kps"},
+        "serviceMonitorLabels": {"release": "kps"},
+    }
+
+    outcome = _preflight(run_stack_program, prod_config, prometheuses_stdout=object_list([KPS]))
+
+    assert outcome.startswith("passed: ") and "wins over selector rule" not in outcome

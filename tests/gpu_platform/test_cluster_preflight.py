@@ -9,8 +9,8 @@ import pulumi
 import pytest
 
 from components.gpu_platform.cluster_preflight import crd_check_command, crd_problems, needed_crds
+from components.stack_check import validate_stack
 from config.stack import StackConfig
-from config.validate import validate_stack
 from offline.recording import Recording
 from offline.runner import install_mocks
 from tests.chart_archive import package_chart

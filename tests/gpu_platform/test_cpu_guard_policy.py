@@ -15,8 +15,8 @@ import pytest
 
 from components.gpu_platform.cluster_preflight import needed_crds
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME, build_cpu_guard_policy, gpu_count_expression
+from components.stack_check import validate_stack
 from config.kyverno import KyvernoConfig
-from config.validate import validate_stack
 from offline.recording import Recording
 from tests.gpu_platform.kyverno_admission import container, pod, pod_request, webhook_called
 

@@ -15,7 +15,7 @@ from components.gpu_platform.dcgm_metrics import (
     build_dcgm_metrics_csv,
     csv_line,
 )
-from components.gpu_platform.promql import DCGM_METRICS_USED
+from components.gpu_platform.promql import DCGM_METRICS_USED, DCGM_NAMES_USED
 from knowledge.dcgm_fields import (
     DROPPED_DEFAULT_FIELDS,
     PROFILING_FIELDS,
@@ -24,6 +24,7 @@ from knowledge.dcgm_fields import (
     exported_metric_names,
 )
 from knowledge.gpu_operator import DCGM_METRICS_KEY
+from tests.gpu_platform.promql_inspection import EXPORTER_VERSIONS
 
 
 def exporter_records(text: str) -> list[list[str]]:
@@ -64,8 +65,9 @@ def test_label_fields_become_labels_not_metrics() -> None:
     assert exported_metric_names() == metrics
 
 
-def test_the_csv_exports_every_dcgm_metric_the_dashboard_and_alerts_use() -> None:
-    missing = DCGM_METRICS_USED - exported_metric_names()
+@pytest.mark.parametrize("version", EXPORTER_VERSIONS)
+def test_the_csv_exports_every_dcgm_metric_the_dashboard_and_alerts_use_under_each_exporter(version: str) -> None:
+    missing = [metric.legacy for metric in DCGM_METRICS_USED if not set(metric.names) & exported_metric_names(version)]
 
     assert not missing, f"dashboard/alerts would watch metrics the exporter never emits: {sorted(missing)}"
 
@@ -90,7 +92,7 @@ def test_nothing_the_dashboard_or_alerts_use_depends_on_profiling_support() -> N
     profiling = {field.field_id for field in PROFILING_FIELDS}
 
     assert all(field_id.startswith("DCGM_FI_PROF_") for field_id in profiling)
-    assert not DCGM_METRICS_USED & profiling
+    assert not DCGM_NAMES_USED & profiling
 
 
 def test_deliberately_dropped_defaults_are_really_absent_and_say_why() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from components.gpu_platform.existing_objects import PlannedObject, planned_objects
 from components.gpu_platform.kyverno_version import running_kyverno
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from offline.recording import Recording
 from offline.runner import install_mocks
 from tests.chart_archive import package_chart

@@ -24,12 +24,12 @@ from components.gpu_platform.health_check import (
     build_health_check,
 )
 from components.shared.health_condition import CONDITION
+from components.stack_check import validate_stack
 from config.monitoring import MonitoringConfig
 from config.repair import HealthCheckConfig, longest_gap_minutes
-from config.validate import validate_stack
 from day2.bundle import HEALTH_CHECK_FILES, health_check_zip
-from day2.doctor import diagnose_all
-from day2.health_check import condition_of, facts_document, facts_from_document, reason_of
+from day2.doctor.health_check import condition_of, facts_document, facts_from_document, reason_of
+from day2.doctor.walk import diagnose_all
 from day2.pool import facts_of
 from day2.sources import load_dump
 from offline.runner import read_stack_file

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+import celpy
 import pytest
+from celpy.adapter import json_to_cel
 
+from components.gpu_platform.cel_policies import build_gpu_quota_generating_policies
 from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME, build_gpu_quota_generate_policy
+from components.gpu_platform.quotas import build_gpu_quotas
 from tests.gpu_platform.kyverno_admission import Cluster, generated, namespace_request, quota_request, webhook_called
 from tests.gpu_platform.quota_rules import KUBEFLOW, KUBEFLOW_LABELS, TEAM, TEAM_LABELS, namespace, quotas
 
@@ -183,8 +188,8 @@ def test_quotas_kyverno_did_not_generate_and_unlabelled_namespaces_never_reach_i
 
 
 def test_a_quota_failure_policy_with_cel_policies_is_a_warning_that_it_does_nothing(prod_config) -> None:
+    from components.stack_check import validate_stack
     from config.cross_key import config_warnings
-    from config.validate import validate_stack
 
     prod_config["gpu-pool:gpuQuotas"]["failurePolicy"] = "Ignore"
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
@@ -192,3 +197,99 @@ def test_a_quota_failure_policy_with_cel_policies_is_a_warning_that_it_does_noth
     prod_config["gpu-pool:kyverno"] = {"policyApi": "clusterpolicy"}
     cfg = validate_stack({k.split(":", 1)[1]: v for k, v in prod_config.items()})
     assert not any("failurePolicy" in w for w in config_warnings(cfg))
+
+
+# --- an explicit gpuQuotas.namespaces entry wins over a label rule -------------------------------------------------
+
+EXPLICIT = {"alice": 3}
+
+
+@pytest.fixture(scope="module")
+def precedence_policy() -> dict[str, Any]:
+    policy = build_gpu_quota_generate_policy(quotas(namespaces=EXPLICIT, selectors=[KUBEFLOW, TEAM]))
+    assert policy is not None
+    return policy
+
+
+def gpu_quotas_in(namespace_name: str, cluster: Cluster, config: Any) -> list[str]:
+    """Every GPU ResourceQuota the namespace ends up with: Pulumi's explicit one, and Kyverno's."""
+    pulumi = [q["metadata"]["name"] for q in build_gpu_quotas(config) if q["metadata"]["namespace"] == namespace_name]
+    kyverno = [name for (ns, name) in cluster.quotas if ns == namespace_name]
+    return pulumi + kyverno
+
+
+def test_a_profile_namespace_with_an_explicit_quota_gets_none_from_the_label_rule(
+    precedence_policy: dict[str, Any],
+) -> None:
+    config = quotas(namespaces=EXPLICIT, selectors=[KUBEFLOW, TEAM])
+    cluster = Cluster(precedence_policy)
+    cluster.put_namespace("alice", {**KUBEFLOW_LABELS, **TEAM_LABELS})
+    cluster.put_namespace("bob", KUBEFLOW_LABELS)
+
+    assert generated(precedence_policy, namespace("alice", KUBEFLOW_LABELS)) == []
+    assert gpu_quotas_in("alice", cluster, config) == ["gpu-quota"]
+    assert gpu_quotas_in("bob", cluster, config) == ["gpu-quota-kubeflow-profiles"]
+    # The explicit namespace's events never reach Kyverno: Pulumi owns its quota.
+    assert cluster.sent == ["CREATE Namespace"]
+
+
+def test_an_explicit_namespace_labelled_before_the_policy_gets_no_generated_quota(
+    precedence_policy: dict[str, Any],
+) -> None:
+    cluster = Cluster(precedence_policy)
+    cluster.namespaces["alice"] = namespace("alice", KUBEFLOW_LABELS)
+    cluster.install_policy()
+
+    assert cluster.quotas == {}
+
+
+LABEL_SETS: tuple[dict[str, str], ...] = ({}, KUBEFLOW_LABELS, TEAM_LABELS, {**KUBEFLOW_LABELS, **TEAM_LABELS})
+# Every way two namespaces can be explicit or not, labelled for none, one or both rules, or not yet created (None).
+WORLDS = [
+    (
+        frozenset(name for name, on in zip(("alice", "bob"), flags, strict=True) if on),
+        dict(zip(("alice", "bob"), labels, strict=True)),
+    )
+    for flags in itertools.product((False, True), repeat=2)
+    for labels in itertools.product((None, *LABEL_SETS), repeat=2)
+]
+
+
+@pytest.mark.parametrize(("explicit", "labelled"), WORLDS)
+def test_every_explicit_namespace_has_exactly_one_gpu_quota_whatever_its_labels(
+    explicit: frozenset[str], labelled: dict[str, dict[str, str] | None]
+) -> None:
+    config = quotas(namespaces=dict.fromkeys(explicit, 2), selectors=[KUBEFLOW, TEAM])
+    policy = build_gpu_quota_generate_policy(config)
+    assert policy is not None
+    cluster = Cluster(policy)
+    for name, labels in labelled.items():
+        if labels is not None:
+            cluster.put_namespace(name, labels)
+    cluster.install_policy()
+
+    for name in explicit:
+        assert gpu_quotas_in(name, cluster, config) == ["gpu-quota"], name
+    for name, labels in labelled.items():
+        if name not in explicit and labels is not None:
+            expected = len([r for r in (KUBEFLOW_LABELS, TEAM_LABELS) if r.items() <= labels.items()])
+            assert len(gpu_quotas_in(name, cluster, config)) == expected, name
+
+
+@pytest.mark.parametrize(("name", "reaches"), [("alice", False), ("bob", True)])
+def test_the_cel_generating_policies_skip_an_explicit_namespace_too(name: str, reaches: bool) -> None:
+    policies = build_gpu_quota_generating_policies(quotas(namespaces=EXPLICIT, selectors=[KUBEFLOW, TEAM]))
+    env = celpy.Environment()
+    activation = {"object": json_to_cel(namespace(name, KUBEFLOW_LABELS))}
+
+    assert len(policies) == 2
+    for policy in policies:
+        (condition,) = [c for c in policy["spec"]["matchConditions"] if c["name"] == "no-explicit-gpu-quota"]
+        assert bool(env.program(env.compile(condition["expression"])).evaluate(activation)) is reaches
+
+
+def test_without_explicit_namespaces_the_cel_condition_lets_every_namespace_through() -> None:
+    (policy,) = build_gpu_quota_generating_policies(quotas(selectors=[KUBEFLOW]))
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+
+    assert conditions["no-explicit-gpu-quota"] == "!false"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from benchmarks.stack_generator import DOMAINS_KEY, QUOTAS_KEY, generate_stack_config
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from offline.critical_path import PlanGraphError, critical_path, critical_path_length, critical_path_shape
 from offline.recording import Recording, RecordingMonitor
 from offline.render import plan

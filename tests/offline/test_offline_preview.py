@@ -109,7 +109,7 @@ def test_each_vms_cloud_init_is_written_for_review_with_secrets_replaced_by_mark
     import yaml
 
     from components.gpu_failure_domain.cloud_init import build_user_data
-    from config.validate import validate_stack
+    from components.stack_check import validate_stack
     from offline.runner import read_stack_file
 
     assert preview(tmp_path, "--secret", f"rke2Token={SENTINEL_TOKEN}") == 0

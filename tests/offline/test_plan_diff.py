@@ -337,9 +337,10 @@ ROWS = [
         ],
     ),
     Row(
-        "a new quota namespace adds one ResourceQuota",
+        # The generating policy learns to skip it: an explicit entry wins over a label rule (issue 37 item 5).
+        "a new quota namespace adds one ResourceQuota and the label rule skips it",
         lambda c: c["gpu-pool:gpuQuotas"]["namespaces"].update({"team-vision": 1}),
-        ops={"gpu-platform-quota-team-vision": "create"},
+        ops={"gpu-platform-quota-team-vision": "create", "gpu-platform-gpu-quota-policy-kubeflow-profiles": "update"},
     ),
     Row(
         "a new quota selector adds its own GeneratingPolicy, the others untouched (A6)",

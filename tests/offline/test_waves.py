@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from config.validate import validate_stack
+from components.stack_check import validate_stack
 from offline.critical_path import critical_path_length
 from offline.diff import DiffError, compare_configs, observing, settled_nodes
 from offline.recording import Recording

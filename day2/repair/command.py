@@ -1,9 +1,9 @@
 """`gpu-pool repair NODE --stack NAME`: a faulted card brought back through Proxmox, one failure domain at a time.
 
-It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair.py), checks
+It decides (doctor on the cluster or a dump, node-check over SSH or from a saved report: day2/repair/decide.py), checks
 the guard rails, and prints the repair's turn: the steps `make diff` names, planned by the same function that
 plans a wave's turns (components/gpu_failure_domain/plan.py, a turn of kind `repair`). With `--yes` it runs them
-in order as pulumi-command would (day2/repair_run.py) and stops at the first failure with the node cordoned.
+in order as pulumi-command would (day2/repair/run.py) and stops at the first failure with the node cordoned.
 
 Exit codes: 0 it would repair (`--yes`: it did); 1 no repair is needed, a power cycle cannot fix what is broken
 (the reason says what to do instead), or a step of the repair failed; 2 a refusal (a guard rail) or an input
@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,26 +24,26 @@ from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.node_steps_script import Proxmox
 from components.gpu_failure_domain.plan import Command, DomainPlan, nodes_by_domain, plan_domain, repair_turn
 from config.failure_domain import FailureDomainConfig
+from config.secret_sources import FILE_ENV
+from config.secrets import proxmox_credential
 from config.stack import StackConfig
+from day2.arguments import timestamp
 from day2.bundle import node_check_command
-from day2.doctor import diagnose
+from day2.command import ExitStatus, Io
+from day2.doctor.node_report import NodeCheck, parse_node_check, read_node_checks
+from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
-from day2.node_report import NodeCheck, parse_node_check, read_node_checks
 from day2.node_stack import as_flags, expected_of
 from day2.pool import facts_of, read_stack
-from day2.repair import TIME_FORMAT, Decision, decide, power_cycles_within_a_day, refusals, vm_problem
-from day2.repair_run import Inputs, execute, key_file, ssh_argv
+from day2.repair.decide import TIME_FORMAT, Decision, decide, power_cycles_within_a_day, refusals, vm_problem
+from day2.repair.run import Inputs, execute, key_file, ssh_argv
 from day2.sources import DOCTOR_NEEDS, load_dump, load_live
 
+NAME = "repair"
+HELP = "power-cycle a faulted card's VM through Proxmox, one failure domain at a time (prints the plan; --yes runs it)"
 
-def add_parser(
-    commands: Any, parser_class: type[argparse.ArgumentParser], timestamp: Callable[[str], datetime.datetime]
-) -> None:
-    repair = commands.add_parser(
-        "repair",
-        help="power-cycle a faulted card's VM through Proxmox, one failure domain at a time (prints the plan; "
-        "--yes runs it)",
-    )
+
+def add_arguments(repair: argparse.ArgumentParser) -> None:
     repair.add_argument("node", metavar="NODE", help="the GPU node (a failure domain's hostname)")
     repair.add_argument("--stack", metavar="NAME", required=True, help="read Pulumi.NAME.yaml")
     repair.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
@@ -98,16 +97,14 @@ def _secrets(folder: Path) -> dict[str, str]:
 
 def proxmox_environment(stack: StackConfig, secrets: dict[str, str]) -> dict[str, str]:
     """The power-cycle step's credential, as the stack's `up` gives it (components/shared/providers.py)."""
-    if stack.proxmox.auth == "rootPassword":
-        value = secrets.get("proxmoxRootPassword")
-        return {"PROXMOX_ROOT_PASSWORD": value} if value else {}
-    value = secrets.get("proxmoxApiToken")
-    return {"PROXMOX_API_TOKEN": value} if value else {}
+    credential = proxmox_credential(stack.proxmox.auth)
+    value = secrets.get(credential.key)
+    return {credential.provider_env: value} if value and credential.provider_env else {}
 
 
 def _secret_hint(stack: StackConfig) -> str:
-    key = "proxmoxRootPassword" if stack.proxmox.auth == "rootPassword" else "proxmoxApiToken"
-    return f"GPU_POOL_SECRET_{key.upper()}, or a GPU_POOL_SECRETS_FILE line {key}=..., as the offline preview reads it"
+    credential = proxmox_credential(stack.proxmox.auth)
+    return f"{credential.source_env}, or a {FILE_ENV} line {credential.key}=..., as the offline preview reads it"
 
 
 def proxmox_guests(stack: StackConfig, credential: dict[str, str]) -> list[dict[str, Any]]:
@@ -220,7 +217,8 @@ def _footer(out: TextIO, inputs: Inputs, plan: DomainPlan, checked: Checked, arg
         out.write(f"  run it: gpu-pool repair {domain.hostname} --stack {args.stack}{where} --yes\n")
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.datetime) -> int:
+def run(args: argparse.Namespace, io: Io) -> ExitStatus:
+    out, err, now = io.out, io.err, args.now or io.clock()
     if args.yes and args.dump:
         raise Day2Error("--yes repairs the live cluster: drop --from (a dump is for a look at the plan)")
     folder = Path(args.stack_dir)
@@ -254,7 +252,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
                 out.write(json.dumps(_document(domain.hostname, domain.name, decision, None), indent=2) + "\n")
             else:
                 print_table(out, domain.hostname, domain.name, decision, None)
-            return 1
+            return ExitStatus.FINDING
         observed = nodes_by_domain(stack, {"items": list(snapshot.nodes)})
         problems = refusals(stack, domain, observed, now)
         credential = proxmox_environment(stack, secrets)
@@ -286,6 +284,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, now: datetime.dateti
             print_table(out, domain.hostname, domain.name, decision, plan)
             _footer(out, inputs, plan, checked, args)
         if not args.yes:
-            return 0
+            return ExitStatus.SUCCESS
         # With -o json the plan is the answer on stdout; the run's progress goes to stderr.
-        return execute(plan, inputs, credential, args, err if args.output == "json" else out)
+        return ExitStatus(execute(plan, inputs, credential, args, err if args.output == "json" else out))

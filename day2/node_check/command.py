@@ -13,11 +13,14 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from day2.node_facts import (
+from day2.command import ExitStatus, Io, guarded
+from day2.node_check.facts import (
     NodeFacts,
     NodeInputError,
     read_devices,
@@ -26,10 +29,12 @@ from day2.node_facts import (
     read_module,
     read_nvml_json,
 )
-from day2.node_floors import Expected, report_json, table, walk
-from day2.node_nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
+from day2.node_check.floors import Expected, report_json, table, walk
+from day2.node_check.nvml import NvmlUnavailable, NvmlVersionMismatch, nvml_reading
 
-PROG = "gpu-pool node-check"
+NAME = "node-check"
+HELP = "on a GPU worker: its floors from the PCI bus up (pci, link, driver, nvml, health)"
+PROG = f"gpu-pool {NAME}"
 LIVE_SYSFS = Path("/sys")
 
 
@@ -153,34 +158,27 @@ def read_facts(args: argparse.Namespace) -> NodeFacts:
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, io: Io) -> ExitStatus:
     expected = _expected(args)
     if args.print_flags:
         if not args.stack:
             raise NodeInputError("--print-flags prints what --stack expects: add --stack NAME --node NODE")
         from day2.node_stack import as_flags  # imported above by _expected: the environment is there
 
-        out.write(" ".join(as_flags(expected)) + "\n")
-        return 0
+        io.out.write(" ".join(as_flags(expected)) + "\n")
+        return ExitStatus.SUCCESS
     report = walk(read_facts(args), expected, args.node or socket.gethostname())
     if args.output == "json":
-        out.write(json.dumps(report_json(report), indent=2) + "\n")
+        io.out.write(json.dumps(report_json(report), indent=2) + "\n")
     else:
-        out.write(table([report]))
-    return 0 if report.healthy else 1
+        io.out.write(table([report]))
+    return ExitStatus.SUCCESS if report.healthy else ExitStatus.FINDING
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out, err = out or sys.stdout, err or sys.stderr
-    try:
-        return run(build_parser().parse_args(argv), out)
-    except SystemExit as exit_:  # --help
-        return exit_.code if isinstance(exit_.code, int) else 0
-    except NodeInputError as error:
-        err.write(f"{PROG}: {' '.join(str(error).split())}\n")
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """node-check on the node, on its own (python3 -m day2.node_check): no clock or sleep is read."""
+    io = Io(out or sys.stdout, err or sys.stderr, time.sleep, lambda: datetime.now(UTC))
+    return guarded(PROG, lambda: run(build_parser().parse_args(argv), io), io.err, user_errors=(NodeInputError,))
 
 
 if __name__ == "__main__":

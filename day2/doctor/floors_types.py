@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from day2 import objects as o
-from day2 import sharing
+from day2.doctor import sharing
+from day2.doctor.traps import other_trap, trap
 from day2.pool import Domain, PoolFacts
-from day2.traps import other_trap, trap
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, GPU_COUNT_LABEL
 
 
@@ -22,7 +22,7 @@ class Fix:
 
     @classmethod
     def of(cls, command: str, *traps: int | str) -> Fix:
-        """Traps by number (the article's thirteen) or by title (day2.traps.OTHER_TRAPS)."""
+        """Traps by number (the article's thirteen) or by title (day2.doctor.traps.OTHER_TRAPS)."""
         return cls(tuple(trap(n) if isinstance(n, int) else other_trap(n) for n in traps), command)
 
 

@@ -11,17 +11,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from day2 import objects as o
-from day2.errors import Day2Error
-from day2.floors_operands import (
+from day2.doctor.floors_operands import (
     dcgm_exporter_floor,
     device_plugin_floor,
     driver_floor,
     operator_validator_floor,
     toolkit_floor,
 )
-from day2.floors_pool import gpu_capacity_floor, labels_floor, node_floor, sharing_floor, smoke_floor, taint_floor
-from day2.floors_types import Check, Fix, NodeContext
-from day2.node_report import GPU_PRODUCT_LABEL, NodeCheck, NodeExpectations, recheck
+from day2.doctor.floors_pool import (
+    gpu_capacity_floor,
+    labels_floor,
+    node_floor,
+    sharing_floor,
+    smoke_floor,
+    taint_floor,
+)
+from day2.doctor.floors_types import Check, Fix, NodeContext
+from day2.doctor.node_report import GPU_PRODUCT_LABEL, NodeCheck, NodeExpectations, recheck
+from day2.errors import Day2Error
+from day2.node_check.floors import Floor
 from day2.pool import PoolFacts
 
 FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
@@ -41,14 +49,6 @@ FLOOR_NAMES = tuple(name for name, _ in FLOORS)
 # node-check's floors (the node's own: pci, link, driver, nvml, health) stand right below this one.
 NODE_FLOORS_BEFORE = "driver"
 NOT_CHECKED = "not checked: a floor below is broken"
-
-
-@dataclass(frozen=True)
-class Floor:
-    name: str
-    # None: not checked, because a floor below is broken.
-    ok: bool | None
-    detail: str
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 from components.shared.health_condition import CONDITION
 from components.shared.node_marking import GpuNodeMarking
 from day2 import objects as o
-from day2.doctor import Diagnosis, diagnose_all
+from day2.doctor.walk import Diagnosis, diagnose_all
 from day2.pool import Domain, PoolFacts
 
 HEALTHY_REASON = "AllFloorsOk"

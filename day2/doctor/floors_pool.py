@@ -4,11 +4,11 @@ capacity and the per-node CUDA smoke test."""
 from __future__ import annotations
 
 from day2 import objects as o
-from day2 import traps as t
-from day2.floors_types import Check, Fix, NodeContext
-from day2.operands import assess, current, operand_pods
+from day2.doctor import traps as t
+from day2.doctor.floors_types import Check, Fix, NodeContext
+from day2.doctor.operands import assess, current, operand_pods
+from day2.doctor.sharing import profiles, stale_gfd_labels
 from day2.pool import SMOKE_JOB_NAME, SMOKE_JOB_NAME_LABEL
-from day2.sharing import profiles, stale_gfd_labels
 from knowledge.gpu_operator import (
     CONFIG_MANAGER_CONTAINER,
     DEVICE_PLUGIN_APP,

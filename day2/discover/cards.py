@@ -127,7 +127,7 @@ def card_summary(vendor_device_id: str) -> str:
 def bars_mib(resource: str) -> int:
     """The memory BARs of a sysfs `resource` file (the host's /sys/bus/pci/devices/<address>/resource), added up
     in MiB, rounded up: what `barMiB` takes."""
-    from day2.node_facts import parse_resource  # node-check's reader of the same file
+    from day2.node_check.facts import parse_resource  # node-check's reader of the same file
 
     total = sum(bar.size for bar in parse_resource(resource) if bar.is_memory)
     return -(-total // (1 << 20))

@@ -26,7 +26,7 @@ from knowledge.gpu_operator import (
     DCGM_NAMESPACE_LABEL,
     DCGM_POD_LABEL,
 )
-from knowledge.metric_names import DCGM_GPU_UTIL
+from knowledge.metric_names import DCGM_GPU_UTIL, dcgm_series
 
 TIMEOUT_SECONDS = 15
 POD_LABELS = (DCGM_EXPORTED_NAMESPACE_LABEL, DCGM_EXPORTED_POD_LABEL, DCGM_NAMESPACE_LABEL, DCGM_POD_LABEL)
@@ -34,7 +34,7 @@ POD_LABELS = (DCGM_EXPORTED_NAMESPACE_LABEL, DCGM_EXPORTED_POD_LABEL, DCGM_NAMES
 
 def peak_utilisation_query(hours: int) -> str:
     """Highest GPU utilisation over the window, per pod as the exporter names it (either label shape)."""
-    return f"max by ({', '.join(POD_LABELS)}) (max_over_time({DCGM_GPU_UTIL}[{hours}h]))"
+    return f"max by ({', '.join(POD_LABELS)}) ({dcgm_series(DCGM_GPU_UTIL, over_time=('max_over_time', f'{hours}h'))})"
 
 
 def holder_of(labels: Mapping[str, str]) -> tuple[str, str] | None:

@@ -8,9 +8,9 @@ an init container still running means the floor below is not ready yet.
 from __future__ import annotations
 
 from day2 import objects as o
-from day2 import traps as t
-from day2.floors_types import Check, Fix, NodeContext
-from day2.operands import PodHealth, assess, current, driver_version, operand_pods
+from day2.doctor import traps as t
+from day2.doctor.floors_types import Check, Fix, NodeContext
+from day2.doctor.operands import PodHealth, assess, current, driver_version, operand_pods
 from knowledge.gpu_operator import (
     DCGM_EXPORTER_APP,
     DCGM_EXPORTER_CONTAINER,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TextIO
 
-from day2.claims import Claims
+from day2.claims.compute import Claims
 from day2.render import watch_json, watch_line
 
 

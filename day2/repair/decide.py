@@ -3,7 +3,7 @@ found, and whether the guard rails let it run now.
 
 - **Decide.** Only the lowest broken floor counts (debug from the driver up): a repair runs when it is one of the
   node's own floors and node-check says a power cycle of the VM is its fix (a card off the bus, a driver that
-  cannot initialise the card, an Xid whose catalogue action resets the GPU: day2/node_floors.py). Any other
+  cannot initialise the card, an Xid whose catalogue action resets the GPU: day2/node_check/floors.py). Any other
   broken floor (a missing profile, an OOM-killed driver build, a BAR the firmware cannot map) is not fixed by a
   power cycle: the answer says what is, with exit 1.
 - **Guard rails** (exit 2): one domain at a time, as a wave (`rollout.maxUnavailable`, counting every other
@@ -22,7 +22,8 @@ from typing import Any
 from components.gpu_failure_domain.observed import ObservedNode
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from day2.doctor import Diagnosis, Floor
+from day2.doctor.walk import Diagnosis
+from day2.node_check.floors import Floor
 
 DAY = datetime.timedelta(hours=24)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

@@ -10,10 +10,12 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import quote
 
-from day2.discover import (
+from config.secrets import BY_KEY
+from day2.command import ExitStatus, Io
+from day2.discover.cards import (
     Card,
     bars_mib,
     find_cards,
@@ -26,13 +28,15 @@ from day2.discover import (
 from day2.errors import Day2Error
 from knowledge.gpu_cards import card_facts, driver_listing
 
-TOKEN_ENV = "GPU_POOL_SECRET_PROXMOXAPITOKEN"
+# discover lists hardware, which an API token may do (it never logs in as root).
+TOKEN_ENV = BY_KEY["proxmoxApiToken"].source_env
 
 
-def add_parser(commands: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    discover = commands.add_parser(
-        "discover", help="the NVIDIA cards of the stack's Proxmox nodes, as stack-file entries to paste"
-    )
+NAME = "discover"
+HELP = "the NVIDIA cards of the stack's Proxmox nodes, as stack-file entries to paste"
+
+
+def add_arguments(discover: argparse.ArgumentParser) -> None:
     discover.add_argument(
         "--from",
         dest="answer",
@@ -141,7 +145,8 @@ def _driver_notes(cards: list[Card], raw: dict[str, Any]) -> None:
             card.facts += f"; the stack's driver {driver} does not list it{since}"
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def run(args: argparse.Namespace, io: Io) -> ExitStatus:
+    out = io.out
     raw = _read_stack(args.stack, Path(args.stack_dir)) if args.stack else {}
     mapped = stack_cards(raw.get("gpu-pool:failureDomains"))
     bars = _bars(args.resource)
@@ -184,4 +189,4 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(report_text(nodes))
     cards = [card for found in nodes.values() for card in found]
-    return 0 if cards and all(card.passable for card in cards) else 1
+    return ExitStatus.SUCCESS if cards and all(card.passable for card in cards) else ExitStatus.FINDING

@@ -14,22 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from day2.doctor.floors_types import Fix
 from day2.errors import Day2Error
-from day2.floors_types import Fix
-from day2.node_floors import FLOOR_NAMES
-
-
-@dataclass(frozen=True)
-class NodeCheckFloor:
-    name: str
-    ok: bool | None
-    detail: str
+from day2.node_check.floors import FLOOR_NAMES, Floor
 
 
 @dataclass(frozen=True)
 class NodeCheck:
     node: str
-    floors: tuple[NodeCheckFloor, ...]
+    floors: tuple[Floor, ...]
     first_broken: str | None
     fix: Fix | None
     # What the report found: the GPUs' vendor:device ids, the loaded driver, the machine and boot ids.
@@ -53,7 +46,7 @@ _NVML_NAME = re.compile(r"(?:: |; )(?P<name>[^;:]+?) at [0-9a-f]{4}:[0-9a-f]{2}:
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
-def _facts(document: Mapping[str, Any], floors: Sequence[NodeCheckFloor]) -> dict[str, Any]:
+def _facts(document: Mapping[str, Any], floors: Sequence[Floor]) -> dict[str, Any]:
     facts = document.get("facts")
     if isinstance(facts, Mapping):
         cards = [c for c in facts.get("cards") or [] if isinstance(c, Mapping)]
@@ -89,7 +82,7 @@ def parse_node_check(document: Any, source: str) -> NodeCheck:
             or floor.get("ok") not in (True, False, None)
         ):
             raise Day2Error(f"{hint} (a floor is not one of {', '.join(FLOOR_NAMES)} with ok true/false/null)")
-        floors.append(NodeCheckFloor(floor["name"], floor["ok"], str(floor.get("detail", ""))))
+        floors.append(Floor(floor["name"], floor["ok"], str(floor.get("detail", ""))))
     node, first, fix = document.get("node"), document.get("firstBroken"), document.get("fix")
     if not isinstance(node, str) or not node:
         raise Day2Error(f"{hint} (no node name)")
@@ -179,6 +172,11 @@ def recheck(check: NodeCheck, expected: NodeExpectations) -> NodeCheck:
         notes.append(f"the report is from an earlier boot of {check.node} (boot id {check.boot_id})")
     if not verdicts:
         return replace(check, notes=tuple(notes))
+    return _rejudged(check, verdicts, notes)
+
+
+def _rejudged(check: NodeCheck, verdicts: dict[str, tuple[str, str]], notes: list[str]) -> NodeCheck:
+    """The report with the floors `verdicts` names broken (detail, next command), the first of them its first."""
     floors = []
     first: str | None = None
     fix = check.fix
@@ -186,12 +184,12 @@ def recheck(check: NodeCheck, expected: NodeExpectations) -> NodeCheck:
     for floor in check.floors:
         if floor.name in verdicts and floor.ok is not False:
             detail, command = verdicts[floor.name]
-            floor = NodeCheckFloor(floor.name, False, detail)
+            floor = Floor(floor.name, False, detail)
             if first is None and (check.first_broken is None or _before(floor.name, check.first_broken)):
                 first, fix = floor.name, Fix((), command)
         elif foreign and floor.name != "pci":
             # Every floor of another machine's report says nothing about this node.
-            floor = NodeCheckFloor(floor.name, None, "not checked: the report is from another machine")
+            floor = Floor(floor.name, None, "not checked: the report is from another machine")
         floors.append(floor)
     return NodeCheck(
         check.node,

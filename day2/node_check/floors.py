@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from day2.node_facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
+from day2.node_check.facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
 from knowledge import nvml as nv
 from knowledge import pci
 from knowledge.gpu_cards import card_facts, driver_listing
@@ -44,8 +44,12 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class NodeFloor:
+class Floor:
+    """One floor's result, the same for node-check's floors (pci ... health), doctor's (driver ... smoke) and a
+    node-check report doctor reads back."""
+
     name: str
+    # None: not checked, because a floor below is broken (or skipped: NVML absent).
     ok: bool | None
     detail: str
 
@@ -53,7 +57,7 @@ class NodeFloor:
 @dataclass(frozen=True)
 class NodeReport:
     node: str
-    floors: tuple[NodeFloor, ...]
+    floors: tuple[Floor, ...]
     first_broken: str | None
     fix: str | None
     # The first broken floor's fix is a power cycle of the VM (Verdict.power_cycle).
@@ -404,15 +408,15 @@ FLOOR_NAMES = tuple(name for name, _ in FLOORS)
 
 
 def walk(facts: NodeFacts, expected: Expected, node: str) -> NodeReport:
-    floors: list[NodeFloor] = []
+    floors: list[Floor] = []
     first: tuple[str, Verdict] | None = None
     stopped = False
     for name, check in FLOORS:
         if stopped:
-            floors.append(NodeFloor(name, None, NOT_CHECKED))
+            floors.append(Floor(name, None, NOT_CHECKED))
             continue
         verdict = check(facts, expected)
-        floors.append(NodeFloor(name, verdict.ok, verdict.detail))
+        floors.append(Floor(name, verdict.ok, verdict.detail))
         if verdict.ok is False:
             first = first or (name, verdict)
             stopped = not verdict.walk_on

@@ -31,7 +31,7 @@ from components.gpu_failure_domain.node_steps_script import (
     repairs_with,
     utc_now,
 )
-from components.gpu_failure_domain.plan import DomainPlan, Step
+from components.gpu_failure_domain.plan import CommandStep, DomainPlan, Step
 from components.shared.kubectl import kubectl_argv
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
@@ -73,14 +73,14 @@ def key_file(private_key: str | None) -> Iterator[Path | None]:
 
 
 def step_argv(step: Step, inputs: Inputs) -> list[str]:
-    assert step.command is not None
+    assert isinstance(step, CommandStep), f"{step.name} runs no command"
     if step.kind == "remote":
         return [*ssh_argv(inputs.domain, inputs.key_file), step.command.create]
     return [*(step.command.interpreter or ()), step.command.create]
 
 
 def step_environment(step: Step, credential: Mapping[str, str]) -> dict[str, str]:
-    assert step.command is not None
+    assert isinstance(step, CommandStep), f"{step.name} runs no command"
     environment = {**os.environ}
     if step.kind == "local":
         environment.update(step.command.environment)

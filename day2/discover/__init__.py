@@ -1,0 +1,1 @@
+"""`gpu-pool discover`: the NVIDIA cards of the stack's Proxmox nodes, as stack-file entries."""
