@@ -7,7 +7,11 @@ these tests replay what the node printed, and fail when the program renders some
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import tarfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,42 @@ def card_uuid() -> str:
     found: set[str] = set(UUID.findall((FIXTURE / "machine.txt").read_text()))
     (uuid,) = found
     return uuid
+
+
+def test_every_object_the_run_applies_is_valid_against_the_schema() -> None:
+    objects = recording.program_objects()
+    applied = [objects["time-slicing-config.json"], objects["runtimeclass.json"], objects["device-plugin-pod.json"]]
+    applied += objects["namespaces.json"]["items"] + objects["smoke-jobs.json"]["items"]
+    for obj in applied:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_smoke_jobs_are_the_programs_job_with_only_name_image_and_pull_policy_changed() -> None:
+    jobs = recording.program_objects()["smoke-jobs.json"]["items"]
+    names = [job["metadata"]["name"] for job in jobs]
+    base = names[0].rsplit("-", 1)[0]
+
+    assert names == [f"{base}-{n}" for n in range(1, recording.JOBS + 1)]
+    for job in jobs:
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == recording.SMOKE_IMAGE
+        assert container["imagePullPolicy"] == "Never"
+        assert container["resources"] == {"limits": {GPU_RESOURCE: "1"}}
+        assert job["spec"]["template"]["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_the_toolkit_container_gets_rke2s_socket_and_the_default_config_paths_rke2_never_reads() -> None:
+    """The program sets CONTAINERD_SOCKET alone: the operator mounts its folder, and the config and drop-in stay at
+    the operator's defaults under /etc/containerd (knowledge/rke2.py: RKE2 registers the handlers itself)."""
+    container = recording.toolkit_container(recording.rendered_toolkit_values(), "gpu-operator")
+    mounts = {m["mountPath"]: m["hostPath"] for m in container["mounts"]}
+
+    assert mounts["/runtime/sock-dir"] == "/run/k3s/containerd"
+    assert mounts["/runtime/config-dir"] == "/etc/containerd"
+    assert mounts["/runtime/config-dir.d"] == "/etc/containerd/conf.d"
+    assert container["env"]["CONTAINERD_SOCKET"] == "/runtime/sock-dir/containerd.sock"
+    assert container["env"]["NVIDIA_CONTAINER_RUNTIME_MODE"] == "cdi"
+    assert container["env"]["CONTAINERD_RUNTIME_CLASS"] == "nvidia"
 
 
 def test_the_recording_is_of_the_toolkit_values_and_x4_document_the_program_renders_today() -> None:
@@ -210,3 +250,31 @@ def test_the_chart_deploys_the_toolkit_and_device_plugin_versions_the_node_ran()
         f"nvidia-device-plugin: NVIDIA Device Plugin version {recording.DEVICE_PLUGIN_VERSION}"
         in (FIXTURE / "machine.txt").read_text()
     )
+
+
+def test_the_run_builds_the_same_image_from_the_same_folders_and_another_from_another(tmp_path: Path) -> None:
+    """The run's images are built on the machine (e2e/gpunode/oci_image.py): the same files give the same image
+    digest whatever their times, so the recorded digest names what ran."""
+    script = recording.ROOT_DIR / "e2e" / "gpunode" / "oci_image.py"
+    layer = tmp_path / "layer"
+    (layer / "bin").mkdir(parents=True)
+    (layer / "bin" / "smoke").write_text("echo hello\n")
+
+    def index(name: str) -> str:
+        out = tmp_path / f"{name}.tar"
+        subprocess.run(
+            [sys.executable, str(script), str(out), "example.local/smoke:1", str(layer)],
+            check=True,
+            capture_output=True,
+        )
+        with tarfile.open(out) as tar:
+            member = tar.extractfile("index.json")
+            assert member is not None
+            return json.loads(member.read())["manifests"][0]["digest"]
+
+    first = index("first")
+    os.utime(layer / "bin" / "smoke", (1, 1))
+    again = index("again")
+    (layer / "bin" / "smoke").write_text("echo other\n")
+
+    assert first == again != index("other")
