@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from knowledge.gpu_operator import GPU_RESOURCE
+from offline.runner import ROOT_DIR
 from tests import gpu_node_recording as recording
 from tests.conftest import NO_UPSTREAM, upstream_dir
 from tests.day2.k8s_objects import KUBERNETES_VERSION
@@ -274,7 +275,7 @@ def test_the_chart_deploys_the_toolkit_and_device_plugin_versions_the_node_ran()
 def test_the_run_builds_the_same_image_from_the_same_folders_and_another_from_another(tmp_path: Path) -> None:
     """The run's images are built on the machine (e2e/gpunode/oci_image.py): the same files give the same image
     digest whatever their times, so the recorded digest names what ran."""
-    script = recording.ROOT_DIR / "e2e" / "gpunode" / "oci_image.py"
+    script = ROOT_DIR / "e2e" / "gpunode" / "oci_image.py"
     layer = tmp_path / "layer"
     (layer / "bin").mkdir(parents=True)
     (layer / "bin" / "smoke").write_text("echo hello\n")
@@ -289,7 +290,8 @@ def test_the_run_builds_the_same_image_from_the_same_folders_and_another_from_an
         with tarfile.open(out) as tar:
             member = tar.extractfile("index.json")
             assert member is not None
-            return json.loads(member.read())["manifests"][0]["digest"]
+            digest: str = json.loads(member.read())["manifests"][0]["digest"]
+            return digest
 
     first = index("first")
     os.utime(layer / "bin" / "smoke", (1, 1))
