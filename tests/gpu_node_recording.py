@@ -65,6 +65,7 @@ KEPT: Final = (
     "node-check.json",
     "nvml.json",
     "logs/toolkit.log",
+    "logs/containerd.log",
     "logs/device-plugin.log",
     "logs/nvcc.log",
     "logs/cdi-generate.log",

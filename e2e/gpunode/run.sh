@@ -76,10 +76,11 @@ cat "$R/machine.txt"
 mount --make-rshared /
 [[ -e /dev/kmsg ]] || ln -s /dev/console /dev/kmsg
 [[ -e /etc/resolv.conf ]] || : >/etc/resolv.conf
-if ip link add gpunode-probe type bridge 2>/dev/null; then ip link del gpunode-probe; echo "bridge: ok"; else echo "bridge: the kernel refuses a bridge link"; fi
+# (The lent machine has no iproute2: the CNI plugins speak netlink themselves, but this script cannot use `ip`.)
+if [[ -d /sys/module/bridge ]]; then echo "bridge: kernel module present"; else echo "bridge: no kernel module"; fi
 
 # The node's address: the machine's own, else one on a dummy link (nothing outside is reached anyway).
-NODE_IP="$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)"
+NODE_IP="$( (ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1; hostname -I 2>/dev/null | tr ' ' '\n') | grep -v '^$' | head -1)"
 if [[ -z "$NODE_IP" ]]; then
   ip link add gpunode0 type dummy && ip addr add 10.200.0.2/24 dev gpunode0 && ip link set gpunode0 up
   NODE_IP=10.200.0.2
@@ -268,6 +269,16 @@ printf 'IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\nN
   >/run/nvidia/validations/driver-ready
 
 step "NVIDIA Container Toolkit installer (the toolkit container's mounts and environment)"
+# The lent machine's driver files are a read-only /usr/local/nvidia, which is also the chart's toolkit.installDir
+# (the run of 2026-12-05 stopped there: tests/fixtures/gpu_node_blocked). A writable layer over it, as that folder
+# is on a node whose driver lives elsewhere; the driver's files stay visible beneath it.
+if ! touch /usr/local/nvidia/.gpunode-probe 2>/dev/null; then
+  mkdir -p "$W/nvidia-upper" "$W/nvidia-work"
+  mount -t overlay overlay -o "lowerdir=/usr/local/nvidia,upperdir=$W/nvidia-upper,workdir=$W/nvidia-work" /usr/local/nvidia &&
+    echo "/usr/local/nvidia is read-only here: a writable overlay on it"
+else
+  rm -f /usr/local/nvidia/.gpunode-probe
+fi
 mkdir -p /artifacts/deb/usr/bin
 for b in nvidia-ctk nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy \
   nvidia-container-runtime-hook nvidia-cdi-hook nvidia-ctk-installer; do cp "$W/bin/$b" /artifacts/deb/usr/bin/; done

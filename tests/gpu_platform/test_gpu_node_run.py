@@ -134,7 +134,7 @@ def test_the_real_kubelet_registered_the_node_with_the_programs_labels_taint_and
     assert spec["labels"].items() <= node["metadata"]["labels"].items()
     assert [f"{t['key']}={t['value']}:{t['effect']}" for t in node["spec"]["taints"]] == [spec["taint"]]
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.33.5"
-    assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://v2.1.4"
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.1.4"
     assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
 
 
@@ -299,3 +299,68 @@ def test_the_run_builds_the_same_image_from_the_same_folders_and_another_from_an
     (layer / "bin" / "smoke").write_text("echo other\n")
 
     assert first == again != index("other")
+
+
+# --- The run of 2026-12-05 on the lent H100 (tests/fixtures/gpu_node_blocked/): what it showed before it stopped ---
+BLOCKED = recording.FIXTURE.parent / "gpu_node_blocked"
+
+
+def blocked(name: str) -> Any:
+    return json.loads((BLOCKED / name).read_text())
+
+
+def test_the_blocked_run_was_of_the_toolkit_values_and_x4_document_the_program_renders_today() -> None:
+    assert recording.stale_recording(blocked("digests.json")) == []
+
+
+def test_on_the_lent_machine_a_real_kubelet_registered_the_node_with_the_programs_labels_and_taint() -> None:
+    node = blocked("node.json")
+    spec = recording.program_objects()["node.json"]
+    objects = [node, *blocked("pending.json")["items"], *blocked("dump.json")["items"]]
+
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert spec["labels"].items() <= node["metadata"]["labels"].items()
+    assert [f"{t['key']}={t['value']}:{t['effect']}" for t in node["spec"]["taints"]] == [spec["taint"]]
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.33.5"
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.1.4"
+    assert any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
+
+
+def test_the_blocked_run_stopped_at_the_toolkit_which_could_not_write_its_install_dir_on_this_machine() -> None:
+    """The machine's driver files are a read-only /usr/local/nvidia, the chart's toolkit.installDir: the installer
+    wrote its drop-in and CDI spec but no runtime binaries, so RKE2's config gained no `nvidia` handler and the
+    device plugin's pod could not start ('no runtime for "nvidia" is configured', the trap knowledge/rke2.py names)."""
+    toolkit = (BLOCKED / "logs" / "toolkit.log").read_text()
+    containerd = (BLOCKED / "logs" / "containerd.log").read_text()
+    last_config = tomllib.loads((BLOCKED / "containerd" / "rke2-config-3.toml").read_text())
+    drop_in = tomllib.loads((BLOCKED / "containerd" / "toolkit-99-nvidia.toml").read_text())
+
+    assert "mkdir /usr/local/nvidia/toolkit: read-only file system" in toolkit
+    assert "Sending SIGHUP signal to containerd" in toolkit
+    assert set(last_config["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]) == {"runc"}
+    assert "nvidia" in drop_in["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert 'no runtime for \\"nvidia\\" is configured' in containerd
+
+
+def test_in_the_blocked_run_every_smoke_pod_waited_for_nvidia_com_gpu_with_no_plugin_registered() -> None:
+    pending = blocked("pending.json")["items"]
+    node = blocked("node.json")
+
+    assert GPU_RESOURCE not in node["status"]["capacity"]
+    assert len(pending) == recording.JOBS
+    for pod in pending:
+        (scheduled,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        assert f"Insufficient {GPU_RESOURCE}" in scheduled["message"]
+
+
+def test_the_blocked_runs_cdi_specs_name_the_lent_card() -> None:
+    uuid = set(UUID.findall((BLOCKED / "machine.txt").read_text()))
+    generated = yaml.safe_load((BLOCKED / "cdi" / "nvidia-ctk-generate.yaml").read_text())
+    management = yaml.safe_load((BLOCKED / "cdi" / "management.nvidia.com-gpu.yaml").read_text())
+
+    assert len(uuid) == 1
+    assert uuid <= {device["name"] for device in generated["devices"]}
+    assert generated["kind"] == "nvidia.com/gpu"
+    assert management["kind"] == "management.nvidia.com/gpu"
