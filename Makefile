@@ -18,6 +18,10 @@ export UV_NO_PROGRESS := 1
 STACK ?= prod
 OUT ?= build/$(STACK)
 ARGS ?=
+# make echoes each command it runs, into the terminal and CI logs: a `--secret KEY=VALUE` in ARGS (the offline
+# preview takes one) would be printed with it. A command carrying one runs without the echo, and make says so
+# instead. Every recipe that passes $(ARGS) starts with this (tests/test_make_secrets.py checks each one).
+NO_ECHO_IF_SECRET = $(if $(findstring --secret,$(ARGS)),$(info make $@: the command is not shown: ARGS carries --secret)@)
 # The upstream reference data the contract tests read (refdata/sources.py): `make upstream` fetches it into
 # .upstream/, where the tests find it; without that folder, a ../shared/upstream beside the clone (this build
 # machine's mirror) is used as it is. GPU_POOL_UPSTREAM_DIR, when set, wins.
@@ -63,7 +67,7 @@ $(DEV): $(UV) pyproject.toml uv.lock
 	@touch $@ $(RUNTIME) $(DAY2)
 
 preview: $(RUNTIME)
-	$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m offline.preview --stack $(STACK) --out $(OUT) $(ARGS)
 
 # What a config change will do: make diff STACK=prod BEFORE=path/to/earlier/Pulumi.prod.yaml [AFTER=...]
 # [NODES=<a saved kubectl get nodes -o json>: plan against the cluster as it is, e.g. after a failed wave]
@@ -71,12 +75,12 @@ BEFORE ?=
 AFTER ?=
 NODES ?=
 diff: $(RUNTIME)
-	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml>, e.g. from git show HEAD~1:Pulumi.$(STACK).yaml" >&2; exit 2; }
-	$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) $(if $(NODES),--nodes $(NODES)) --out $(OUT) $(ARGS)
+	@test -n "$(BEFORE)" || { echo "make diff needs BEFORE=<an earlier Pulumi.$(STACK).yaml> (a path, named so), e.g.: mkdir -p /tmp/old && git show HEAD~1:Pulumi.$(STACK).yaml > /tmp/old/Pulumi.$(STACK).yaml && make diff STACK=$(STACK) BEFORE=/tmp/old/Pulumi.$(STACK).yaml" >&2; exit 2; }
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m offline.diff --stack $(STACK) --before $(BEFORE) $(if $(AFTER),--after $(AFTER)) $(if $(NODES),--nodes $(NODES)) --out $(OUT) $(ARGS)
 
 # The Kubernetes schema (and, with ../shared/upstream, CRD) contract on one stack's manifests.
 check: $(DEV)
-	GPU_POOL_CHECK_STACK=$(STACK) $(UV) run --no-sync pytest tests/contract/test_preview_manifests_contract.py $(ARGS)
+	$(NO_ECHO_IF_SECRET)GPU_POOL_CHECK_STACK=$(STACK) $(UV) run --no-sync pytest tests/contract/test_preview_manifests_contract.py $(ARGS)
 
 # docs/config-reference.md and docs/stack-config.schema.json from the config models.
 docs: $(RUNTIME)
@@ -85,16 +89,17 @@ docs: $(RUNTIME)
 # The stack's pinned gpu-operator chart into charts/ (helm and the chart repository needed, once), for
 # gpuOperator.chart: the chart from disk, its CRDs registered by the program. make chart STACK=prod
 chart: $(RUNTIME)
-	$(UV) run --no-sync python -m offline.chart_pull --stack $(STACK) $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m offline.chart_pull --stack $(STACK) $(ARGS)
 
 # The day-2 tool: make claims ARGS="--stack prod" / make doctor ARGS="rke2-worker-dc1-gpu-a --stack prod"
 claims: $(DAY2)
-	$(UV) run --no-sync gpu-pool claims $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync gpu-pool claims $(ARGS)
 
 doctor: $(DAY2)
-	$(UV) run --no-sync gpu-pool doctor $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync gpu-pool doctor $(ARGS)
 
-# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub),
+# The pinned upstream files from their public sources (helm pull, go mod download, pulumi package get-schema, GitHub;
+# the e2e tier's source trees from GitHub's source archives: the build scripts read .upstream/ first),
 # each checked against refdata/digests.json, into .upstream/; UPSTREAM_FROM=<dir> takes them from a mirror instead.
 upstream: $(RUNTIME)
 	$(UV) run --no-sync python -m refdata.fetch --dest $(UPSTREAM_DEST) $(if $(UPSTREAM_FROM),--from $(abspath $(UPSTREAM_FROM)))
@@ -113,14 +118,14 @@ lint: $(DEV)
 # process.
 TEST_WORKERS ?= auto
 test: lint
-	$(UV) run --no-sync pytest -n $(TEST_WORKERS) $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync pytest -n $(TEST_WORKERS) $(ARGS)
 
 # Measures into build/BENCHMARKS.md; `make bench-update` rewrites the tracked BENCHMARKS.md.
 bench: $(DEV)
-	$(UV) run --no-sync python -m benchmarks.run --output build/BENCHMARKS.md $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output build/BENCHMARKS.md $(ARGS)
 
 bench-update: $(DEV)
-	$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(ARGS)
 
 clean:
 	rm -rf build .venv $(TOOLS) $(UPSTREAM_DEST)
@@ -160,7 +165,7 @@ gpu-node-carry: node-tools $(DEV)
 	bash e2e/gpunode/prepare-carry.sh $(NODE_BIN)
 
 e2e: e2e-tools $(DEV)
-	GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
+	$(NO_ECHO_IF_SECRET)GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
 	  $(UV) run --no-sync pytest tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:
@@ -168,5 +173,5 @@ e2e: e2e-tools $(DEV)
 # e2e/preview.env's settings for a preview (never for `up`).
 PREVIEW_ENV := $(shell grep -v '^\#' e2e/preview.env)
 real-preview: $(RUNTIME)
-	PATH="$(if $(wildcard $(ENGINE_BIN)/pulumi),$(abspath $(ENGINE_BIN)):)$(abspath $(TOOLS)/bin):$$PATH" \
+	$(NO_ECHO_IF_SECRET)PATH="$(if $(wildcard $(ENGINE_BIN)/pulumi),$(abspath $(ENGINE_BIN)):)$(abspath $(TOOLS)/bin):$$PATH" \
 	  $(PREVIEW_ENV) pulumi preview --stack $(STACK) --diff $(ARGS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -28,14 +27,14 @@ from components.shared.language_host import freeze_for_exit, send_sdk_debug_mess
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
 from components.stack_check import validate_stack
+from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
+from components.unattended.credential import credential_dangers, credential_plan
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.run_environment import environment_problems
-from day2.bundle import health_check_zip
-from day2.doctor.health_check import facts_document
-from day2.pool import facts_of
+from config.secrets import proxmox_credential
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
@@ -93,15 +92,16 @@ kubernetes_provider = build_kubernetes_provider(loaded)
 wave = plan_wave(cfg, cluster_state.nodes, cluster_state.server_version)
 if wave.problems:
     refuse("invalid stack config", wave.problems)
+if wave.holds and not OFFLINE:
+    # A repair holds a domain this up must turn: refused before anything runs (make diff shows it as a danger).
+    refuse("a repair holds a domain this up must turn", wave.holds)
 for danger in wave.dangers:
     pulumi.log.warn(danger)
 
 # The in-cluster health check's code and the pool's facts, from this checkout and the stack (repair.healthCheck).
 health_check = None
 if cfg.repair.health_check.enabled:
-    health_check = HealthCheckBundle(
-        code=health_check_zip(), facts=json.dumps(facts_document(facts_of(cfg, pulumi.get_stack())), indent=2)
-    )
+    health_check = HealthCheckBundle.of(cfg, pulumi.get_stack())
 platform = GpuPlatform(
     "gpu-platform",
     GpuPlatformArgs(
@@ -109,8 +109,25 @@ platform = GpuPlatform(
     ),
 )
 credential_env = proxmox_credential_env(loaded)
+# The unattended repair's least-privilege Proxmox token and its Secret (repair.unattended): off by default.
+if cfg.repair.unattended.enabled:
+    for danger in credential_dangers(cfg, credential_plan(cfg, pulumi.get_stack())):
+        pulumi.log.warn(danger)
+    UnattendedRepair(
+        "unattended-repair",
+        UnattendedRepairArgs(
+            stack=cfg,
+            stack_name=pulumi.get_stack(),
+            proxmox_credential=loaded.secrets.require(proxmox_credential(cfg.proxmox.auth).key),
+            proxmox_provider=proxmox_provider,
+            kubernetes_provider=kubernetes_provider,
+        ),
+    )
 by_name = {domain.name: domain for domain in cfg.failure_domains}
-plans = {name: plan_domain(by_name[name], cfg, wave.turns[name]) for name in wave_order(cfg)}
+plans = {
+    name: plan_domain(by_name[name], cfg, wave.turns[name], holder=f"up:{pulumi.get_stack()}")
+    for name in wave_order(cfg)
+}
 domains: dict[str, GpuFailureDomain] = {}
 # Created batch by batch, so a domain's turn can wait for the previous batch's last steps (`-rollout`).
 batched = [name for batch in wave.batches for name in batch]

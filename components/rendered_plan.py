@@ -31,6 +31,7 @@ from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.chart_values_guard import leaf_paths
 from config.cross_key import StackParts
 from config.failure_domain import FailureDomainConfig
+from config.proxy import proxy_environment
 from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
 from knowledge.driver_matrix import driver_problem
@@ -104,7 +105,10 @@ def render(parts: StackParts) -> RenderedPlan:
     crds = False
     if parts.operator is not None and parts.kyverno is not None and parts.monitoring is not None:
         crds = bool(registered_crds(parts.operator))
-        values = release_values(parts.operator, parts.kyverno, parts.monitoring, crds_registered=crds)
+        driver_env = proxy_environment(parts.proxy, parts.rke2) if parts.rke2 is not None else {}
+        values = release_values(
+            parts.operator, parts.kyverno, parts.monitoring, crds_registered=crds, driver_env=driver_env
+        )
     nodes: list[RenderedNode] = []
     # Where the Kyverno keys did not parse, the nodes are rendered with the default marking and the rules about
     # the marking (taint, label keys) stay silent: the Kyverno keys' own messages say what is wrong there.
@@ -113,7 +117,9 @@ def render(parts: StackParts) -> RenderedPlan:
         agent = user_data = None
         if parts.rke2 is not None:
             agent = rke2_agent_config(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
-            user_data = user_data_document(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
+            user_data = user_data_document(
+                domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking, parts.proxy, parts.registry_mirrors
+            )
         nodes.append(
             RenderedNode(
                 label=label,

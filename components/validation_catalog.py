@@ -18,7 +18,7 @@ from components.gpu_platform.cluster_preflight import crd_problems
 from components.rendered_plan import RULES
 from components.stack_check import validate_stack
 from config.cross_key import CROSS_KEY_RULES
-from config.run_environment import ENVIRONMENT_RULES
+from config.run_environment import ENVIRONMENT_RULES, ssh_credential_problems
 from config.secret_checks import SHAPES, secret_problems, wrapping_problem
 from config.stack import StackConfig
 from config.stack_yaml import DuplicateKeyError
@@ -41,7 +41,7 @@ RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
         "secret-wrapped-in-quotes-or-whitespace": wrapping_problem,
         **{f"{key}-shape": check for key, (_, check) in SHAPES.items()},
     },
-    "this machine": dict(ENVIRONMENT_RULES),
+    "this machine": {**dict(ENVIRONMENT_RULES), "ssh-credential-for-snippets": ssh_credential_problems},
     "preflights": {
         "card-at-its-address-alone-in-its-group": pci_problems,
         "card-bound-to-vfio": host_check_problems,

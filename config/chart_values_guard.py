@@ -39,6 +39,14 @@ GUARDED_KEYS: Final[Mapping[str, GuardedKey]] = {
         "a driver bump on a node of the operator's choosing while the wave drains another: two failure domains out",
         "gpu-pool:rollout.maxUnavailable, which sets how many domains a wave (and so the operator) takes out",
     ),
+    "driver.upgradePolicy.gpuPodDeletion.deleteEmptyDir": GuardedKey(
+        "a notebook's GPU pod with an emptyDir (/dev/shm) refused by the operator's pod deletion: upgrade-failed",
+        "nothing: the operator deletes what the wave's drain deletes",
+    ),
+    "driver.upgradePolicy.gpuPodDeletion.timeoutSeconds": GuardedKey(
+        "the operator gives up on a PodDisruptionBudget the wave's drain still waits out: upgrade-failed",
+        "nothing: it waits as long as the wave's drain",
+    ),
     "cdi.enabled": GuardedKey(
         "'Failed to initialize NVML: Driver/library version mismatch' after RKE2 regenerates config.toml",
         "nothing: CDI stays on",

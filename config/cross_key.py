@@ -19,7 +19,9 @@ from config.gpu_operator import GpuOperatorConfig
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
+from config.operator_schema import image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
+from config.proxy import ProxyConfig, registry_mirrors
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -27,7 +29,7 @@ from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 from config.validators import LABEL_VALUE
 from knowledge.driver_matrix import chart_deprecation
-from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE
+from knowledge.gpu_operator import DCGM_EXPORTER_APP, GPU_RESOURCE, NFD_NVIDIA_PCI_LABEL
 from knowledge.rke2 import GPU_OPERATOR_RKE2_MINORS, RKE2_LINE_CONTAINERD
 
 DEFAULT_SSH_PORT = 22
@@ -52,6 +54,8 @@ class StackParts:
     smoke_image: str | None = None
     rollout: RolloutConfig | None = None
     rke2: Rke2Config | None = None
+    proxy: ProxyConfig | None = None
+    registry_mirrors: Mapping[str, list[str]] | None = None
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
@@ -75,10 +79,24 @@ def parts_of(cfg: StackConfig) -> StackParts:
         smoke_image=cfg.smoke_test.image if cfg.smoke_test.enabled else None,
         rollout=cfg.rollout,
         rke2=cfg.rke2,
+        proxy=cfg.proxy,
+        registry_mirrors=cfg.registry_mirrors,
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
     )
+
+
+def _mirrors(value: Any) -> Mapping[str, list[str]] | None:
+    """The registry mirrors where they parse (their own key's message says what is wrong otherwise)."""
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, list) and all(isinstance(e, str) for e in v) for k, v in value.items()
+    ):
+        return None
+    try:
+        return registry_mirrors(dict(value))
+    except ValueError:
+        return None
 
 
 def _parsed(parse: Any, value: Any) -> Any:
@@ -165,6 +183,8 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         smoke_image=smoke.image if smoke and smoke.enabled else None,
         rollout=_parsed(RolloutConfig.model_validate, raw.get("rollout", {})),
         rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
+        proxy=_parsed(ProxyConfig.model_validate, raw.get("proxy", {})),
+        registry_mirrors=_mirrors(raw.get("registryMirrors", {})),
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
@@ -451,6 +471,27 @@ def _rollout_order(parts: StackParts) -> list[str]:
     return problems
 
 
+def _release_key(version: str) -> tuple[int, ...]:
+    """`v1.33.13+rke2r2` -> (1, 33, 13, 2), for ordering releases of one line."""
+    core, _, build = version.removeprefix("v").partition("+rke2r")
+    return (*map(int, core.split(".")), int(build or 0))
+
+
+def _patch_warnings(version: str, minor: tuple[int, int]) -> list[str]:
+    """A release newer than the newest gpu-pool knows on its line: it may have come out since (a warning, not a
+    refusal), or it is a typo for a patch that does not exist, which the node's installer finds only at first boot
+    (curl gets a 404 and cloud-init stops)."""
+    newest = RKE2_LINE_CONTAINERD[minor][2]
+    if _release_key(version) <= _release_key(newest):
+        return []
+    return [
+        f"gpu-pool:rke2.version: {version} is newer than the newest v{minor[0]}.{minor[1]} release gpu-pool knows "
+        f"({newest}, knowledge/rke2.py): if https://github.com/rancher/rke2/releases/tag/{version.replace('+', '%2B')} "
+        "exists, the pin works (pin what the servers run); if not, it is a typo, and every new VM's install would "
+        "fail at first boot"
+    ]
+
+
 def rke2_line_warnings(version: str) -> list[str]:
     """An RKE2 line newer than any gpu-pool knows: accepted (every line from v1.33 ships containerd 2), but said."""
     match = RKE2_VERSION.match(version)
@@ -459,6 +500,8 @@ def rke2_line_warnings(version: str) -> list[str]:
     minor = (int(match[1]), int(match[2]))
     newest_line = max(RKE2_LINE_CONTAINERD)
     lowest, highest = GPU_OPERATOR_RKE2_MINORS
+    if minor in RKE2_LINE_CONTAINERD:
+        return _patch_warnings(version, minor)
     if minor <= newest_line:
         return []
     first, first_containerd, newest, newest_containerd = RKE2_LINE_CONTAINERD[newest_line]
@@ -478,6 +521,47 @@ def _rollout_max_unavailable(parts: StackParts) -> list[str]:
         f"gpu-pool:rollout.maxUnavailable: {parts.rollout.max_unavailable} is more than the "
         f"{len(parts.domains)} failure domains: at most {len(parts.domains)} (1 keeps all but one serving)"
     ]
+
+
+# The kernel lines each Ubuntu release's archive serves (Ubuntu kernel release cycle: jammy GA 5.15, its last HWE
+# 6.8; noble GA 6.8; resolute's GA 6.17 and up): a pin outside them is a package `apt-get install` cannot find,
+# which the kernel wave learns only after the drain. A newer HWE line is the archive's to add, so only the floor
+# (and jammy's closed ceiling) is judged.
+KERNEL_LINES: Mapping[str, tuple[tuple[int, int], tuple[int, int] | None]] = {
+    "ubuntu-22.04": ((5, 15), (6, 8)),
+    "ubuntu-24.04": ((6, 8), None),
+    "ubuntu-26.04": ((6, 17), None),
+}
+
+
+def _kernel_of_the_guest_release(parts: StackParts) -> list[str]:
+    guest = parts.proxmox.guest_os if parts.proxmox is not None else None
+    if guest is None or guest not in KERNEL_LINES:
+        return []
+    lowest, highest = KERNEL_LINES[guest]
+    problems = []
+    for _, where, domain in _domains(parts, "kernel"):
+        if domain.kernel is None:
+            continue
+        line = tuple(int(part) for part in domain.kernel.split("-", 1)[0].split(".")[:2])
+        if line < lowest or (highest is not None and line > highest):
+            span = f"{lowest[0]}.{lowest[1]}" + (f" to {highest[0]}.{highest[1]}" if highest else " and later")
+            problems.append(
+                f"{where}.kernel: {domain.kernel} is a {line[0]}.{line[1]} kernel, and {guest}'s archive serves "
+                f"{span} (gpu-pool:proxmox.guestOs): the kernel wave would find no such package after draining "
+                "the node; pin one of its releases (apt-cache search linux-image- on the VM)"
+            )
+    return problems
+
+
+def _extra_values_schema(parts: StackParts) -> list[str]:
+    operator = parts.operator
+    return schema_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
+
+
+def _extra_values_images(parts: StackParts) -> list[str]:
+    operator = parts.operator
+    return image_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
 
 
 # Every rule across keys, by the id docs/validation.md lists it under (a test keeps the two in step).
@@ -510,6 +594,9 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
+    ("kernel-of-the-guest-release", _kernel_of_the_guest_release),
+    ("extra-values-fit-the-clusterpolicy-schema", _extra_values_schema),
+    ("extra-values-compose-image-references", _extra_values_images),
 )
 
 
@@ -524,6 +611,15 @@ def config_warnings(cfg: StackConfig) -> list[str]:
             "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
         )
     warnings += rke2_line_warnings(cfg.rke2.version)
+    nfd = cfg.gpu_operator.extra_values.get("nfd")
+    if isinstance(nfd, Mapping) and nfd.get("enabled") is False:
+        taint = f"{cfg.kyverno.taint_key}={cfg.kyverno.taint_value}:{cfg.kyverno.taint_effect}"
+        warnings.append(
+            "gpu-pool:gpuOperator.extraValues.nfd.enabled: false: the chart deploys no Node Feature Discovery, so "
+            f"the cluster's own NFD must label the GPU nodes ({NFD_NVIDIA_PCI_LABEL}=true, which every operand is "
+            f"scheduled by) and its worker must tolerate their taint ({taint}); without both, no driver, toolkit "
+            "or device plugin ever runs there"
+        )
     return warnings + [
         f"gpu-pool:failureDomains[{domain.name}].sshAuthorizedKeys: none given, and cloud-init creates "
         f"{domain.username!r} without a password: the VM will have no login, and a key added later never reaches "

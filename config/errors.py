@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -96,6 +96,44 @@ def _sharing_is_a_profile(got: int | float, raw: Mapping[str, Any] | None) -> st
     )
 
 
+# Pydantic's words for a few values a user writes for a reason pydantic cannot know, in the project's own: what the
+# value means on the host or to the program, and the fix. (last key, pydantic's error type) -> message given the
+# value; each is a case of tests/config/test_own_messages.py.
+OwnMessage = Callable[[Any], str]
+OWN_MESSAGES: Mapping[tuple[str, str], OwnMessage] = {
+    ("iommuGroup", "greater_than_equal"): lambda got: (
+        (
+            "is -1, which is what Proxmox reports when IOMMU is off on the host: turn it on (intel_iommu=on or "
+            "amd_iommu=on on the kernel command line, VT-d / AMD-Vi in the firmware), reboot, then copy the card's "
+            "group from `pvesh get /nodes/<node>/hardware/pci --output-format json` (or `gpu-pool discover`)"
+        )
+        if got == -1
+        else f"is {got}: an IOMMU group is 0 or more, as `pvesh get /nodes/<node>/hardware/pci` lists it"
+    ),
+    ("failureDomains", "too_short"): lambda got: (
+        "is empty: list at least one failure domain (a Proxmox host and the GPU VM it runs); Pulumi.minimal.yaml "
+        "has two to copy"
+    ),
+    ("gpus", "too_short"): lambda got: (
+        "is empty: list each card the VM gets, one entry per card (or `gpu:` for a single card), as "
+        "`gpu-pool discover` prints them"
+    ),
+    ("cores", "greater_than_equal"): lambda got: (
+        f"is {got}: a VM needs at least 1 vCPU; leave cores out for the default (8)"
+    ),
+    ("maxPerDay", "greater_than_equal"): lambda got: (
+        f"is {got}, which would let `gpu-pool repair` never power-cycle a VM: give 1 to 24; to have no repairs, "
+        "do not run `gpu-pool repair` (it only acts when asked)"
+    ),
+    ("sharing", "string_type"): lambda got: (
+        "names one sharing profile, not a list of them: every card of a domain is shared the same way; write e.g. "
+        "sharing: whole (a domain with cards shared differently is two domains)"
+        if isinstance(got, list)
+        else "names a sharing profile: write its name, e.g. sharing: whole"
+    ),
+}
+
+
 def format_validation_error(
     error: ValidationError, raw: Mapping[str, Any] | None = None, model: type[BaseModel] | None = None
 ) -> list[str]:
@@ -115,6 +153,10 @@ def format_validation_error(
             messages.append(f"{key_path(loc, raw)}: is required but not set")
             continue
         got = item.get("input")
+        own = OWN_MESSAGES.get((str(loc[-1]), item["type"])) if loc else None
+        if own is not None and not (loc[-1] == "sharing" and isinstance(got, int | float)):
+            messages.append(f"{key_path(loc, raw)}: {own(got)}")
+            continue
         if loc and loc[-1] == "sharing" and isinstance(got, int | float) and not isinstance(got, bool):
             messages.append(f"{key_path(loc, raw)}: {_sharing_is_a_profile(got, raw)}")
             continue

@@ -16,6 +16,7 @@ from config.errors import NAMESPACE, ConfigError
 from config.secret_checks import secret_problems
 from config.secrets import SECRET_KEYS, SECRETS, Auth, auth_mode, needed_secrets
 from config.stack import StackConfig
+from config.text_file import NotUtf8Error, read_utf8
 
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
 # otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
@@ -64,8 +65,9 @@ def _stack_file_text() -> str | None:
     if path is None:
         return None
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
+        return read_utf8(path)
+    except (OSError, NotUtf8Error):
+        # The CLI read the same file before the program ran; what it said about it stands.
         return None
 
 

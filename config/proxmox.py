@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
 from config.secrets import DEFAULT_AUTH, Auth
@@ -69,6 +70,28 @@ class ProxmoxSshConfig(ConfigModel):
     )
 
 
+# The guest releases the supported GPU Operator line's driver images are built for (NVIDIA/cloud-native-docs
+# gpu-operator/platform-support.rst at 52dcb7b8: Ubuntu 22.04, 24.04 and 26.04; knowledge/rke2.py cites the same
+# table). cloud-init's user data, the kernel holds and the driver container (it installs the running kernel's
+# headers from the Ubuntu archive) all assume Ubuntu.
+GuestOs = Literal["ubuntu-22.04", "ubuntu-24.04", "ubuntu-26.04"]
+GUEST_OSES: tuple[str, ...] = get_args(GuestOs)
+# Ubuntu's cloud image file names say the release by codename (noble-server-cloudimg-amd64.img) or number.
+UBUNTU_CODENAMES = {"jammy": "ubuntu-22.04", "noble": "ubuntu-24.04"}
+_UBUNTU_NUMBER = re.compile(r"ubuntu[-_]?(\d{2}\.\d{2})", re.IGNORECASE)
+OTHER_DISTROS = ("debian", "rocky", "alma", "centos", "fedora", "rhel", "opensuse", "sles", "arch", "alpine")
+
+
+def guest_os_of(cloud_image: str) -> str | None:
+    """The Ubuntu release a cloud image's file name says, or None."""
+    name = cloud_image.rsplit("/", 1)[-1].lower()
+    for codename, release in UBUNTU_CODENAMES.items():
+        if codename in name:
+            return release
+    number = _UBUNTU_NUMBER.search(name)
+    return f"ubuntu-{number[1]}" if number else None
+
+
 class ProxmoxConfig(ConfigModel):
     endpoint: str = Field(
         description="Proxmox VE API URL, the server alone, e.g. https://pve1.lab:8006/",
@@ -96,6 +119,39 @@ class ProxmoxConfig(ConfigModel):
     ssh: ProxmoxSshConfig = Field(
         default_factory=ProxmoxSshConfig, description="how the provider reaches the nodes over SSH (snippet upload)"
     )
+    guest_os: GuestOs | None = Field(
+        default=None,
+        description="the cloud image's Ubuntu release (ubuntu-22.04, ubuntu-24.04, ubuntu-26.04: what the GPU "
+        "Operator's driver images support); default: the release the image's file name says (noble: 24.04, jammy: "
+        "22.04), required where it says none",
+    )
+
+    @model_validator(mode="after")
+    def _guest_os_is_ubuntu(self) -> ProxmoxConfig:
+        if self.guest_os is not None:
+            return self
+        name = self.cloud_image.rsplit("/", 1)[-1]
+        found = guest_os_of(self.cloud_image)
+        if found in GUEST_OSES:
+            # The model is frozen once built; this is its own default, set while it is being built.
+            object.__setattr__(self, "guest_os", found)
+            return self
+        other = next((d for d in OTHER_DISTROS if d in name.lower()), None)
+        if other is not None:
+            raise ValueError(
+                f"cloudImage {name!r} looks like {other}'s: cloud-init's user data, the kernel holds and the GPU "
+                f"Operator's driver images assume Ubuntu ({', '.join(GUEST_OSES)}); import an Ubuntu cloud image "
+                "(e.g. noble-server-cloudimg-amd64.img as noble.qcow2)"
+            )
+        if found is not None:
+            raise ValueError(
+                f"cloudImage {name!r} is Ubuntu {found.removeprefix('ubuntu-')}, which the GPU Operator's driver "
+                f"images do not cover ({', '.join(GUEST_OSES)}): import one of those releases' cloud images"
+            )
+        raise ValueError(
+            f"cloudImage {name!r} names no Ubuntu release: set guestOs to the image's release "
+            f"({', '.join(GUEST_OSES)}), as the kernel pins and the driver images are judged by it"
+        )
 
     @field_validator("endpoint")
     @classmethod

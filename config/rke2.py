@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from urllib.parse import urlsplit
@@ -55,6 +56,26 @@ class Rke2Config(ConfigModel):
         "v1.33+ release: the GPU Operator needs containerd 2.0)",
         json_schema_extra={"pattern": RKE2_VERSION.pattern},
     )
+
+    cluster_cidr: str = Field(
+        default="10.42.0.0/16",
+        description="the cluster's pod CIDR, as the servers' cluster-cidr (RKE2's default); kept off the proxy",
+    )
+    service_cidr: str = Field(
+        default="10.43.0.0/16",
+        description="the cluster's service CIDR, as the servers' service-cidr (RKE2's default); kept off the proxy",
+    )
+
+    @field_validator("cluster_cidr", "service_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            network = ipaddress.ip_network(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a CIDR with its network address, e.g. 10.42.0.0/16 (as the servers' config.yaml)"
+            ) from None
+        return str(network)
 
     @field_validator("server_url")
     @classmethod

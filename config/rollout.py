@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import Field
 
 from config.base import ConfigModel
+
+# How long a wave's drain waits for pods to leave (PodDisruptionBudgets respected, evictions retried). The GPU
+# Operator's own GPU-pod deletion is given at least as long (components/gpu_platform/operator_values.py), or a
+# PDB it waits out longer than its 300 s default marks the node upgrade-failed (FIELD-REVIEW-5 WRONG-1).
+DRAIN_TIMEOUT_SECONDS: Final = 900
 
 
 class RolloutConfig(ConfigModel):

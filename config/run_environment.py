@@ -7,6 +7,23 @@ from collections.abc import Callable, Mapping
 from config.stack import StackConfig
 
 AGENT = "SSH_AUTH_SOCK"
+# Where the Proxmox provider (bpg/terraform-provider-proxmox, bridged) takes an SSH credential besides the agent;
+# its SSH password defaults to the API password, which the rootPassword login has.
+PROVIDER_SSH_ENV = ("PROXMOX_VE_SSH_PASSWORD", "PROXMOX_VE_SSH_PRIVATE_KEY")
+
+
+def ssh_credential_problems(stack: StackConfig, environ: Mapping[str, str]) -> list[str]:
+    """`proxmox.ssh.agent: false` leaves the snippet upload a credential only where one of the others is there."""
+    if stack.proxmox.ssh.agent or stack.proxmox.auth == "rootPassword":
+        return []
+    if any(environ.get(name) for name in PROVIDER_SSH_ENV):
+        return []
+    return [
+        "gpu-pool:proxmox.ssh.agent: false leaves the Proxmox provider no SSH credential for the cloud-init snippet "
+        f"upload (the API token is no SSH login): set it to true and run an ssh-agent, or set "
+        f"{' or '.join(PROVIDER_SSH_ENV)} in the environment, or log in with proxmox.auth: rootPassword (the SSH "
+        "login then uses root@pam's password)"
+    ]
 
 
 def _agent_for_snippets(stack: StackConfig, has_ssh_private_key: bool, agent: bool) -> list[str]:
@@ -40,4 +57,5 @@ ENVIRONMENT_RULES: tuple[tuple[str, Callable[[StackConfig, bool, bool], list[str
 def environment_problems(stack: StackConfig, *, has_ssh_private_key: bool, environ: Mapping[str, str]) -> list[str]:
     """Settings that are valid on their own but would fail during `up` on this machine."""
     agent = bool(environ.get(AGENT))
-    return [problem for _, rule in ENVIRONMENT_RULES for problem in rule(stack, has_ssh_private_key, agent)]
+    problems = [problem for _, rule in ENVIRONMENT_RULES for problem in rule(stack, has_ssh_private_key, agent)]
+    return problems + ssh_credential_problems(stack, environ)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from config.secret_checks import wrapping_problem
 from config.secrets import BY_KEY, SECRET_KEYS, SOURCE_ENV_PREFIX
+from config.text_file import NotUtf8Error, read_utf8
 
 PREFIX = SOURCE_ENV_PREFIX
 FILE_ENV = "GPU_POOL_SECRETS_FILE"
@@ -46,9 +47,11 @@ def _from_file(path: Path, repo: Path) -> dict[str, str]:
             "e.g. ~/.config/gpu-pool/<stack>.env"
         )
     try:
-        text = resolved.read_text(encoding="utf-8")
+        text = read_utf8(resolved)
     except OSError as error:
         raise SecretSourceError(f"{FILE_ENV}={path}: cannot read it: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise SecretSourceError(f"{FILE_ENV}={path}: {error}") from None
     found: dict[str, str] = {}
     problems: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):

@@ -24,7 +24,16 @@ PROXMOX_TOKEN = re.compile(
     r"^[^@\s!=]+@[^@\s!=]+![A-Za-z0-9][A-Za-z0-9._-]*="
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
-RKE2_SECURE_TOKEN = re.compile(r"^K10[0-9a-f]{64}::[A-Za-z0-9_-]+:\S+$")
+# The join token's grammar, as RKE2 parses it (k3s pkg/clientaccess/token.go, parseToken, which RKE2's agent runs):
+# `K10<CA hash>::<credentials>`, the hash empty or sha256's 64 hex digits (hex.EncodeToString's lower case: any
+# other spelling never matches the CA's hash), the credentials a kubeadm bootstrap token `<6>.<16>` (lower-case
+# letters and digits, kubeadm's BootstrapTokenRegexp) or `<user>:<password>` with a password. A token without the
+# K10 prefix is a short token (the password alone, or a bootstrap token).
+K10_PREFIX = "K10"
+CA_HASH = re.compile(r"^[0-9a-f]{64}$")
+BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
+# What a file path looks like, where the token's text belongs: RKE2's `token-file` is another setting.
+PATH_STARTS = ("/", "~", "./", "../", "file://")
 
 
 def _proxmox_token(value: str) -> str | None:
@@ -35,13 +44,40 @@ def _proxmox_token(value: str) -> str | None:
     return "is not a Proxmox API token: expected user@realm!tokenid=<uuid>, e.g. pulumi@pve!gpu-pool=1b2c...-..."
 
 
+def _k10_problem(value: str) -> str | None:
+    rest = value[len(K10_PREFIX) :]
+    ca_hash, separator, credentials = rest.partition("::")
+    if not separator:
+        ca_hash, credentials = "", rest
+    if ca_hash and len(ca_hash) != 64:
+        return (
+            f"has a CA hash of {len(ca_hash)} characters after K10, where RKE2 takes 64 "
+            "('invalid token CA hash length')"
+        )
+    if ca_hash and not CA_HASH.match(ca_hash):
+        return "has a CA hash after K10 that is not 64 lower-case hex digits: it can never match the cluster CA's"
+    if BOOTSTRAP_TOKEN.match(credentials):
+        return None
+    _user, colon, password = credentials.partition(":")
+    if not colon or not password:
+        return "has no <user>:<password> (or bootstrap token) after K10<hash>:: ('invalid token format')"
+    return None
+
+
 def _rke2_token(value: str) -> str | None:
     if not value.strip():
         return "is empty: give the servers' node-token (/var/lib/rancher/rke2/server/node-token on a server)"
     if any(char.isspace() for char in value):
         return "contains a space or a line break (copied with the file's newline?): set it without them"
-    if value.startswith("K10") and not RKE2_SECURE_TOKEN.match(value):
-        return "starts like a full RKE2 token but is not one: expected K10<64 hex digits>::<user>:<password>"
+    if value.lower().startswith(PATH_STARTS):
+        return (
+            "is a file path, not the token: give the file's content (on a server: sudo cat "
+            "/var/lib/rancher/rke2/server/node-token), which is what RKE2's agent gets as its token"
+        )
+    if value.startswith(K10_PREFIX):
+        problem = _k10_problem(value)
+        if problem:
+            return f"starts like a full RKE2 token (K10<hash>::<user>:<password>) but {problem}"
     return None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from config.base import ConfigModel
 from config.failure_domain import FailureDomainConfig
@@ -12,6 +12,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
+from config.proxy import ProxyConfig, registry_mirrors
 from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.rollout import RolloutConfig
@@ -25,6 +26,17 @@ class StackConfig(ConfigModel):
 
     proxmox: ProxmoxConfig = Field(description="how the stack reaches the Proxmox VE cluster that holds the GPU hosts")
     rke2: Rke2Config = Field(description="the RKE2 cluster the GPU workers join")
+    registry_mirrors: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="registry -> mirror endpoints every new VM's containerd pulls through, written as "
+        "/etc/rancher/rke2/registries.yaml (mirrors.<registry>.endpoint), e.g. {docker.io: "
+        "[https://mirror.lab:5000]}; `*` for every registry (docs/air-gap.md)",
+    )
+    proxy: ProxyConfig = Field(
+        default_factory=ProxyConfig,
+        description="the HTTP(S) proxy a lab behind one downloads through: the RKE2 installer and agent, apt, the "
+        "GPU Operator's driver container (docs/air-gap.md)",
+    )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description="the Kubernetes API the stack and its kubectl steps talk to"
     )
@@ -63,6 +75,8 @@ class StackConfig(ConfigModel):
     preflight: PreflightConfig = Field(
         default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"
     )
+
+    _mirrors = field_validator("registry_mirrors")(classmethod(lambda cls, v: registry_mirrors(v)))
 
     def slots(self, domain: FailureDomainConfig) -> int:
         """Schedulable `nvidia.com/gpu` the domain's cards advertise under its sharing profile (per card, each)."""

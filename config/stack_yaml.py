@@ -104,7 +104,11 @@ def _value(node: yaml.Node, where: str) -> Any:
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         lines: dict[Any, int] = {}
+        merged: list[yaml.Node] = []
         for key_node, value_node in node.value:
+            if _is_merge(key_node):
+                merged.append(value_node)
+                continue
             key = _value(key_node, where)
             line = key_node.start_mark.line + 1
             if key in result:
@@ -114,8 +118,30 @@ def _value(node: yaml.Node, where: str) -> Any:
                 )
             result[key] = _value(value_node, where)
             lines[key] = line
+        for value_node in merged:
+            _merge_into(result, value_node, where)
         return result
     raise yaml.YAMLError(f"{where}: unexpected YAML node {node!r}")
+
+
+def _is_merge(node: yaml.Node) -> bool:
+    """A plain `<<` key, which yaml.v3 resolves to the merge tag (resolve.go: `<<` is `!!merge`)."""
+    return isinstance(node, yaml.ScalarNode) and node.style is None and node.value == "<<"
+
+
+def _merge_into(result: dict[Any, Any], value_node: yaml.Node, where: str) -> None:
+    """yaml.v3's merge (decode.go `d.merge`): the keys of a mapping, or of each mapping of a sequence in order, that
+    the mapping does not set itself; an earlier mapping of the sequence wins over a later one. Anything else is
+    the error yaml.v3 gives ("map merge requires map or sequence of maps as the value")."""
+    sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+    for source in sources:
+        if not isinstance(source, yaml.MappingNode):
+            raise yaml.YAMLError(
+                f"{where}: line {value_node.start_mark.line + 1}: a merge key `<<` takes a map or a list of maps "
+                "(e.g. `<<: *common`), as the Pulumi CLI's YAML does"
+            )
+        for key, value in _value(source, where).items():
+            result.setdefault(key, value)
 
 
 @functools.lru_cache(maxsize=8)

@@ -86,6 +86,10 @@ def _secure(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"secure"}
 
 
+# The config prefixes of the providers this program uses and of the CLI itself: their keys are theirs.
+PROVIDER_NAMESPACES = frozenset({"kubernetes", "proxmoxve", "command", "pulumi"})
+
+
 def misplaced_key(full_key: str, keys: list[str]) -> str | None:
     """A config key meant for this project but written with a misspelt `gpu-pool:` prefix. (The CLI gives a key
     written without a prefix this project's, so the program never sees one: config.stack_file.namespaced.)"""
@@ -94,6 +98,13 @@ def misplaced_key(full_key: str, keys: list[str]) -> str | None:
         return None
     if namespace != NAMESPACE and key in keys and nearest(namespace, [NAMESPACE]) == NAMESPACE:
         return f"{full_key}: '{namespace}' is not this project's prefix; write it as {NAMESPACE}:{key}"
+    # One of this project's keys under another project's prefix (copied from another stack file): the CLI hands it
+    # to that project, and this program never sees it. The providers' own prefixes hold their own settings.
+    if namespace not in PROVIDER_NAMESPACES and namespace != NAMESPACE and key in keys:
+        return (
+            f"{full_key}: {key} is a key of this project ({NAMESPACE}), under the prefix of another ('{namespace}'), "
+            f"so the program never sees it; write it as {NAMESPACE}:{key}"
+        )
     return None
 
 

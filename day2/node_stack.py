@@ -8,24 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from components.stack_check import validate_stack_file
-from config.errors import ConfigError
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
-from config.stack_file import StackFileError
+from day2.errors import Day2Error
 from day2.node_check.facts import NodeInputError
 from day2.node_check.floors import Expected
+from day2.pool import read_stack
 
 
 def expected_from_stack(stack: str, root: Path, node: str | None) -> Expected:
     try:
-        cfg = validate_stack_file(stack, root)
-    except StackFileError as error:
-        raise NodeInputError(f"--stack {stack}: {error}") from None
-    except ConfigError as error:
-        raise NodeInputError(
-            f"--stack {stack}: Pulumi.{stack}.yaml is not valid: {'; '.join(error.messages)}"
-        ) from None
+        cfg = read_stack(stack, root)
+    except Day2Error as error:  # node-check's own error, the same one line
+        raise NodeInputError(str(error)) from None
     names = [d.hostname for d in cfg.failure_domains]
     domain = next((d for d in cfg.failure_domains if d.hostname == node), None)
     if domain is None:

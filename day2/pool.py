@@ -6,9 +6,10 @@ nvidia.com/gpu=true:NoSchedule, namespaces gpu-operator and gpu-smoke-test) and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from day2.errors import Day2Error
@@ -113,21 +114,35 @@ def read_stack(stack: str, root: Path) -> StackConfig:
 
 
 def facts_of(cfg: StackConfig, stack: str) -> PoolFacts:
-    """What doctor and claims check a cluster against, from a validated stack."""
-    return PoolFacts(
-        marking=GpuNodeMarking.from_kyverno(cfg.kyverno),
-        operator_namespace=cfg.gpu_operator.namespace,
-        smoke_namespace=cfg.smoke_test.namespace,
-        smoke_test_enabled=cfg.smoke_test.enabled,
-        domains=tuple(
-            Domain(d.name, d.hostname, d.sharing, cfg.slots(d), tuple(c.vendor_device_id for c in d.cards))
-            for d in cfg.failure_domains
-        ),
-        profile_slots={name: profile.replicas for name, profile in cfg.sharing_profiles.items()},
-        driver_version=cfg.gpu_operator.driver_version,
+    """What doctor and claims check a cluster against, from a validated stack: the facts the stack writes for its
+    health check (components/gpu_platform/health_check.py, one derivation from the config) and where the cluster
+    and its usage thresholds are."""
+    from components.gpu_platform.health_check import pool_facts_document
+
+    return replace(
+        facts_from_document(pool_facts_document(cfg, stack)),
         kubeconfig=cfg.kubernetes.kubeconfig,
         context=cfg.kubernetes.context,
         idle_hours=cfg.monitoring.thresholds.idle_gpu_hours,
         idle_percent=cfg.monitoring.thresholds.idle_utilisation_percent,
-        stack=stack,
+    )
+
+
+def facts_from_document(document: Mapping[str, Any]) -> PoolFacts:
+    return PoolFacts(
+        marking=GpuNodeMarking.from_document(document["marking"]),
+        operator_namespace=document["operatorNamespace"],
+        smoke_namespace=document["smokeNamespace"],
+        smoke_test_enabled=bool(document["smokeTestEnabled"]),
+        time_slicing_configmap=document["timeSlicingConfigMap"],
+        domains=tuple(
+            Domain(d["name"], d["hostname"], d["sharing"], int(d["slots"]), tuple(d.get("cards") or ()))
+            for d in document["domains"]
+        ),
+        profile_slots={str(k): int(v) for k, v in document["profileSlots"].items()},
+        driver_version=document.get("driverVersion"),
+        stack=document.get("stack"),
+        # Not read by doctor's floors; given so that no default reaches for the config models.
+        idle_hours=0,
+        idle_percent=0,
     )

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from config.text_file import NotUtf8Error, read_utf8
 from day2.errors import Day2Error
 from day2.objects import JsonObject, Snapshot
 
@@ -93,9 +94,11 @@ def load_dump(path: str, needs: tuple[str, ...] = (), command: str = "") -> Snap
     """Read a dump file, or standard input for `-`. Raises Day2Error naming the file and the problem."""
     where = f"--from {path}"
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else read_utf8(Path(path))
     except OSError as error:
         raise Day2Error(f"{where}: cannot read it: {error.strerror or error}") from None
+    except NotUtf8Error as error:
+        raise Day2Error(f"{where}: {error}") from None
     except UnicodeDecodeError:
         raise Day2Error(f"{where}: not UTF-8 text") from None
     snapshot = snapshot_from_document(parse_dump_text(text, where), where)

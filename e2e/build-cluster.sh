@@ -3,7 +3,7 @@
 #   kwok                           <- sigs.k8s.io/kwok                       (e2e/kwok/go.mod)
 #   kyverno-admission-controller   <- github.com/kyverno/kyverno/cmd/kyverno (e2e/kyverno/go.mod, with the CLI)
 #   kyverno-background-controller  <- github.com/kyverno/kyverno/cmd/background-controller
-#   gpu-operator                   <- $GPU_POOL_UPSTREAM_DIR/gpu-operator-src/v26.7.0 (cmd/gpu-operator): its module
+#   gpu-operator                   <- <upstream>/gpu-operator-src/v26.7.0 (cmd/gpu-operator): its module
 #                                     is not served by the Go proxy; every dependency in its go.sum is
 # kube-scheduler and kube-controller-manager come from k8s.io/kubernetes with kube-apiserver (build-tools.sh).
 # The go.mod/go.sum files are the lock; versions are read from them, never typed here.
@@ -16,13 +16,15 @@ set -euo pipefail
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$E2E_DIR/.." && pwd)"
 BIN_DIR="${1:-${E2E_TOOLS_BIN:-$REPO_DIR/.tools/e2e/bin}}"
-UPSTREAM="${GPU_POOL_UPSTREAM_DIR:-$REPO_DIR/../shared/upstream}"
+# <upstream>: .upstream/ (make upstream), else the mirror (e2e/upstream-dir.sh says the order).
+# shellcheck source=e2e/upstream-dir.sh
+source "$E2E_DIR/upstream-dir.sh"
 OPERATOR_SRC="$UPSTREAM/gpu-operator-src"
 
 # shellcheck source=e2e/build-lib.sh
 source "$E2E_DIR/build-lib.sh"
 
-[[ -d "$OPERATOR_SRC" ]] || die "the GPU Operator's source is not at $OPERATOR_SRC (set GPU_POOL_UPSTREAM_DIR to ../shared/upstream)."
+[[ -d "$OPERATOR_SRC" ]] || die "the GPU Operator's source is not at $OPERATOR_SRC (run make upstream, or set GPU_POOL_UPSTREAM_DIR to a mirror)."
 # Pinned by its SHA256SUMS: a changed file would build another operator than the one the tests claim to run.
 (cd "$OPERATOR_SRC" && sha256sum --quiet -c SHA256SUMS) || die "$OPERATOR_SRC does not match its SHA256SUMS."
 

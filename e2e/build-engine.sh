@@ -13,7 +13,8 @@
 # are the lock.
 #
 # Usage: e2e/build-engine.sh [BIN_DIR]     (default: $ENGINE_BIN, else <repo>/.tools/engine/bin)
-# PULUMI_BUILD_DIR: the upstream source trees (default: ../shared/upstream/pulumi-build beside the clone).
+# PULUMI_BUILD_DIR: the upstream source trees (default: pulumi-build in .upstream/ after make upstream, else in
+# ../shared/upstream beside the clone: e2e/upstream-dir.sh).
 # Idempotent: a binary is rebuilt only when its stamp (version, lock or source hash, Go version, flags) changed.
 # Source trees are copied to BIN_DIR/../src (outside git) because the upstream copies are read-only and the
 # builds change their go.mod files.
@@ -23,14 +24,19 @@ E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_DIR="$(cd "$E2E_DIR/.." && pwd)"
 ENGINE_DIR="$E2E_DIR/engine"
 BIN_DIR="${1:-${ENGINE_BIN:-$REPO_DIR/.tools/engine/bin}}"
-PB="${PULUMI_BUILD_DIR:-$REPO_DIR/../shared/upstream/pulumi-build}"
+if [[ -z "${PULUMI_BUILD_DIR:-}" ]]; then
+  # shellcheck source=e2e/upstream-dir.sh
+  source "$E2E_DIR/upstream-dir.sh"
+  PULUMI_BUILD_DIR="$UPSTREAM/pulumi-build"
+fi
+PB="$PULUMI_BUILD_DIR"
 # shellcheck source=e2e/engine/versions.env
 source "$ENGINE_DIR/versions.env"
 
 # shellcheck source=e2e/build-lib.sh
 source "$E2E_DIR/build-lib.sh"
 
-[[ -d "$PB" ]] || die "the Pulumi build sources are not at $PB (set PULUMI_BUILD_DIR; docs/engine.md)."
+[[ -d "$PB" ]] || die "the Pulumi build sources are not at $PB (run make upstream, or set PULUMI_BUILD_DIR; docs/engine.md)."
 # The upstream trees are pinned by their SHA256SUMS: a changed file would build another provider than the README says.
 (cd "$PB" && sha256sum --quiet -c SHA256SUMS) || die "$PB does not match its SHA256SUMS."
 

@@ -17,7 +17,13 @@ TOOLS_DIR="${1:-$REPO_DIR/.tools/engine}"
 mkdir -p "$TOOLS_DIR" && TOOLS_DIR="$(cd "$TOOLS_DIR" && pwd)"
 # shellcheck source=e2e/engine/versions.env
 source "$E2E_DIR/engine/versions.env"
-PULUMI_BUILD_DIR="${PULUMI_BUILD_DIR:-$REPO_DIR/../shared/upstream/pulumi-build}"
+if [[ -z "${PULUMI_BUILD_DIR:-}" ]]; then
+  # .upstream/ after make upstream, else the mirror beside the clone (e2e/upstream-dir.sh).
+  # shellcheck source=e2e/upstream-dir.sh
+  source "$E2E_DIR/upstream-dir.sh"
+  PULUMI_BUILD_DIR="$UPSTREAM/pulumi-build"
+fi
+export PULUMI_BUILD_DIR
 PLUGINS=("kubernetes $KUBERNETES_VERSION" "command $COMMAND_VERSION" "proxmoxve $PROXMOXVE_VERSION")
 
 die() { echo "$(basename "$0"): error: $*" >&2; exit 1; }

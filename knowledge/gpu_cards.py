@@ -76,6 +76,11 @@ _UNKNOWN_BY_RANGE: Final[tuple[tuple[int, Architecture], ...]] = (
     (0x0000, Architecture("Kepler or older", "", 470, "never")),
     (0x1340, Architecture("Maxwell, Pascal or Volta", "", 580, "never")),
     (0x1E00, Architecture("Turing or newer", "", None, "optional")),
+    # The first Blackwell id (GB100, 0x2900-0x2901 in pci.ids): every NVIDIA id from there on that pci.ids does not
+    # name yet is a chip newer than the table, and NVIDIA's policy for everything after Hopper is the open modules
+    # only (the blog above). Guessing "optional" would accept `kernelModuleType: proprietary` for a card the
+    # proprietary flavour cannot drive (FIELD-REVIEW-5 H3).
+    (0x2900, Architecture("Blackwell or newer", "", None, "only")),
 )
 OPEN_MODULES_FROM: Final = "Turing"
 
@@ -151,6 +156,10 @@ def _architecture(chip: str | None, device: int) -> Architecture:
         for architecture in ARCHITECTURES:
             if chip.startswith(architecture.chip_prefix):
                 return architecture
+        # pci.ids names a chip whose prefix the table does not know (GR100, GR102 at 10de:3000, 30c0): every older
+        # prefix is in ARCHITECTURES (the generated data holds only their chips and these), so it is a chip after
+        # Blackwell, open modules only, as NVIDIA's policy for post-Hopper parts says.
+        return Architecture(f"post-Blackwell {chip[:2]}", chip[:2], None, "only")
     return [arch for start, arch in _UNKNOWN_BY_RANGE if device >= start][-1]
 
 

@@ -67,6 +67,9 @@ DRIVER_UPGRADE_FAILED: Final = "upgrade-failed"
 # updateNodeToUncordonOrDoneState). A wave's drain sets it so that only the turn's last step, after the gate and
 # smoke test, uncordons a node the operator upgraded.
 DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: Final = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+# A node labelled so (value "true") is left alone by the upgrade controller (k8s-operator-libs pkg/upgrade/consts.go
+# UpgradeSkipNodeLabelKeyFmt with driver name "gpu"; upgrade_inplace.go SkipNodeUpgrade).
+DRIVER_UPGRADE_SKIP_LABEL: Final = "nvidia.com/gpu-driver-upgrade.skip"
 # NFD labels a node with an NVIDIA (PCI vendor 10de) device; every operand is scheduled only where it is.
 NFD_NVIDIA_PCI_LABEL: Final = "feature.node.kubernetes.io/pci-10de.present"
 

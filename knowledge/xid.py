@@ -10,7 +10,15 @@ are the catalogue's; the `action` column maps its resolution bucket onto a GPU p
 VM: a bucket that resets the GPU or restarts the machine means a full power cycle of the VM from Proxmox (`qm
 stop` + `qm start`: a reboot inside the guest keeps the VM's PCI state), and a restart of the host where the
 card does not come back. Only the codes a PCIe card in a VM meets are listed; any other code is reported as
-unknown with the catalogue's address.
+unknown with the catalogue's address. The rows and buckets are those of NVSentinel @ 6f8b0fcf (the same file):
+46 GPU timeout, 109 context-switch timeout, 140 ECC error escape and 143 GPU init error are RESET_GPU there.
+
+Xid 154 carries no action of its own (its bucket is "follow guidance as it applies to another Xid"): the line
+names it, `154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)`. NVSentinel's own
+parser maps "GPU Reset Required" and "Drain and Reset" to a component reset and "Node Reboot Required" to
+RESTART_BM (health-monitors/syslog-health-monitor/pkg/xid/parser/sidecar.go @ 6f8b0fcf). For a card passed
+through into a VM, the machine to restart is the Proxmox host: a VM power cycle cannot reset a card its host
+cannot reach, so a reboot action is the host's (HOST_RESET), never `gpu-pool repair`'s.
 
 The kernel line is `NVRM: Xid (PCI:0000:00:06): 79, pid=..., GPU has fallen off the bus.`: the address without
 the function, and on a MIG-partitioned card (an H100/H200 can be) ` GPU-I:05` or ` GPU-I:05 GPU-CI:01` inside
@@ -37,6 +45,27 @@ IGNORE = "nothing to do for this event alone"
 RESET_GPU = "drain the node and power cycle the VM from Proxmox"
 POWER_CYCLE = "power cycle the VM from Proxmox; if it recurs, the card, its seating, riser or power on the host"
 CONTACT_SUPPORT = "collect nvidia-bug-report.sh output and contact NVIDIA support"
+# No "power cycle" in it: node_floors names the VM's power cycle only for the buckets a power cycle fixes.
+HOST_RESET = (
+    "the card needs its host: reset it on the Proxmox host (PCI remove/rescan, or reboot the host, which takes its "
+    "whole failure domain out); stopping and starting the VM cannot reset a card its host cannot reach"
+)
+
+# Xid 154's named actions (the text in the last parenthesis of its line), to this table's buckets. A reboot
+# names the machine the card sits in: for a passed-through card, the Proxmox host.
+_XID_154_LINE = re.compile(
+    r"recovery action changed from 0x[0-9a-fA-F]+ \([^)]*\) to 0x[0-9a-fA-F]+ \((?P<action>[^)]*)\)"
+)
+_XID_154_ACTIONS: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "none": IGNORE,
+        "gpu reset required": RESET_GPU,
+        "drain and reset": RESET_GPU,
+        "pf flr": RESET_GPU,
+        "node reboot required": HOST_RESET,
+        "os reboot": HOST_RESET,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +94,7 @@ XIDS = MappingProxyType(
             Xid(31, "GPU memory page fault (usually the application)", RESTART_APP),
             Xid(43, "GPU stopped processing (the application's channel was reset)", IGNORE),
             Xid(45, "preemptive cleanup, due to a previous error or the application being killed", RESTART_APP),
+            Xid(46, "GPU stopped responding (GPU timeout)", RESET_GPU),
             Xid(48, "double-bit ECC error (uncorrectable memory error)", RESET_GPU),
             Xid(61, "internal micro-controller breakpoint/warning", CONTACT_SUPPORT),
             Xid(62, "internal micro-controller halt", RESET_GPU),
@@ -77,13 +107,29 @@ XIDS = MappingProxyType(
             Xid(92, "high single-bit ECC error rate", IGNORE),
             Xid(94, "contained ECC error", RESTART_APP),
             Xid(95, "uncontained ECC error", RESET_GPU),
+            Xid(109, "context switch timeout", RESET_GPU),
             Xid(119, "GSP RPC timeout", RESET_GPU),
             Xid(120, "GSP error", RESET_GPU),
-            Xid(154, "GPU recovery action changed (the line names the action: reset or reboot required)", RESET_GPU),
+            Xid(140, "unrecovered ECC error escaped (uncorrectable memory error)", RESET_GPU),
+            Xid(143, "GPU initialisation error", RESET_GPU),
+            # Without its line the action is unknown: a support case until the line is read (lookup's `line`).
+            Xid(154, "GPU recovery action changed (the line names the action)", CONTACT_SUPPORT),
         )
     }
 )
 
 
-def lookup(code: int) -> Xid:
+def _xid_154(line: str) -> Xid:
+    match = _XID_154_LINE.search(line)
+    if match is None:
+        return XIDS[154]
+    named = match["action"].strip()
+    action = _XID_154_ACTIONS.get(named.lower(), CONTACT_SUPPORT)
+    return Xid(154, f"GPU recovery action changed to {named!r}", action)
+
+
+def lookup(code: int, line: str = "") -> Xid:
+    """The table's row for `code`; for 154, the action its kernel `line` names."""
+    if code == 154:
+        return _xid_154(line)
     return XIDS.get(code) or Xid(code, f"not in this table: see {CATALOGUE_URL}", CONTACT_SUPPORT)

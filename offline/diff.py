@@ -3,12 +3,16 @@
 Runs the offline preview for the earlier stack file and for the current one, compares them resource by resource
 (offline/plan_diff.py), prints a table like `pulumi preview --diff` and writes OUT/diff.json:
 `{"stack", "before", "nodes", "changes": [{"urn", "type", "name", "op", "keys", "replaceKeys",
-"deleteBeforeReplace", "dangers", "info"}], "dangers": <count>, "waveDangers": [...], "earlierRefusals": [...],
+"deleteBeforeReplace", "dangers", "info"}], "dangers": <count>, "waveDangers": [...], "nodesDangers": [...],
+"earlierRefusals": [...],
 "wave": null or {"batches": [[domain...]...], "domains": {domain: {"turn", "why", "changes", "waitsFor",
 "steps"}}, "capacity": [{"out": [domain...], "slots": n}...]}}`. Unchanged resources are counted, not listed.
 The current file is planned against the cluster's Nodes as `kubectl get nodes -o json` lists them: the file
 `--nodes` names (a saved answer: "what will `up` do now", after a failed or interrupted wave), or the Nodes the
-earlier file's `up` leaves, which are written as OUT/nodes.json for a user to edit and pass back.
+earlier file's `up` leaves, which are written as OUT/nodes.json for a user to edit and pass back. A NODES file
+is trusted only as far as it holds: anything but a List of Nodes (or one Node), a Node without the status the plan
+reads, a file with none of the stack's nodes, and an earlier file of another lab are refused; a deployed domain
+it has no Node for is a danger (it would be planned as a first install).
 The earlier file is read with the rules that guard the next `up` waived (config/earlier_file.py): what they would
 refuse in it is listed in `earlierRefusals`, since that file describes what is deployed.
 Exit 0; 1 with --fail-on-danger when a danger is found; 2 when a stack file cannot be read or is refused.
@@ -24,6 +28,7 @@ import json
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +42,8 @@ from components.stack_check import validate_stack
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
+from config.stack import StackConfig
+from config.text_file import NotUtf8Error, read_utf8
 from offline.plan_diff import Change, diff_recordings
 from offline.recording import Recording
 from offline.runner import PROJECT, ROOT_DIR, StackFileError, read_stack_file, run_stack
@@ -49,19 +56,105 @@ class DiffError(Exception):
     pass
 
 
+def _kinds(items: list[Any]) -> str:
+    counts = Counter(str(i.get("kind") or "no kind") if isinstance(i, dict) else type(i).__name__ for i in items)
+    return ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
+
+
 def read_nodes(path: Path) -> dict[str, Any]:
-    """A saved `kubectl get nodes -o json`; refused with what is wrong, never half-read."""
+    """A saved `kubectl get nodes -o json` (a List of Nodes, or one Node); refused with what is wrong, never
+    half-read. Every problem of the file is said at once. A file of other objects, or Nodes without the status the
+    plan reads, would otherwise plan every domain as a first install and print "Dangers: none" (FIELD-REVIEW-5)."""
     try:
-        nodes = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_utf8(path))
     except OSError as error:
         raise DiffError(f"NODES: cannot read {path}: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise DiffError(f"NODES: {path}: {error}") from None
     except ValueError as error:
         raise DiffError(
             f"NODES: {path} is not JSON ({error}): save it with `kubectl get nodes -o json > {path}`"
         ) from None
-    if not isinstance(nodes, dict) or not isinstance(nodes.get("items"), list):
-        raise DiffError(f"NODES: {path} is not a `kubectl get nodes -o json` answer (no `items` list)")
-    return nodes
+    save = f"save the cluster's Nodes with `kubectl get nodes -o json > {path}`"
+    if isinstance(document, dict) and document.get("kind") == "Node":
+        document = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": [document]}
+    if not isinstance(document, dict) or not isinstance(document.get("items"), list):
+        found = document.get("kind") if isinstance(document, dict) else None
+        what = f"a {found}" if found else ("an object without `items`" if isinstance(document, dict) else "no object")
+        raise DiffError(
+            f"NODES: {path} is not a `kubectl get nodes -o json` answer (a List of Nodes or one Node): it holds "
+            f"{what}: {save}"
+        )
+    items: list[Any] = document["items"]
+    others = [i for i in items if not isinstance(i, dict) or i.get("kind") != "Node"]
+    if others:
+        raise DiffError(
+            f"NODES: {path} lists {_kinds(items)}, not only Nodes (a `kubectl get pods -o json` or another "
+            f"resource's list?): {save}"
+        )
+    problems: list[str] = []
+    for index, item in enumerate(items):
+        name = (item.get("metadata") or {}).get("name") or f"items[{index}] (no metadata.name)"
+        raw_status = item.get("status")
+        status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
+        if not isinstance(status.get("conditions"), list) or not status["conditions"]:
+            problems.append(
+                f"NODES: Node {name} in {path} has no status.conditions, so nothing says whether it is Ready: {save} "
+                "(a Node saved from a manifest or `kubectl create --dry-run` has no status)"
+            )
+        raw_info = status.get("nodeInfo")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+        if not info.get("kubeletVersion"):
+            problems.append(
+                f"NODES: Node {name} in {path} has no status.nodeInfo.kubeletVersion, so the RKE2 wave cannot "
+                f"tell what it runs: {save}"
+            )
+    if problems:
+        raise DiffError("\n  ".join(problems))
+    return document
+
+
+def nodes_problems(
+    old: StackConfig, new: StackConfig, nodes: dict[str, Any] | None, nodes_path: Path | None
+) -> tuple[list[str], list[str], list[str]]:
+    """(refusals, dangers, info) of the two stack files and the saved Nodes, taken together: an earlier file of
+    another lab, a NODES file of another cluster, and the deployed domains NODES has no Node for."""
+    refusals: list[str] = []
+    dangers: list[str] = []
+    info: list[str] = []
+    shared_domains = {d.name for d in old.failure_domains} & {d.name for d in new.failure_domains}
+    shared_hosts = {d.hostname for d in old.failure_domains} & {d.hostname for d in new.failure_domains}
+    if not shared_domains and not shared_hosts and old.proxmox.endpoint != new.proxmox.endpoint:
+        refusals.append(
+            f"BEFORE: the earlier file shares no failure domain ({', '.join(d.name for d in old.failure_domains)} "
+            f"vs {', '.join(d.name for d in new.failure_domains)}), no node and not the Proxmox endpoint "
+            f"({old.proxmox.endpoint} vs {new.proxmox.endpoint}) with the current one: it is another lab's stack "
+            "file, and the diff would plan a new cluster; pass an earlier version of this stack's file (e.g. "
+            "`git show HEAD~1:Pulumi.<stack>.yaml > /tmp/old/Pulumi.<stack>.yaml`)"
+        )
+    if nodes is None:
+        return refusals, dangers, info
+    names = {str((item.get("metadata") or {}).get("name")) for item in nodes.get("items") or []}
+    missing = [d for d in new.failure_domains if d.hostname not in names]
+    if missing and len(missing) == len(new.failure_domains):
+        found = ", ".join(sorted(names)[:5]) + (" ..." if len(names) > 5 else "") if names else "no Node"
+        refusals.append(
+            f"NODES: {nodes_path} has no Node of this stack ({', '.join(d.hostname for d in missing)}); it lists "
+            f"{found}: it is another cluster's answer, or not this stack's; save this cluster's with "
+            "`kubectl get nodes -o json` (the context of the stack's cluster)"
+        )
+        return refusals, dangers, info
+    deployed = {d.name for d in old.failure_domains}
+    for domain in missing:
+        if domain.name in deployed:
+            dangers.append(
+                f"NODES has no Node {domain.hostname}, so domain {domain.name} is planned as a first install (a new "
+                "VM, no drain, no wave) although the earlier file deploys it: if that node exists, NODES is not "
+                "this cluster's whole answer; save it again with `kubectl get nodes -o json`"
+            )
+        else:
+            info.append(f"domain {domain.name} is new ({domain.hostname} is not in NODES): planned as a first install")
+    return refusals, dangers, info
 
 
 def _stack_file(path: Path) -> tuple[str, Path]:
@@ -79,6 +172,9 @@ class Comparison:
     wave: Wave | None = None
     # The Nodes the current file was planned against (`kubectl get nodes -o json`).
     nodes: dict[str, Any] = field(default_factory=dict)
+    # What the saved Nodes say about the plan: deployed domains without a Node (dangers), new ones (info).
+    nodes_dangers: list[str] = field(default_factory=list)
+    nodes_info: list[str] = field(default_factory=list)
 
     @property
     def wave_dangers(self) -> list[str]:
@@ -108,6 +204,7 @@ def diff_files(
     after: Path,
     secrets: dict[str, str] | None = None,
     nodes: dict[str, Any] | None = None,
+    nodes_path: Path | None = None,
 ) -> Comparison:
     try:
         old_stack, old_dir = _stack_file(before)
@@ -116,15 +213,19 @@ def diff_files(
         new_config = read_stack_file(new_stack, new_dir)
     except StackFileError as error:
         raise DiffError(str(error)) from None
-    return compare_configs(stack, old_config, new_config, secrets, nodes, after_file=after)
+    return compare_configs(stack, old_config, new_config, secrets, nodes, nodes_path, after_file=after)
+
+
+def _stack_config(config: dict[str, Any]) -> StackConfig:
+    prefix = f"{PROJECT}:"
+    return validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)})
 
 
 def settled_nodes(config: dict[str, Any]) -> dict[str, Any]:
     """The Nodes a stack file's `up` leaves (`kubectl get nodes -o json`): every worker serving on what the file
     pins, its rollout recorded. The current file is planned against them as `pulumi preview` plans against the
     cluster."""
-    prefix = f"{PROJECT}:"
-    return settled_nodes_of(validate_stack({k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}))
+    return settled_nodes_of(_stack_config(config))
 
 
 @contextmanager
@@ -150,12 +251,31 @@ def compare_configs(
     after: dict[str, Any],
     secrets: dict[str, str] | None = None,
     nodes: dict[str, Any] | None = None,
+    nodes_path: Path | None = None,
     after_file: Path | None = None,
 ) -> Comparison:
     """The earlier file as a settled deployment (planned against the Nodes its own `up` leaves: no turn, nothing to
     roll), against the current file planned against `nodes` (default: those same Nodes)."""
+    # Both files and the saved Nodes are checked together before anything is previewed: a file of another lab
+    # or another cluster's Nodes is refused, not planned as a new cluster.
+    try:
+        new_stack: StackConfig | None = _stack_config(after)
+    except ConfigError:
+        new_stack = None  # the current file's preview below refuses it, with every problem its text shows
     with reading_earlier_file() as refusals:
-        settled = settled_nodes(before)
+        try:
+            old_stack = _stack_config(before)
+        except ConfigError as error:
+            raise DiffError("the earlier stack config is refused:\n  " + "\n  ".join(error.messages)) from None
+        nodes_dangers: list[str] = []
+        nodes_info: list[str] = []
+        if new_stack is not None:
+            refused, nodes_dangers, nodes_info = nodes_problems(
+                old_stack, new_stack, nodes, nodes_path or Path("NODES")
+            )
+            if refused:
+                raise DiffError("\n  ".join(refused))
+        settled = settled_nodes_of(old_stack)
         with observing(settled):
             old = preview(stack, before, "earlier", secrets)
     observed = nodes if nodes is not None else settled
@@ -163,7 +283,29 @@ def compare_configs(
     with observing(observed):
         new = preview(stack, after, "current", secrets, after_file)
     changes = diff_recordings(old, new)
-    return Comparison(changes, refusals, wave_of(new, {c.name for c in changes if c.op != "same"}), observed)
+    wave = wave_of(new, {c.name for c in changes if c.op != "same"})
+    if new_stack is not None and wave is not None and any("driver" in t.changes for t in wave.domains.values()):
+        nodes_info += cordoned_gpu_nodes_outside(new_stack, observed)
+    return Comparison(changes, refusals, wave, observed, nodes_dangers, nodes_info)
+
+
+def cordoned_gpu_nodes_outside(stack: StackConfig, nodes: dict[str, Any]) -> list[str]:
+    """With no upgrade slots of its own the GPU Operator upgrades every cordoned node in upgrade-required, not only
+    the wave's (k8s-operator-libs upgrade_inplace.go; FIELD-REVIEW-5 H1): the cordoned GPU nodes the stack does
+    not own are upgraded, their GPU pods deleted, as soon as the new release lands."""
+    ours = {d.hostname for d in stack.failure_domains}
+    found = []
+    for item in nodes.get("items") or []:
+        name = str((item.get("metadata") or {}).get("name"))
+        capacity = ((item.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")
+        gpus = str(capacity).isdigit() and int(str(capacity)) > 0
+        if name not in ours and gpus and (item.get("spec") or {}).get("unschedulable"):
+            found.append(name)
+    return [
+        f"{name} is a cordoned GPU node outside this stack: the GPU Operator upgrades its driver too (it acts on "
+        "every cordoned node) as soon as the new release lands, deleting its GPU pods"
+        for name in sorted(found)
+    ]
 
 
 def diff_configs(
@@ -180,8 +322,11 @@ def document(stack: str, before: Path, comparison: Comparison, nodes: Path | Non
         "before": str(before),
         "nodes": str(nodes) if nodes else None,
         "changes": listed,
-        "dangers": sum(len(change.dangers) for change in changes) + len(comparison.wave_dangers),
+        "dangers": sum(len(change.dangers) for change in changes)
+        + len(comparison.wave_dangers)
+        + len(comparison.nodes_dangers),
         "waveDangers": comparison.wave_dangers,
+        "nodesDangers": comparison.nodes_dangers,
         "earlierRefusals": comparison.earlier_refusals,
         "wave": comparison.wave.as_json() if comparison.wave else None,
     }
@@ -208,8 +353,12 @@ def table(comparison: Comparison) -> str:
         + ("; " if any(counts[op] for op in ("create", "update", "replace", "delete")) else "")
         + f"{counts['same']} unchanged"
     )
-    dangers = [(c.name, d) for c in changes for d in c.dangers] + [("wave", d) for d in comparison.wave_dangers]
-    info = [(c.name, i) for c in changes for i in c.info]
+    dangers = (
+        [(c.name, d) for c in changes for d in c.dangers]
+        + [("wave", d) for d in comparison.wave_dangers]
+        + [("nodes", d) for d in comparison.nodes_dangers]
+    )
+    info = [(c.name, i) for c in changes for i in c.info] + [("nodes", i) for i in comparison.nodes_info]
     if dangers:
         lines += ["", f"Dangers ({len(dangers)}):", *(f"  ! {text}" for _, text in dangers)]
     else:
@@ -246,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out or Path("build") / args.stack
     try:
         nodes = read_nodes(args.nodes) if args.nodes else None
-        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR), nodes)
+        comparison = diff_files(args.stack, args.before, after, current(ROOT_DIR), nodes, args.nodes)
     except (DiffError, SecretSourceError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

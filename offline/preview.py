@@ -28,8 +28,17 @@ from offline.runner import (
 def parse_secret(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--secret takes KEY=VALUE, got {text!r}")
+        # What was given may be the secret itself, typed without its key: never repeated.
+        raise argparse.ArgumentTypeError("--secret takes KEY=VALUE; what was given has no KEY= (value not shown)")
     return key, value
+
+
+# Said once per run when --secret is used: the value is now in the shell's history (and, while the preview runs,
+# in `ps` for every user of the machine); the other two sources keep it off every command line.
+HISTORY_NOTE = (
+    "note: a value typed on a command line (--secret) stays in your shell's history; GPU_POOL_SECRET_<KEY> in the "
+    "environment or a GPU_POOL_SECRETS_FILE outside the repository keep it off the command line"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="do not print the resource tree")
     args = parser.parse_args(argv)
     out: Path = args.out or Path("build") / args.stack
+    if args.secret:
+        print(HISTORY_NOTE, file=sys.stderr)
     try:
         # The command line wins for a key given both ways; the environment and the secrets file are never echoed.
         secrets = {**current(ROOT_DIR), **dict(args.secret)}
@@ -79,7 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     placeholders = [key for key in placeholder_keys(config, secrets) if key not in unused]
     print(summary(args.stack, out, document, placeholders), end="")
     print(steering_note(config), end="")
+    print(repair_credential_note(config, args.stack), end="")
     return 0
+
+
+def repair_credential_note(config: dict[str, Any], stack: str) -> str:
+    """With repair.unattended on, the Proxmox token the stack creates for the watcher: roles, privileges, paths."""
+    from components.stack_check import validate_stack
+    from components.unattended.credential import credential_lines, credential_plan
+    from config.errors import ConfigError
+
+    try:
+        cfg = validate_stack({k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")})
+    except (ConfigError, ValueError):
+        return ""
+    if not cfg.repair.unattended.enabled:
+        return ""
+    return "Unattended repair (gpu-pool:repair.unattended):\n" + "".join(
+        f"  {line}\n" for line in credential_lines(credential_plan(cfg, stack))
+    )
 
 
 def steering_note(config: dict[str, Any]) -> str:

@@ -9,7 +9,8 @@ came, and where it came from. The folder is replaced whole, and `.complete` in i
 checked against, so the tests can tell a stale folder from a current one.
 
 Environment (for mirrors of the public sources, and the loopback test): UPSTREAM_HELM_REPO (NVIDIA's Helm
-repository), UPSTREAM_GITHUB_RAW (GitHub's raw file server), and Go's own GOPROXY, GOSUMDB, GOMODCACHE; HELM, GO
+repository), UPSTREAM_GITHUB_RAW (GitHub's raw file server), UPSTREAM_GITHUB_ARCHIVE (GitHub's source archives),
+and Go's own GOPROXY, GOSUMDB, GOMODCACHE; HELM, GO
 and PULUMI name the binaries when they are not on PATH (the e2e tier's in .tools/ are found too).
 
 `--record` (maintainers, after changing sources.py) writes digests.json from a mirror, packaging each chart with
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import urllib.error
 import urllib.request
@@ -37,11 +39,14 @@ from typing import Any
 import yaml
 
 from refdata.sources import (
+    GITHUB_ARCHIVE,
     GITHUB_RAW,
     NVIDIA_HELM_REPO,
     SOURCES,
+    SUMS_FOLDERS,
     DcgmFieldNames,
     Form,
+    GitHubArchive,
     GitHubFile,
     GoModuleFiles,
     HelmChart,
@@ -56,6 +61,7 @@ DEFAULT_DEST = ROOT / ".upstream"
 COMPLETE = ".complete"
 # A mirror's own bookkeeping in a chart folder (../shared/upstream keeps one per chart); never part of a chart.
 MIRROR_ONLY = frozenset({"SHA256SUMS"})
+SUMS = "SHA256SUMS"
 
 
 class FetchError(Exception):
@@ -109,7 +115,7 @@ def load_digests(path: Path = DIGESTS) -> dict[str, Recorded]:
 
 def dests_of(source: Source, recorded: Mapping[str, Recorded]) -> list[str]:
     """The files a source provides (a chart's are whatever digests.json lists under its folder)."""
-    if isinstance(source, HelmChart):
+    if isinstance(source, HelmChart | GitHubArchive):
         return sorted(d for d in recorded if d.startswith(source.dest + "/"))
     if isinstance(source, GoModuleFiles):
         return sorted(source.files.values())
@@ -123,6 +129,8 @@ def describe(source: Source) -> str:
         return f"Go module {source.module}@{source.version}"
     if isinstance(source, GitHubFile):
         return f"github.com/{source.repo} {source.path} @ {source.commit[:12]}"
+    if isinstance(source, GitHubArchive):
+        return f"the source archive of github.com/{source.repo} @ {source.commit[:12]}"
     if isinstance(source, DcgmFieldNames):
         return f"the DCGM_FI_ names of {describe(source.header)}"
     return f"pulumi package get-schema {source.name}@{source.version}"
@@ -202,6 +210,42 @@ def _github_file(file: GitHubFile, env: Mapping[str, str]) -> bytes:
         raise FetchError(f"GET {url}: {error}") from None
 
 
+def _github_archive(archive: GitHubArchive, dests: list[str], env: Mapping[str, str]) -> dict[str, bytes]:
+    """The files `dests` names, read from the commit's archive as it streams in (a repository's archive can be
+    large; the rest is never kept). Only regular files count: a link in the archive where a file is expected is
+    missing, never followed."""
+    base = env.get("UPSTREAM_GITHUB_ARCHIVE", GITHUB_ARCHIVE).rstrip("/")
+    url = f"{base}/{archive.repo}/tar.gz/{archive.commit}"
+    wanted: dict[str, str] = {}
+    for dest in dests:
+        place = dest[len(archive.dest) + 1 :]
+        wanted[archive.renames.get(place, place)] = dest
+    got: dict[str, bytes] = {}
+    try:
+        with urllib.request.urlopen(url, timeout=300) as answer, tarfile.open(fileobj=answer, mode="r|gz") as tar:
+            for member in tar:
+                # Every member sits in one top folder, `<repo>-<commit>/`.
+                _, _, inside = member.name.partition("/")
+                if member.isfile() and inside in wanted:
+                    data = tar.extractfile(member)
+                    assert data is not None  # a regular file always has its data
+                    got[wanted[inside]] = data.read()
+    except (urllib.error.URLError, OSError, tarfile.TarError) as error:
+        raise FetchError(f"GET {url}: {error}") from None
+    return got
+
+
+def sha256sums(got: Mapping[str, bytes], folder: str) -> bytes:
+    """`SHA256SUMS` of `folder` as `sha256sum` writes it (`find . -type f | sort`), for the build scripts' `-c`."""
+    prefix = folder + "/"
+    lines = (
+        f"{hashlib.sha256(data).hexdigest()}  ./{dest[len(prefix) :]}\n"
+        for dest, data in sorted(got.items())
+        if dest.startswith(prefix) and not dest.endswith("/" + SUMS)
+    )
+    return "".join(lines).encode()
+
+
 DCGM_DEFINE = re.compile(rb"^\s*#\s*define\s+(DCGM_FI_[A-Za-z0-9_]+)", re.MULTILINE)
 
 
@@ -273,6 +317,8 @@ def fetch_public(
             got[source.dest] = kube_state_metric_names(module_dir / "docs" / "metrics")
         elif isinstance(source, GitHubFile):
             got[source.dest] = _github_file(source, env)
+        elif isinstance(source, GitHubArchive):
+            got.update(_github_archive(source, dests_of(source, recorded), env))
         elif isinstance(source, DcgmFieldNames):
             got[source.dest] = dcgm_field_names(_github_file(source.header, env))
         else:
@@ -326,11 +372,13 @@ def problems(
 
 
 def install(got: Mapping[str, bytes], dest: Path, lock: str) -> None:
-    """Write the files to a fresh folder beside `dest`, then swap it in: a failed run leaves `dest` as it was."""
+    """Write the files to a fresh folder beside `dest`, then swap it in: a failed run leaves `dest` as it was.
+    Each source tree's `SHA256SUMS` is written from the checked files (the build scripts check it again)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-", dir=dest.parent))
     staging.chmod(0o755)
-    for relative, data in got.items():
+    sums = {f"{folder}/{SUMS}": sha256sums(got, folder) for folder in SUMS_FOLDERS}
+    for relative, data in {**got, **{k: v for k, v in sums.items() if v}}.items():
         path = staging / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -368,6 +416,10 @@ def record(mirror: Path, env: Mapping[str, str], work: Path) -> dict[str, dict[s
             _run(["tar", "-xzf", str(archive), "-C", str(unpacked)], env, work, "tar")
             root = unpacked / source.name
             pairs = {f"{source.dest}/{p.relative_to(root).as_posix()}": p.read_bytes() for p in _files(root)}
+        elif isinstance(source, GitHubArchive):
+            # The mirror keeps the part of the tree the builds read; its SHA256SUMS is bookkeeping (written anew).
+            tree = mirror / source.dest
+            pairs = {f"{source.dest}/{p.relative_to(tree).as_posix()}": p.read_bytes() for p in _files(tree)}
         else:
             pairs = {d: (mirror / d).read_bytes() for d in dests_of(source, {})}
         for dest, data in pairs.items():

@@ -11,6 +11,9 @@ Public sources, by kind:
   kube-state-metrics' metric docs), with `go mod download`, which also checks each module against Go's checksum
   database;
 - files of GitHub repositories the proxy does not serve, at a pinned commit, over HTTPS;
+- the source trees the e2e tier builds and the Go module proxy does not serve (the GPU Operator's controller, three
+  Pulumi providers: e2e/build-cluster.sh, e2e/build-engine.sh), from the commit's source archive on GitHub, every file
+  recorded one by one; `SHA256SUMS` beside them is written from the checked files for the build scripts' own check;
 - the provider schemas from the provider plugins, with `pulumi package get-schema`.
 """
 
@@ -23,6 +26,9 @@ from typing import Final, Literal
 NVIDIA_HELM_REPO: Final = "https://helm.ngc.nvidia.com/nvidia"
 # GitHub's raw file server: `<base>/<owner>/<repo>/<commit>/<path>`.
 GITHUB_RAW: Final = "https://raw.githubusercontent.com"
+# GitHub's source archives: `<base>/<owner>/<repo>/tar.gz/<commit>` (where
+# github.com/<owner>/<repo>/archive/<commit>.tar.gz redirects), one top folder `<repo>-<commit>/`.
+GITHUB_ARCHIVE: Final = "https://codeload.github.com"
 
 # How a file is compared with its recorded digest:
 # - bytes: the file as it is;
@@ -63,6 +69,23 @@ class GitHubFile:
 
 
 @dataclass(frozen=True)
+class GitHubArchive:
+    """Files of a repository's tree at a commit, from its source archive, under `dest`.
+
+    Which files: those digests.json lists under `dest` (a build needs a part of the tree; the archive's other files
+    are passed over). A file's place under `dest` is its path in the repository, except where `renames` gives the
+    path for a place (a file kept beside the tree under another name, e.g. upstream's Makefile for reference).
+    `sums` is the folder whose `SHA256SUMS` the build scripts check (`sha256sum -c`, paths `./<under sums>`).
+    """
+
+    repo: str
+    commit: str
+    dest: str
+    sums: str
+    renames: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DcgmFieldNames:
     """Every `DCGM_FI_*` identifier `dcgmlib/dcgm_fields.h` defines, one a line, sorted (aliases included)."""
 
@@ -88,9 +111,11 @@ class PulumiSchema:
     dest: str
 
 
-Source = HelmChart | GoModuleFiles | GitHubFile | DcgmFieldNames | KubeStateMetricNames | PulumiSchema
+Source = HelmChart | GoModuleFiles | GitHubFile | GitHubArchive | DcgmFieldNames | KubeStateMetricNames | PulumiSchema
 
 KYVERNO_VERSION: Final = "v1.19.0"
+# pulumi/pulumi at v3.259.0 (pulumi-build/README.md: the language host's tag).
+PULUMI_LANGUAGE_HOST_COMMIT: Final = "0ac56e876614aedf12771d73ef7e80959b8a6fd4"
 
 SOURCES: Final[tuple[Source, ...]] = (
     # The two chart versions the program supports (the 26.3 line deprecated, 26.7 supported): values, CRDs,
@@ -158,4 +183,52 @@ SOURCES: Final[tuple[Source, ...]] = (
     # replace marks in its schema: knowledge/replacements.py).
     PulumiSchema("proxmoxve", "8.3.0", "pulumi-schemas/proxmoxve/8.3.0/schema.json"),
     PulumiSchema("command", "1.2.1", "pulumi-schemas/command/1.2.1/schema.json"),
+    # The second tier's sources the Go module proxy does not serve (403), at the tags e2e/ pins: the GPU Operator's
+    # controller (e2e/build-cluster.sh) and the providers and language host the engine build compiles
+    # (e2e/build-engine.sh, docs/engine.md).
+    GitHubArchive(
+        "NVIDIA/gpu-operator",
+        "10ee5b3638b89e11e949412aafa5ba99279c3721",
+        "gpu-operator-src/v26.7.0",
+        "gpu-operator-src",
+    ),
+    # v4.32.0; its root Makefile kept as Makefile.upstream (how upstream regenerates schema.json).
+    GitHubArchive(
+        "pulumi/pulumi-kubernetes",
+        "a03ff6ba58d2f1ea68319dda4b2c982119489c71",
+        "pulumi-build/pulumi-kubernetes",
+        "pulumi-build",
+        {"Makefile.upstream": "Makefile"},
+    ),
+    # v1.2.1
+    GitHubArchive(
+        "pulumi/pulumi-command",
+        "7f3eb6f3b77cd0fa3895ba437a695dd393f7dd25",
+        "pulumi-build/pulumi-command",
+        "pulumi-build",
+    ),
+    # v8.3.0
+    GitHubArchive(
+        "muhlba91/pulumi-proxmoxve",
+        "fb7a0201b341a6ddc5a10bb65a4b85472de00440",
+        "pulumi-build/pulumi-proxmoxve",
+        "pulumi-build",
+    ),
+    # The Python language host's main.go at v3.259.0 (pulumi/pulumi's archive is large; three files are needed).
+    *(
+        GitHubFile(
+            "pulumi/pulumi",
+            PULUMI_LANGUAGE_HOST_COMMIT,
+            path,
+            f"pulumi-build/pulumi-language-python/{name}",
+        )
+        for path, name in (
+            ("sdk/python/cmd/pulumi-language-python/main.go", "main.go"),
+            ("sdk/python/cmd/pulumi-language-python/go.mod", "go.mod.upstream"),
+            ("LICENSE", "LICENSE"),
+        )
+    ),
 )
+
+# The folders whose SHA256SUMS `make upstream` writes (the build scripts check them before building).
+SUMS_FOLDERS: Final = ("gpu-operator-src", "pulumi-build")

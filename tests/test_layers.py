@@ -1,4 +1,5 @@
-"""The layers only import downwards: knowledge <- config <- components <- the program and its tools.
+"""The layers only import downwards, four floors: knowledge (and refdata) <- config <- components <- the program and
+its tools (__main__, offline, day2, benchmarks). tests stand on all of them.
 
 A config model that imports a builder drags Pulumi and every provider SDK into validation, and a builder that
 the other component imports couples the two halves; both used to happen. This walks every import statement
@@ -17,14 +18,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("knowledge", "config", "components", "offline", "day2", "benchmarks", "refdata", "tests")
-# What each package (or sub-package) may import from the project, besides itself.
+# What each package (or sub-package) may import from the project, besides itself. Every top-level package but tests
+# has an entry (test_every_top_level_package_has_its_floor).
 ALLOWED: dict[str, set[str]] = {
     "knowledge": set(),
+    # The upstream reference data's pins and fetcher: facts about the outside world, like knowledge/.
+    "refdata": set(),
     "config": {"knowledge"},
     "components.shared": {"config", "knowledge"},
     "components.gpu_failure_domain": {"components.shared", "config", "knowledge"},
     "components.gpu_platform": {"components.shared", "config", "knowledge"},
     "components": {"config", "knowledge"},
+    # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its
+    # Kubernetes objects as the platform's are.
+    "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge"},
     # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
     # preview, and none of it loads a Pulumi SDK (test_the_day2_command_on_a_dump_never_loads_pulumi).
     # Its --stack is validated by the one validation every entry point makes (components/stack_check.py).
@@ -35,10 +42,23 @@ ALLOWED: dict[str, set[str]] = {
         "components.gpu_platform",
         "components.gpu_failure_domain",
         "components.stack_check",
+        # The breaker's ConfigMap name, that `gpu-pool repair --reset-breaker` closes.
+        "components.unattended.objects",
     },
     # The offline preview and make diff read a domain's plan through its one public module, and validate a stack
     # by the one validation.
-    "offline": {"config", "knowledge", "components.gpu_failure_domain.plan", "components.stack_check"},
+    "offline": {
+        "config",
+        "knowledge",
+        "components.gpu_failure_domain.plan",
+        "components.stack_check",
+        "components.unattended.credential",
+    },
+    # The Pulumi program stands on the components and the config alone: what it ships to the cluster from day2/ (the
+    # health check's code) is packed from source by components/shared/payload.py, never imported.
+    "__main__": {"components", "config", "knowledge"},
+    # The benchmarks measure the offline tools and fetch the upstream data the contract tests read.
+    "benchmarks": {"components", "config", "knowledge", "offline", "refdata"},
 }
 
 
@@ -95,6 +115,14 @@ def bad_edges(root: Path = ROOT) -> list[str]:
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
     assert bad_edges() == []
+
+
+def test_every_top_level_package_has_its_floor() -> None:
+    """A new top-level package (or the program) is walked and has its rule: none escapes the layer test."""
+    on_disk = {path.parent.name for path in ROOT.glob("*/__init__.py")} | {"__main__"}
+
+    assert on_disk <= set(PACKAGES) | {"__main__"}
+    assert on_disk - {"tests"} == {layer for layer in ALLOWED if "." not in layer}
 
 
 def _module_graph(root: Path = ROOT) -> dict[str, set[str]]:
@@ -190,6 +218,9 @@ def test_no_module_under_config_imports_from_components() -> None:
         ("offline/x.py", "from tests.conftest import x\n", "only tests"),
         ("day2/x.py", "from offline.runner import read_stack_file\n", "day2"),
         ("offline/x.py", "from components.gpu_failure_domain.rollout import x\n", "offline"),
+        ("__main__.py", "from day2.bundle import node_check_zip\n", "__main__"),
+        ("refdata/x.py", "from config.errors import ConfigError\n", "refdata"),
+        ("benchmarks/x.py", "from day2.cli import main\n", "benchmarks"),
     ],
 )
 def test_the_walk_catches_an_upward_or_sideways_edge(tmp_path: Path, path: str, source: str, expected: str) -> None:

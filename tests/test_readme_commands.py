@@ -85,6 +85,19 @@ def test_no_command_calls_a_tool_the_clone_does_not_put_on_path() -> None:
     assert bare == []
 
 
+def test_no_page_of_the_repository_shows_a_tool_the_clone_does_not_put_on_path() -> None:
+    # The same trap in every page a user copies from (examples/discover/README.md said `uv run gpu-pool ...`).
+    pages = [README, *sorted(ROOT.glob("docs/**/*.md")), *sorted(ROOT.glob("examples/**/*.md"))]
+    bare = [
+        f"{page.relative_to(ROOT)}: {c.line}"
+        for page in pages
+        for c in commands(page.read_text(encoding="utf-8"))
+        if re.match(r"^(uv|uvx|python|pytest|ruff|mypy|gpu-pool)\b", c.line)
+    ]
+
+    assert bare == []
+
+
 def test_every_command_said_to_need_a_lab_is_still_in_the_readme() -> None:
     shown = [c.line for c in README_COMMANDS]
     stale = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -9,6 +11,7 @@ import yaml
 from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.proxy import ProxyConfig, proxy_environment, registries_yaml, subnet_of
 from config.rke2 import Rke2Config
 
 RKE2_INSTALL_URL = "https://get.rke2.io"
@@ -20,6 +23,18 @@ HELD_KERNEL_PACKAGES = ("linux-generic", "linux-image-generic", "linux-headers-g
 # ubuntu24.04/nvidia-driver), so what the build needs is egress to the archive and a kernel the archive
 # still serves headers for, which the hold keeps stable.
 RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname -r)"')
+
+
+# Where RKE2's systemd unit reads its environment (RKE2 docs, "Configure an HTTP proxy"): the agent and the
+# containerd it starts pull images through the proxy.
+RKE2_AGENT_ENV_FILE = "/etc/default/rke2-agent"
+# Where RKE2 reads its registry mirrors at start (it writes containerd's hosts.toml from it).
+RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
+
+
+def exports(env: Mapping[str, str]) -> str:
+    """One `export` line for a shell script (cloud-init's runcmd, a remote step); empty for no variables."""
+    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()) if env else ""
 
 
 def rke2_agent_config(
@@ -38,8 +53,41 @@ def rke2_agent_config(
     }
 
 
+def _egress_settings(
+    env: Mapping[str, str], proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
+) -> tuple[list[dict[str, str]], dict[str, str]]:
+    """The files and apt settings a lab behind a proxy or with registry mirrors needs (docs/air-gap.md)."""
+    write_files: list[dict[str, str]] = []
+    apt: dict[str, str] = {}
+    if env and proxy is not None:
+        write_files.append(
+            {
+                "path": RKE2_AGENT_ENV_FILE,
+                # The proxy URL may carry a password.
+                "permissions": "0600",
+                "content": "".join(f"{name}={value}\n" for name, value in env.items()),
+            }
+        )
+        # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
+        apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
+    if mirrors:
+        write_files.append(
+            {
+                "path": RKE2_REGISTRIES_FILE,
+                "permissions": "0600",
+                "content": yaml.safe_dump(registries_yaml(dict(mirrors)), sort_keys=True),
+            }
+        )
+    return write_files, apt
+
+
 def user_data_document(
-    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+    domain: FailureDomainConfig,
+    rke2: Rke2Config,
+    token: str,
+    marking: GpuNodeMarking = ARTICLE_MARKING,
+    proxy: ProxyConfig | None = None,
+    mirrors: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -52,10 +100,13 @@ def user_data_document(
     }
     if domain.ssh_authorized_keys:
         user["ssh_authorized_keys"] = list(domain.ssh_authorized_keys)
+    env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
     runcmd: list[str] = [
         # runcmd is one shell script: stop at the first failure, so a failed RKE2 install shows in
         # /var/log/cloud-init-output.log instead of a node that silently never registers.
         "set -e",
+        # Behind a proxy, the installer's downloads (curl, from get.rke2.io and GitHub) go through it.
+        *([exports(env)] if env else []),
         # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op,
         # gpu-pool:failureDomains[].kernel).
         f"apt-mark hold {' '.join(HELD_KERNEL_PACKAGES)} {' '.join(RUNNING_KERNEL_PACKAGES)}",
@@ -68,10 +119,12 @@ def user_data_document(
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]
-    return {
+    write_files, apt = _egress_settings(env, proxy, mirrors)
+    document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
         "users": [user],
+        **({"apt": apt} if apt else {}),
         "package_update": True,
         "packages": ["qemu-guest-agent", "curl", "ca-certificates"],
         "write_files": [
@@ -90,16 +143,23 @@ def user_data_document(
                 "permissions": "0644",
                 "content": 'Unattended-Upgrade::Package-Blacklist { "linux-"; };\n',
             },
+            *write_files,
         ],
         "runcmd": runcmd,
     }
+    return document
 
 
 def build_user_data(
-    domain: FailureDomainConfig, rke2: Rke2Config, token: str, marking: GpuNodeMarking = ARTICLE_MARKING
+    domain: FailureDomainConfig,
+    rke2: Rke2Config,
+    token: str,
+    marking: GpuNodeMarking = ARTICLE_MARKING,
+    proxy: ProxyConfig | None = None,
+    mirrors: Mapping[str, list[str]] | None = None,
 ) -> str:
     """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
-    document = user_data_document(domain, rke2, token, marking)
+    document = user_data_document(domain, rke2, token, marking, proxy, mirrors)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

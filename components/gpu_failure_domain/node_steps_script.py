@@ -15,7 +15,10 @@ Standard library only. `GPU_POOL_STEP` picks the step:
 
 With POWER_CYCLE_REASON set (`gpu-pool repair`), `power-cycle` stops and starts the VM whatever is pending, and
 records the power cycle on the Node (gpu-pool.dev/repairs, which the repair's daily budget counts) and as an
-Event, before the stop.
+Event once Proxmox accepted the stop. A stopped VM is only started. The start task's exit status is read (a card
+the host lost ends it with qemu-server's `no pci device info`); with POWER_CYCLE_HA (an HA-managed VM, allowed by
+`repair.allowHaManaged`) the VM must run on PROXMOX_NODE afterwards. A Proxmox error is one line with PVE's
+message.
 
 Every wait prints a line at least once a minute with what it is waiting for and the last error kubectl gave,
 and its timeout names the likeliest cause from that error.
@@ -38,6 +41,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -53,6 +57,7 @@ WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+TURN_STATE_LABEL = "gpu-pool.dev/turn-state"
 # A repair record is kept this long (the daily budget reads the last day of it) and at most this many.
 REPAIR_RECORD_DAYS = 7
 REPAIR_RECORD_MAX = 20
@@ -214,11 +219,92 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+REVISION_HASH_LABEL = "controller-revision-hash"
+
+
+def newest_revision_hash(kubectl: Kubectl, namespace: str, pod: dict[str, Any]) -> str | None:
+    """The hash of the driver DaemonSet's newest ControllerRevision, as k8s-operator-libs' podInSyncWithDS reads
+    it (pkg/upgrade pod_manager.go GetDaemonsetControllerRevisionHash: the revisions matching the DaemonSet's
+    selector whose name starts with its name, the highest `revision`, its name less `<ds>-`). None: not known."""
+    owner = next(
+        (o for o in (pod.get("metadata") or {}).get("ownerReferences") or [] if o.get("kind") == "DaemonSet"), None
+    )
+    if owner is None:
+        return None
+    daemonset = kubectl.json("-n", namespace, "get", "daemonset", str(owner.get("name")))
+    match = ((daemonset or {}).get("spec") or {}).get("selector", {}).get("matchLabels") or {}
+    if not match:
+        return None
+    selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
+    found = kubectl.json("-n", namespace, "get", "controllerrevisions", "-l", selector)
+    ds_name = str(owner.get("name"))
+    revisions = [
+        r
+        for r in (found or {}).get("items") or []
+        if str((r.get("metadata") or {}).get("name", "")).startswith(ds_name)
+    ]
+    if not revisions:
+        return None
+    newest = max(revisions, key=lambda r: int(r.get("revision") or 0))
+    return str(newest["metadata"]["name"]).removeprefix(f"{ds_name}-")
+
+
+def replace_out_of_sync_driver_pod(kubectl: Kubectl, namespace: str, name: str) -> bool:
+    """`upgrade-failed` is left only when the node's driver pod is in sync with the DaemonSet's newest revision
+    and Ready (k8s-operator-libs common_manager.go ProcessUpgradeFailedNodes, isDriverPodInSync); the driver
+    DaemonSet is OnDelete (gpu-operator assets/state-driver/0500_daemonset.yaml), so nothing replaces a pod of an
+    older revision. Deletes that pod (the DaemonSet controller creates it again on the newest revision), says so
+    and records it on the Node: True. False when the pod is already on the newest revision (a real failure)."""
+    for pod in _driver_pods(kubectl, namespace, name):
+        pod_hash = ((pod.get("metadata") or {}).get("labels") or {}).get(REVISION_HASH_LABEL)
+        newest = newest_revision_hash(kubectl, namespace, pod)
+        if newest is None or pod_hash is None or pod_hash == newest:
+            continue
+        pod_name = str(pod["metadata"]["name"])
+        kubectl.must("-n", namespace, "delete", "pod", pod_name, "--wait=false")
+        why = f"upgrade-failed with driver pod {pod_name} on revision {pod_hash}, the DaemonSet's newest is {newest}"
+        print(f"{name}: {why}: deleted it, so the operator's DaemonSet recreates it on {newest}; waiting")
+        record_repair(kubectl, name, {"event": "driver-pod-deleted", "reason": why})
+        return True
+    return False
+
+
+def upgrade_failed(kubectl: Kubectl, namespace: str, name: str, replaced: set[str]) -> tuple[bool, str, str]:
+    """The gate on a node in upgrade-failed: an out-of-sync driver pod is deleted once (the recreated pod must pass
+    on its own: FIELD-REVIEW-5 WRONG-2) and the gate waits; a pod on the newest revision is a real failure."""
+    if not replaced and replace_out_of_sync_driver_pod(kubectl, namespace, name):
+        replaced.add(name)
+        return False, "upgrade-failed, out-of-sync driver pod deleted", "the recreated driver pod"
+    if replaced:
+        cause = "the recreated driver pod did not bring the node out of upgrade-failed: "
+        return (
+            False,
+            "upgrade-failed, waiting for the recreated driver pod",
+            cause + driver_log_command(namespace, name),
+        )
+    raise StepFailed(
+        f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
+        + driver_log_command(namespace, name)
+    )
+
+
+def set_turn_state(kubectl: Kubectl, name: str, state: str) -> None:
+    """The node's visible turn state (components/gpu_failure_domain/observed.py TURN_STATE_LABEL); a repair's turn
+    stays `repairing` until it ends."""
+    node = kubectl.json("get", "node", name) or {}
+    if ((node.get("metadata") or {}).get("labels") or {}).get(TURN_STATE_LABEL) == "repairing" and state == "gating":
+        return
+    kubectl.run("label", "node", name, "--overwrite", f"{TURN_STATE_LABEL}={state}")
+
+
 def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
     slots = int(env("GPU_SLOTS"))
     driver = env("DRIVER_VERSION")
     namespace = env("OPERATOR_NAMESPACE")
     kubelet = os.environ.get("KUBELET_VERSION", "")
+    replaced: set[str] = set()
+    if os.environ.get("WAVE_DOMAIN"):
+        set_turn_state(kubectl, name, "gating")
 
     def check() -> tuple[bool, str, str]:
         node = kubectl.json("get", "node", name)
@@ -234,10 +320,7 @@ def step_gpu_ready(kubectl: Kubectl, name: str, minutes: float) -> None:
             )
         state = (node.get("metadata", {}).get("labels") or {}).get(UPGRADE_STATE_LABEL, "")
         if state == "upgrade-failed":
-            raise StepFailed(
-                f"the GPU Operator's driver upgrade failed on {name} ({UPGRADE_STATE_LABEL}=upgrade-failed): "
-                + driver_log_command(namespace, name)
-            )
+            return upgrade_failed(kubectl, namespace, name, replaced)
         pods = _driver_pods(kubectl, namespace, name)
         images = [c.get("image", "") for p in pods for c in (p.get("spec") or {}).get("containers") or []]
         on_version = any(f":{driver}" in image for image in images)
@@ -341,8 +424,34 @@ def step_kernel_rebuild(kubectl: Kubectl, name: str, minutes: float) -> None:
 # ---------------------------------------------------------------------------------------------------- Proxmox
 
 
+class ProxmoxFailed(StepFailed):
+    """A Proxmox API call that failed, as one line with PVE's own message (never a traceback); `status` is the
+    HTTP status (None: the API did not answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def pve_message(error: urllib.error.HTTPError) -> str:
+    """PVE's reason for a refusal: pveproxy puts the handler's `die` message in the status line, and a parameter
+    error's details in the body's `errors` (pve-http-server PVE/APIServer/AnyEvent.pm)."""
+    reason = str(error.reason or "").strip()
+    try:
+        body = json.loads(error.read() or b"{}")
+    except (ValueError, OSError):
+        body = {}
+    details = body.get("errors") if isinstance(body, dict) else None
+    message = body.get("message") if isinstance(body, dict) else None
+    text = str(message or reason or f"HTTP {error.code}")
+    if isinstance(details, dict) and details:
+        text += " (" + "; ".join(f"{k}: {v}" for k, v in details.items()) + ")"
+    return " ".join(text.split())
+
+
 class Proxmox:
     def __init__(self, endpoint: str, insecure: bool) -> None:
+        self.endpoint = endpoint
         self.base = endpoint.rstrip("/") + "/api2/json"
         self.context = ssl._create_unverified_context() if insecure else ssl.create_default_context()
         self.headers: dict[str, str] = {}
@@ -356,10 +465,24 @@ class Proxmox:
         self.headers["CSRFPreventionToken"] = data["CSRFPreventionToken"]
 
     def call(self, method: str, path: str, form: dict[str, str] | None = None) -> Any:
+        """The answer's `data`; a refusal or no answer is ProxmoxFailed with PVE's message (a Python traceback
+        once ended a wave's power cycle and a repair: FIELD-REVIEW-5 WRONG-5)."""
         body = urllib.parse.urlencode(form).encode() if form is not None else None
         request = urllib.request.Request(self.base + path, data=body, method=method, headers=self.headers)
-        with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
-            return json.load(response)["data"]
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
+                return json.load(response)["data"]
+        except urllib.error.HTTPError as error:
+            raise ProxmoxFailed(
+                f"Proxmox refused {method} {path}: {error.code} {pve_message(error)}", error.code
+            ) from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", None) or error
+            raise ProxmoxFailed(f"cannot reach the Proxmox API at {self.endpoint}: {reason}") from None
+        except (ValueError, KeyError, TypeError) as error:
+            raise ProxmoxFailed(
+                f"the Proxmox API at {self.endpoint} gave no answer to {method} {path}: {error}"
+            ) from None
 
     def wait_status(self, vm: str, status: str, seconds: int) -> bool:
         deadline = time.monotonic() + seconds
@@ -369,6 +492,48 @@ class Proxmox:
                 return True
             time.sleep(poll)
         return False
+
+    def wait_task(self, upid: str, seconds: int) -> str | None:
+        """The exit status of a worker task (`GET /nodes/{node}/tasks/{upid}/status`, pve-manager
+        PVE/API2/Tasks.pm: `exitstatus` is `OK`, `WARNINGS: n`, or the task's error), None while it runs."""
+        parts = upid.split(":")
+        if len(parts) < 3 or parts[0] != "UPID":
+            return "OK"  # not a task id: nothing to wait for
+        deadline = time.monotonic() + seconds
+        poll = float(os.environ.get("GPU_POOL_POLL_SECONDS", "3"))
+        path = f"/nodes/{parts[1]}/tasks/{urllib.parse.quote(upid, safe='')}/status"
+        while True:
+            answer = self.call("GET", path) or {}
+            if answer.get("status") == "stopped":
+                return str(answer.get("exitstatus") or "OK")
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll)
+
+    def guest(self, vmid: str) -> dict[str, Any] | None:
+        """The VM's entry in `GET /cluster/resources?type=vm` (its node, status, lock, hastate)."""
+        for entry in self.call("GET", "/cluster/resources?type=vm") or []:
+            if isinstance(entry, dict) and str(entry.get("vmid")) == str(vmid):
+                return entry
+        return None
+
+
+def task_ok(exitstatus: str | None) -> bool:
+    return exitstatus is not None and (exitstatus == "OK" or exitstatus.startswith("WARNINGS"))
+
+
+def _ha_placed(api: Proxmox, vmid: str, seconds: int) -> str | None:
+    """The node an HA-managed VM runs on once it runs, from the cluster's view (its `/nodes/<stack node>/...`
+    path no longer resolves when the CRM started it elsewhere)."""
+    deadline = time.monotonic() + seconds
+    poll = float(os.environ.get("GPU_POOL_POLL_SECONDS", "3"))
+    while True:
+        entry = api.guest(vmid) or {}
+        if entry.get("status") == "running":
+            return str(entry.get("node") or "") or None
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)
 
 
 def pending_keys(pending: list[dict[str, Any]]) -> list[str]:
@@ -381,6 +546,31 @@ def previous_device(previous_stdout: str) -> str | None:
         if line.startswith(APPLIED_DEVICE):
             return line[len(APPLIED_DEVICE) :]
     return None
+
+
+def start_vm(api: Proxmox, vm: str, vmid: str, where: str, name: str) -> None:
+    """`status/start` and its task's exit status (qemu-server's own reason when it fails: `no pci device info for
+    device ...` when the host lost the card, PCI.pm); an HA-managed VM must then run on the stack's node."""
+    started = api.call("POST", f"{vm}/status/start")
+    exitstatus = api.wait_task(str(started or ""), 180)
+    if exitstatus is not None and not task_ok(exitstatus):
+        # qemu-server's own reason: `no pci device info for device ...` when the host lost the card (PCI.pm).
+        raise StepFailed(
+            f"the start task of {where} failed: {exitstatus} (node {name} stays cordoned; a card the host lost is "
+            "reset on the host: PCI remove/rescan, or a host reboot)"
+        )
+    print(f"{where}: start task {exitstatus or 'still running'}")
+    if os.environ.get("POWER_CYCLE_HA"):
+        # An HA-managed VM's start is a request the CRM places: it may start on another node that has the mapping.
+        ha_node = _ha_placed(api, vmid, 180)
+        if ha_node != env("PROXMOX_NODE"):
+            raise StepFailed(
+                f"HA started VM {vmid} on {ha_node or 'no node'}, not the stack's {env('PROXMOX_NODE')}: the failure "
+                f"domain is now on another host; migrate it back (ha-manager migrate vm:{vmid} "
+                f"{env('PROXMOX_NODE')}) and check the HA group's nodes (node {name} stays cordoned)"
+            )
+    elif not api.wait_status(vm, "running", 180):
+        raise StepFailed(f"VM {vmid} did not start within 180 s (node {name} stays cordoned)")
 
 
 def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
@@ -408,6 +598,7 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
             print(APPLIED_DEVICE + device)
             return
         print(f"VM {vmid}: {', '.join(reasons)} changed; drain, full power cycle (stop, then start), uncordon")
+    current = str((api.call("GET", f"{vm}/status/current") or {}).get("status") or "")
     node = kubectl.json("get", "node", name)
     was_cordoned = bool(((node or {}).get("spec") or {}).get("unschedulable"))
     if node is not None:
@@ -415,17 +606,23 @@ def step_power_cycle(kubectl: Kubectl, name: str, minutes: float) -> None:
         kubectl.must("drain", name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=15m", timeout=1000)
     else:
         print(f"node {name} is not registered: nothing to drain")
-    if forced and node is not None:
-        # Recorded before the stop: a cycle that never finishes still counts against the daily budget.
-        where = f"VM {vmid} on {env('PROXMOX_NODE')}"
-        node = record_repair(kubectl, name, {"event": "power-cycle", "reason": forced, "vm": where})
-        post_event(kubectl, node, "Warning", "GpuPoolPowerCycle", f"gpu-pool repair power-cycles {where}: {forced}")
-    api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
-    if not api.wait_status(vm, "stopped", 240):
-        raise StepFailed(f"VM {vmid} did not stop within 240 s (node {name} stays cordoned)")
-    api.call("POST", f"{vm}/status/start")
-    if not api.wait_status(vm, "running", 180):
-        raise StepFailed(f"VM {vmid} did not start within 180 s (node {name} stays cordoned)")
+    where = f"VM {vmid} on {env('PROXMOX_NODE')}"
+    if current == "stopped":
+        # Nothing to stop: a cold start is all there is to do (and costs no power cycle of the budget).
+        print(f"{where} is stopped: starting it (no stop)")
+    else:
+        shutdown = api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
+        if forced and node is not None:
+            # Recorded once Proxmox accepted the stop, not before: a refused stop (a backup's lock, HA) changed
+            # nothing and must not spend the daily budget (FIELD-REVIEW-5 WRONG-5).
+            node = record_repair(kubectl, name, {"event": "power-cycle", "reason": forced, "vm": where})
+            post_event(kubectl, node, "Warning", "GpuPoolPowerCycle", f"gpu-pool repair power-cycles {where}: {forced}")
+        stopped = api.wait_task(str(shutdown or ""), 240)
+        if stopped is not None and not task_ok(stopped):
+            raise StepFailed(f"the stop task of {where} failed: {stopped} (node {name} stays cordoned)")
+        if not api.wait_status(vm, "stopped", 240):
+            raise StepFailed(f"VM {vmid} did not stop within 240 s (node {name} stays cordoned)")
+    start_vm(api, vm, vmid, where, name)
     if node is not None:
         old_boot = boot_id(node)
 
@@ -541,8 +738,10 @@ def step_repair_done(kubectl: Kubectl, name: str, minutes: float) -> None:
         # One patch: no interruption leaves the node uncordoned with its turn still open, or the reverse.
         change: dict[str, Any] = {
             "metadata": {
+                # The turn's end releases the hold: its visible state done, kept until the next turn.
+                "labels": {TURN_STATE_LABEL: "done"},
                 "annotations": {WAVE_TURN_ANNOTATION: None, WAVE_STOPPED_ANNOTATION: None, REPAIRS_ANNOTATION: record}
-                | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
+                | ({WAVE_CORDON_ANNOTATION: None} if ours else {}),
             }
         }
         if ours:
@@ -608,9 +807,9 @@ def main() -> int:
             # The node stays cordoned: it says why, for `kubectl describe node` and the next plan.
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             note = f"gate {env('GPU_POOL_STEP')} failed at {when}: {error}"[:1000]
-            Kubectl(json.loads(env("KUBECTL", '["kubectl"]'))).run(
-                "annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}"
-            )
+            failed = Kubectl(json.loads(env("KUBECTL", '["kubectl"]')))
+            failed.run("annotate", "node", env("NODE_NAME"), "--overwrite", f"{stopped}={note}")
+            failed.run("label", "node", env("NODE_NAME"), "--overwrite", f"{TURN_STATE_LABEL}=stopped")
         if wave:
             print(
                 f"gpu-pool: the wave stopped at domain {wave} (gate {env('GPU_POOL_STEP')}): {wave} stays cordoned, "

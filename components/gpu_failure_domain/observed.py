@@ -13,6 +13,8 @@ The Node's annotations are the contract between a wave and the next preview:
   of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
   each one that stopped (at which step, why, the command to resume).
 - WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
+- WAVE_SKIP_ANNOTATION: the wave set the GPU Operator's skip label for its drain (an admin's skip label has no
+  such mark and is never removed by gpu-pool).
 """
 
 from __future__ import annotations
@@ -33,6 +35,18 @@ WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
+# The wave set the operator's skip label on this node (knowledge/gpu_operator.py DRIVER_UPGRADE_SKIP_LABEL) to hold
+# its upgrade controller off until the wave's own drain is done: only then is the label the wave's to remove.
+WAVE_SKIP_ANNOTATION = "gpu-pool.dev/driver-upgrade-held"
+# One visible state per node gpu-pool works on (`kubectl get nodes -L gpu-pool.dev/turn-state`), as the operator's
+# own nvidia.com/gpu-driver-upgrade-state: draining, changing, gating, stopped, repairing, then done (kept until the
+# next turn). A node is held while it is not done, by the holder the annotation names: `up:<stack> since <time>` or
+# `repair:<user>@<host> since <time>`; a turn takes the hold with a conditional update (the Node's resourceVersion).
+TURN_STATE_LABEL = "gpu-pool.dev/turn-state"
+TURN_HOLDER_ANNOTATION = "gpu-pool.dev/turn-holder"
+TURN_STATES = ("draining", "changing", "gating", "stopped", "repairing", "done")
+# States in which the holder is at work right now (a stopped turn's holder is not running).
+ACTIVE_TURN_STATES = ("draining", "changing", "gating", "repairing")
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"
@@ -53,6 +67,19 @@ class ObservedNode:
     ready: bool = True
     # REPAIRS_ANNOTATION's entries, oldest first ({"at", "event": power-cycle | repaired | stopped, "reason", ...}).
     repairs: tuple[Mapping[str, str], ...] = ()
+    # TURN_STATE_LABEL and TURN_HOLDER_ANNOTATION ('' where absent).
+    turn_state: str = ""
+    turn_holder: str = ""
+
+    @property
+    def held(self) -> bool:
+        """Someone's turn holds the node: its state is set and not done."""
+        return bool(self.turn_state) and self.turn_state != "done"
+
+    @property
+    def holder_kind(self) -> str:
+        """`up` or `repair` (the holder annotation's prefix), '' when not held."""
+        return self.turn_holder.split(":", 1)[0] if self.held else ""
 
     @property
     def out(self) -> bool:
@@ -118,6 +145,8 @@ def observed_node(item: Mapping[str, Any]) -> ObservedNode:
         wave_stopped=annotations.get(WAVE_STOPPED_ANNOTATION) or None,
         ready=_ready(status),
         repairs=_repairs(annotations.get(REPAIRS_ANNOTATION)),
+        turn_state=str((metadata.get("labels") or {}).get(TURN_STATE_LABEL) or ""),
+        turn_holder=str(annotations.get(TURN_HOLDER_ANNOTATION) or ""),
     )
 
 

@@ -84,6 +84,7 @@ from components.gpu_failure_domain.turns import (
 from components.shared.kubectl import kubectl_argv, kubectl_prefix
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.proxy import proxy_environment, subnet_of
 from config.smoke_test import SmokeTestConfig
 from config.stack import StackConfig
 
@@ -176,9 +177,10 @@ class _Scope:
     kubectl_args: list[str]
     marking: GpuNodeMarking
     script: str
+    holder: str = "up"
 
     @classmethod
-    def of(cls, domain: FailureDomainConfig, stack: StackConfig, turn: Turn) -> _Scope:
+    def of(cls, domain: FailureDomainConfig, stack: StackConfig, turn: Turn, holder: str = "up") -> _Scope:
         kubernetes = stack.kubernetes
         return cls(
             domain,
@@ -188,6 +190,7 @@ class _Scope:
             kubectl_argv(kubernetes.kubeconfig, kubernetes.context),
             GpuNodeMarking.from_kyverno(stack.kyverno),
             node_steps_script(),
+            holder,
         )
 
     @property
@@ -205,15 +208,22 @@ class _Scope:
 
 
 def plan_domain(
-    domain: FailureDomainConfig, stack: StackConfig, turn: Turn, node_check: Command | None = None
+    domain: FailureDomainConfig,
+    stack: StackConfig,
+    turn: Turn,
+    node_check: Command | None = None,
+    holder: str = "up",
 ) -> DomainPlan:
     """Every step of the domain, in an order they can run in, for this `up`'s turn: each phase waits for the last
     steps of the phases before it.
 
     A repair turn (turns.repair_turn) power-cycles the VM whatever is pending, checks the node again with
     `node_check` where `gpu-pool repair` can run node-check on it (over SSH: day2 builds that command), runs the
-    smoke test again under a new Job name and ends with the repair's record instead of a rollout record."""
-    at = _Scope.of(domain, stack, turn)
+    smoke test again under a new Job name and ends with the repair's record instead of a rollout record.
+
+    `holder` names who takes the node's hold when the turn starts (observed.TURN_HOLDER_ANNOTATION): `up:<stack>`
+    for `pulumi up`, `repair:<user>@<host>` for `gpu-pool repair`."""
+    at = _Scope.of(domain, stack, turn, holder)
     identity = _identity(at)
     logins = _logins(at)
     changes = [*_drain(at, _names(logins)), *_upgrade(at), *_plugin_restart(at)]
@@ -311,7 +321,9 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token: build_user_data(domain, stack.rke2, token, marking),
+        user_data=lambda token: build_user_data(
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors
+        ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
         # host keys, RKE2 reinstalled). Its inputs are first-boot only. A replacement (another node or datastore)
@@ -397,13 +409,17 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
             does="cordon (marked as the wave's) and drain",
             waits_for=(StepName.VM, *logins),
             # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
-            # upgrades the driver of exactly the node this drain cordons.
+            # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
             platform=("operator",),
             after_previous_batch=True,
-            command=Command(wave_drain_command(at.host, at.kubectl, at.domain.name), triggers=at.key),
+            command=Command(wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), triggers=at.key),
             turn_step=True,
         )
     ]
+
+
+def _proxy_env(at: _Scope) -> dict[str, str]:
+    return proxy_environment(at.stack.proxy, at.stack.rke2, subnet_of(at.domain.network.ipv4))
 
 
 def _upgrade(at: _Scope) -> list[Step]:
@@ -415,7 +431,7 @@ def _upgrade(at: _Scope) -> list[Step]:
             at,
             StepName.RKE2_UPGRADE,
             f"install RKE2 {version} and restart rke2-agent",
-            Command(rke2_upgrade_command(version), interpreter=None, triggers=at.key),
+            Command(rke2_upgrade_command(version, _proxy_env(at)), interpreter=None, triggers=at.key),
             waits_for=(StepName.WAVE_DRAIN,),
             turn_step=True,
         )
@@ -558,7 +574,7 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             does="cordon (marked as the wave's) and drain",
             waits_for=(*after, StepName.KERNEL_LOGIN),
             command=Command(
-                wave_drain_command(at.host, at.kubectl, at.domain.name), update=unchanged, triggers=triggers
+                wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), update=unchanged, triggers=triggers
             ),
         ),
     ]

@@ -17,16 +17,21 @@ from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
+    TURN_HOLDER_ANNOTATION,
+    TURN_STATE_LABEL,
     WAVE_CORDON_ANNOTATION,
+    WAVE_SKIP_ANNOTATION,
     WAVE_STOPPED_ANNOTATION,
     WAVE_TURN_ANNOTATION,
 )
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
+from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
 from knowledge.gpu_operator import (
     DEVICE_PLUGIN_APP,
     DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION,
+    DRIVER_UPGRADE_SKIP_LABEL,
     GPU_FEATURE_DISCOVERY_APP,
     OPERAND_APP_LABEL,
 )
@@ -41,7 +46,7 @@ CHANGE_WORDS: Mapping[str, str] = {
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
-DRAIN_TIMEOUT = "15m"
+DRAIN_TIMEOUT = f"{DRAIN_TIMEOUT_SECONDS // 60}m"
 
 
 def _digest(value: object) -> str:
@@ -71,7 +76,58 @@ def _unschedulable(kubectl: str, node: str) -> str:
     return f"\"$({kubectl} get node {shlex.quote(node)} -o jsonpath='{{.spec.unschedulable}}')\""
 
 
-def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
+def _jsonpath(kind: str, key: str) -> str:
+    return "{.metadata." + kind + "." + key.replace(".", "\\.") + "}"
+
+
+def turn_state_command(node: str, kubectl: str, state: str) -> str:
+    """Sets the node's visible turn state (observed.TURN_STATE_LABEL)."""
+    return f"{kubectl} label node {shlex.quote(node)} --overwrite {TURN_STATE_LABEL}={state} >/dev/null"
+
+
+def take_hold_command(node: str, kubectl: str, holder: str, state: str) -> str:
+    """A turn's first act: take the node's hold, or fail naming who has it. Another holder at work (draining,
+    changing, gating, repairing) keeps it; a stopped wave's hold may be taken (its wave-stopped note names `gpu-pool
+    repair`), a stopped repair's only by a repair (`pulumi up` must not finish a repair's turn: FIELD-REVIEW-5 H2).
+    The patch carries the resourceVersion read with the check, so a holder that took it in between makes it fail
+    (409 Conflict) instead of both going on."""
+    quoted = shlex.quote(node)
+    path = shlex.quote(
+        "{.metadata.resourceVersion}|"
+        + _jsonpath("labels", TURN_STATE_LABEL)
+        + "|"
+        + _jsonpath("annotations", TURN_HOLDER_ANNOTATION)
+    )
+    mine = holder.split(":", 1)[0]
+    take = json.dumps(
+        {
+            "metadata": {
+                "resourceVersion": "%s",
+                "labels": {TURN_STATE_LABEL: state},
+                "annotations": {TURN_HOLDER_ANNOTATION: f"{holder} since %s"},
+            }
+        }
+    )
+    held = (
+        f"gpu-pool: {node} is held by $holder (turn-state $state): wait for that turn to end, or finish it (a repair: "
+        f"gpu-pool repair {node} --stack STACK --yes); a holder that is gone is released with: kubectl label node "
+        f"{node} --overwrite {TURN_STATE_LABEL}=done"
+    )
+    return (
+        f"current=$({kubectl} get node {quoted} -o jsonpath={path}); "
+        "rv=${current%%|*}; rest=${current#*|}; state=${rest%%|*}; holder=${rest#*|}; "
+        'case "$state" in ""|done) ;; *) '
+        f'if [ "${{holder%% since *}}" != {shlex.quote(holder)} ] && '
+        f'{{ [ "$state" != stopped ] || [ "${{holder%%:*}}" = repair -a {mine} = up ]; }}; then '
+        f'echo "{held}" >&2; exit 1; fi;; esac; '
+        f'take=$(printf {shlex.quote(take)} "$rv" "$started"); '
+        f'{kubectl} patch node {quoted} --type=merge -p "$take" >/dev/null || '
+        f'{{ echo "gpu-pool: {node} changed while its hold was taken (another holder?): kubectl get node {node} '
+        f'-L {TURN_STATE_LABEL}" >&2; exit 1; }}; '
+    )
+
+
+def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up") -> str:
     """A turn's start: one patch cordons the node and marks it as the wave's (only when it was schedulable: a node
     someone else cordoned stays theirs) and records when the turn started (a turn in progress until its last
     step), then the drain. The time makes each turn's start unique, so a resumed turn is told from an earlier one.
@@ -95,6 +151,38 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
         {"metadata": {"annotations": {WAVE_TURN_ANNOTATION: "%s", DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: "true"}}}
     )
     quoted = shlex.quote(node)
+    # A node that is not Ready (its kubelet stopped reporting) is not drained: `kubectl drain` would wait out its
+    # timeout on pods stuck Terminating on an unreachable kubelet (FIELD-REVIEW-5 WRONG-3). The turn stops before
+    # it changes anything, and the node says why and what brings it back.
+    not_ready = (
+        f"not Ready (Ready=$ready): the turn stopped before its drain; bring it back with: gpu-pool repair {node} "
+        "--stack STACK (a card or VM fault), or wait for it to be Ready; then pulumi up resumes the wave here"
+    )
+    ready_path = shlex.quote('{.status.conditions[?(@.type=="Ready")].status}')
+    ready_check = (
+        f"ready=$({kubectl} get node {quoted} -o jsonpath={ready_path}); "
+        'if [ "$ready" != True ]; then '
+        f'{kubectl} annotate node {quoted} --overwrite "{WAVE_STOPPED_ANNOTATION}={not_ready}" >/dev/null; '
+        f"{turn_state_command(node, kubectl, 'stopped')}; "
+        f'echo "gpu-pool: {node} is {not_ready}" >&2; exit 1; fi; '
+    )
+    repairing = holder.startswith("repair:")
+    # The GPU Operator's upgrade controller acts on every cordoned node in upgrade-required (no slots of its own),
+    # and its pod deletion is stricter than this drain: held off with its skip label from before the cordon until
+    # the drain is done (k8s-operator-libs upgrade_inplace.go SkipNodeUpgrade; FIELD-REVIEW-5 WRONG-1). The mark
+    # says the wave set it; a skip label an admin set (no mark) is theirs, kept and never removed.
+    skip_path = shlex.quote("{.metadata.labels." + DRIVER_UPGRADE_SKIP_LABEL.replace(".", "\\.") + "}")
+    held_path = shlex.quote("{.metadata.annotations." + WAVE_SKIP_ANNOTATION.replace(".", "\\.") + "}")
+    hold = {"metadata": {"labels": {DRIVER_UPGRADE_SKIP_LABEL: "true"}, "annotations": {WAVE_SKIP_ANNOTATION: domain}}}
+    release = {"metadata": {"labels": {DRIVER_UPGRADE_SKIP_LABEL: None}, "annotations": {WAVE_SKIP_ANNOTATION: None}}}
+    hold_operator = (
+        f"skip=$({kubectl} get node {quoted} -o jsonpath={skip_path}); "
+        f"held=$({kubectl} get node {quoted} -o jsonpath={held_path}); "
+        f'if [ "$skip" != true ] || [ -n "$held" ]; then {_patch(kubectl, node, hold)}; fi; '
+    )
+    release_operator = (
+        f'if [ -n "$({kubectl} get node {quoted} -o jsonpath={held_path})" ]; then {_patch(kubectl, node, release)}; fi'
+    )
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
     stopped = shlex.quote(
         f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
@@ -102,11 +190,17 @@ def wave_drain_command(node: str, kubectl: str, domain: str) -> str:
     )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
-        f"if [ {_unschedulable(kubectl, node)} != true ]; then "
+        + take_hold_command(node, kubectl, holder, "repairing" if repairing else "draining")
+        + ready_check
+        + hold_operator
+        + f"if [ {_unschedulable(kubectl, node)} != true ]; then "
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
-        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; exit 1; }}"
+        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
+        f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; }}; "
+        + ("" if repairing else f"{turn_state_command(node, kubectl, 'changing')}; ")
+        + release_operator
     )
 
 
@@ -122,8 +216,10 @@ def rollout_done_command(node: str, kubectl: str, state: Mapping[str, str]) -> s
         # The operator removes its mark when it finishes an upgrade; a turn with no driver change ends it here.
         DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: None,
     }
+    # The turn's end: its visible state done (kept until the next turn), which releases the hold.
+    done_labels = {TURN_STATE_LABEL: "done"}
     serving = {
-        "metadata": {"annotations": {**annotations, WAVE_CORDON_ANNOTATION: None}},
+        "metadata": {"labels": done_labels, "annotations": {**annotations, WAVE_CORDON_ANNOTATION: None}},
         "spec": {"unschedulable": None},
     }
     path = shlex.quote("{.metadata.annotations." + WAVE_CORDON_ANNOTATION.replace(".", "\\.") + "}")
@@ -131,7 +227,7 @@ def rollout_done_command(node: str, kubectl: str, state: Mapping[str, str]) -> s
     return (
         f'set -e; if [ -n "$({kubectl} get node {quoted} -o jsonpath={path})" ]; then '
         f"{_patch(kubectl, node, serving)}; echo {shlex.quote(f'{node}: rolled out, serving')}; "
-        f"else {_patch(kubectl, node, {'metadata': {'annotations': annotations}})}; "
+        f"else {_patch(kubectl, node, {'metadata': {'labels': done_labels, 'annotations': annotations}})}; "
         f"if [ {_unschedulable(kubectl, node)} = true ]; then "
         f"echo {shlex.quote(f'{node}: rolled out; cordoned by someone else before the wave, left cordoned')}; "
         f"else echo {shlex.quote(f'{node}: rolled out, serving')}; fi; fi"
@@ -151,15 +247,19 @@ def device_plugin_restart_command(node: str, kubectl: str, namespace: str) -> st
     )
 
 
-def rke2_upgrade_command(version: str) -> str:
+def rke2_upgrade_command(version: str, env: Mapping[str, str] | None = None) -> str:
     """Runs on the VM over SSH: the official installer at the pinned release, as the first-boot join does
-    (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it."""
+    (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it.
+    `env`: the proxy's variables (cloud_init.proxy_environment), for curl and the installer's own downloads;
+    passed through `sudo env`, since sudo's env_reset drops the caller's."""
     pinned = shlex.quote(version)
+    assigned = "".join(f"{name}={shlex.quote(value)} " for name, value in (env or {}).items())
     # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's (as cloud_init.py).
     return (
         "set -e; "
-        f"curl -sfL {RKE2_INSTALL_URL} -o /tmp/install-rke2.sh; "
-        f"sudo INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} sh /tmp/install-rke2.sh; "
+        f"{assigned}curl -sfL {RKE2_INSTALL_URL} -o /tmp/install-rke2.sh; "
+        f"sudo {'env ' + assigned if assigned else ''}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} "
+        "sh /tmp/install-rke2.sh; "
         "sudo systemctl restart rke2-agent; "
         f"echo {shlex.quote(f'rke2-agent restarted on {version}')}"
     )

@@ -7,7 +7,7 @@ every row). A kubelet or a record newer than the pin is refused before any turn 
 downgrade in place.
 
 A `repair` turn is not planned by a wave: `gpu-pool repair` asks for it when doctor and node-check find a floor a
-power cycle of the VM fixes (day2/repair.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
+power cycle of the VM fixes (day2/repair/decide.py). It drains like a roll, power-cycles the VM from Proxmox whatever is
 pending, checks the node again (node-check, the gate, the smoke test under a new Job name), then ends the turn:
 uncordoned where the wave's (or the repair's) drain cordoned it, its rollout record left as it was, since a
 repair changes nothing the stack asks for.
@@ -16,8 +16,17 @@ What runs is decided by what the Node shows, not only by its record: the RKE2 in
 is not on the pin, the kernel install only where the node does not run the pinned kernel. The gate and the
 record run in every turn, so a node is never uncordoned ungated.
 
-Domains already out (a turn in progress, or cordoned by someone else with a change) go first: they cost no more
-capacity, and the serving ones follow `rollout.order`. Each batch waits for the previous batch's last steps.
+Domains already out (a turn in progress, cordoned by someone else with a change, or not Ready) go first: they
+cost no more capacity, and the serving ones follow `rollout.order`. Each batch waits for the previous batch's last
+steps.
+
+A Node whose Ready condition is `False` or `Unknown` (the kubelet stopped reporting: the node lifecycle controller
+taints it unreachable, it is never cordoned) is out, as the GPU Operator's own upgrade controller counts it
+(k8s-operator-libs common_manager.go, unavailable nodes) and as `gpu-pool repair`'s guard rail does: the capacity
+timeline counts it out from the start, draining another domain while it is out is a danger when that exceeds
+`rollout.maxUnavailable`, and its own turn stops before the drain (rollout.wave_drain_command: no `kubectl drain`
+waits 15 minutes on an unreachable kubelet), which stops the wave there with `gpu-pool repair <node>` or waiting
+for Ready as the way on (FIELD-REVIEW-5 WRONG-3).
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from config.stack import StackConfig
 from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
 
 Kind = Literal["first-install", "none", "roll", "verify", "resume", "repair"]
-Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress"]
+Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in progress", "not Ready"]
 # The stack against what the Node records: the same, or different with something to change on the node (to
 # disrupt: drained first), or different while the node already runs what the stack asks (upgraded by hand).
 Record = Literal["-", "equal", "differs, to disrupt", "differs, already running"]
@@ -69,6 +78,13 @@ TURN_TABLE: tuple[TurnRule, ...] = (
     TurnRule("a turn in progress", "equal", "resume", _RESUME),
     TurnRule("a turn in progress", "differs, to disrupt", "resume", _RESUME),
     TurnRule("a turn in progress", "differs, already running", "resume", _RESUME),
+    # Not Ready (Ready False or Unknown, no turn in progress): out, as cordoned is. A turn it needs is a drain, which
+    # stops before it runs while the node is not Ready (rollout.wave_drain_command): its gate cannot pass anyway.
+    TurnRule("not Ready", "equal", "none", "nothing; it counts as out"),
+    TurnRule("not Ready", "differs, to disrupt", "roll", "its turn stops before the drain unless it is Ready by then"),
+    TurnRule(
+        "not Ready", "differs, already running", "roll", "its turn stops before the drain unless it is Ready by then"
+    ),
 )
 _TURN_KIND: dict[tuple[Situation, Record], Kind] = {(rule.situation, rule.record): rule.kind for rule in TURN_TABLE}
 
@@ -122,6 +138,11 @@ class Turn:
         """One line: why this domain has this turn, and how it ends."""
         what = ", ".join(self.changes) or "nothing"
         end = "" if self.uncordons else "; it stays cordoned: someone else cordoned it before the wave"
+        if self.situation == "not Ready":
+            end += (
+                "; it is not Ready: its turn stops before the drain unless it is Ready by then "
+                "(`gpu-pool repair`, or wait for Ready)"
+            )
         then = "uncordon and record" if self.uncordons else "record"
         return {
             "first-install": "no Node yet: created with the others, no wave",
@@ -192,6 +213,8 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
 def _situation(observed: ObservedNode) -> Situation:
     if observed.turn_in_progress:
         return "a turn in progress"
+    if not observed.ready:
+        return "not Ready"
     return "cordoned by someone else" if observed.cordoned_by_someone_else else "serving"
 
 
@@ -209,7 +232,7 @@ def repair_turn(domain: FailureDomainConfig, observed: ObservedNode, reason: str
         uncordons=bool(observed.wave_cordoned) if in_turn else not observed.unschedulable,
         resume_token=resume,
         key=json.dumps({"at": at, "repair": reason, "resume": resume}, sort_keys=True),
-        # A repair that stopped (day2/repair_run.py writes the note) says so when it is run again.
+        # A repair that stopped (day2/repair/run.py writes the note) says so when it is run again.
         stopped=(observed.wave_stopped or "") if in_turn else "",
         reason=reason,
     )
@@ -245,6 +268,9 @@ class Wave:
     capacity: list[CapacityPoint] = field(default_factory=list)
     dangers: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # Domains this up must turn that a repair holds (observed.TURN_HOLDER_ANNOTATION): `pulumi preview`/`up`
+    # refuse them, `make diff` shows them as dangers (they are in `dangers` too).
+    holds: list[str] = field(default_factory=list)
 
     def previous(self, domain: str) -> list[str]:
         for index, batch in enumerate(self.batches):
@@ -295,7 +321,11 @@ def _capacity(
 
 
 def _dangers(
-    stack: StackConfig, turns: Mapping[str, Turn], capacity: list[CapacityPoint], out: Sequence[str]
+    stack: StackConfig,
+    turns: Mapping[str, Turn],
+    capacity: list[CapacityPoint],
+    out: Sequence[str],
+    not_ready: frozenset[str] = frozenset(),
 ) -> list[str]:
     dangers: list[str] = []
     count = len(stack.failure_domains)
@@ -314,8 +344,26 @@ def _dangers(
                 f"the pool has no schedulable GPU while {', '.join(point.out)} "
                 f"{'are' if len(point.out) > 1 else 'is'} out in this wave"
             )
-    others = [name for name in out if turns[name].situation == "cordoned by someone else" or not turns[name].uncordons]
+    sick = [name for name in out if name in not_ready]
+    others = [
+        name
+        for name in out
+        if name not in not_ready and (turns[name].situation == "cordoned by someone else" or not turns[name].uncordons)
+    ]
     widest = max((len(point.out) for point in capacity), default=0)
+    if sick and widest > size:
+        dangers.append(
+            f"{', '.join(sick)} {'are' if len(sick) > 1 else 'is'} not Ready (the kubelet does not report) and "
+            f"count{'' if len(sick) > 1 else 's'} as out, so this wave has {widest} domains out at once while "
+            f"gpu-pool:rollout.maxUnavailable is {size}: bring {'them' if len(sick) > 1 else 'it'} back first "
+            "(`gpu-pool repair <node> --stack <stack>`, or wait for Ready), or roll this change later"
+        )
+    for name in sick:
+        if turns[name].drains:
+            dangers.append(
+                f"{name} is not Ready: its turn stops before the drain and the wave stops there unless it is Ready "
+                "by then (`gpu-pool repair <node> --stack <stack>`, or wait for Ready; `pulumi up` again resumes)"
+            )
     if others and widest > size:
         dangers.append(
             f"{', '.join(others)} {'are' if len(others) > 1 else 'is'} cordoned by someone else and "
@@ -385,17 +433,40 @@ def rke2_problems(
 def plan_wave(stack: StackConfig, observed: Mapping[str, ObservedNode | None], server: str | None = None) -> Wave:
     by_name = {d.name: d for d in stack.failure_domains}
     turns = {name: turn_for(by_name[name], stack, observed.get(name)) for name in wave_order(stack)}
+    # Out before the wave starts: cordoned, in a turn, or not Ready (observed.ObservedNode.out, as repair counts).
     out = [
         name
         for name in wave_order(stack)
-        if (node := observed.get(name)) is not None and (node.unschedulable or turns[name].kind == "resume")
+        if (node := observed.get(name)) is not None
+        and (node.unschedulable or not node.ready or turns[name].kind == "resume")
     ]
+    not_ready = frozenset(name for name in out if (node := observed.get(name)) is not None and not node.ready)
     batches = _batches(stack, turns, out)
     capacity = _capacity(stack, turns, batches, out) if batches else []
+    holds = _held_by_a_repair(stack, observed, turns)
     return Wave(
         turns=turns,
         batches=batches,
         capacity=capacity,
-        dangers=_dangers(stack, turns, capacity, out),
+        dangers=_dangers(stack, turns, capacity, out, not_ready) + holds,
         problems=rke2_problems(stack, observed, turns, server),
+        holds=holds,
     )
+
+
+def _held_by_a_repair(
+    stack: StackConfig, observed: Mapping[str, ObservedNode | None], turns: Mapping[str, Turn]
+) -> list[str]:
+    """A domain this up must turn while `gpu-pool repair` holds it (repairing, or stopped mid-repair): an up's
+    resume would gate and uncordon the node before the repair's own checks ran (FIELD-REVIEW-5 H2)."""
+    held = []
+    for domain in stack.failure_domains:
+        node = observed.get(domain.name)
+        if node is None or turns[domain.name].kind in ("none", "first-install") or node.holder_kind != "repair":
+            continue
+        held.append(
+            f"{domain.name} ({domain.hostname}) is held by {node.turn_holder} (gpu-pool.dev/turn-state "
+            f"{node.turn_state}): finish that repair first (`gpu-pool repair {domain.hostname} --stack <stack> "
+            "--yes`), then `pulumi up` turns it"
+        )
+    return held

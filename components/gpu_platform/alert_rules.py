@@ -30,6 +30,7 @@ from typing import Any
 from components.gpu_platform.promql import held_gpus_by_pod, node_regex
 from components.gpu_platform.usage_rules import build_usage_group
 from config.monitoring import MonitoringConfig
+from config.project import PROJECT
 from knowledge.metric_names import (
     DCGM_FB_FREE,
     DCGM_FB_USED,
@@ -247,7 +248,7 @@ def _check_expected(expected_slots_by_node: Mapping[str, int]) -> None:
 
 def prometheus_rule_labels(cfg: MonitoringConfig) -> dict[str, str]:
     """The PrometheusRule's labels: what a Prometheus's ruleSelector must match (the cluster preflight checks)."""
-    return {"app.kubernetes.io/part-of": "gpu-pool", **cfg.rule_labels}
+    return {"app.kubernetes.io/part-of": PROJECT, **cfg.rule_labels}
 
 
 def build_gpu_alert_rules(

@@ -20,6 +20,7 @@ from components.gpu_platform.quotas import quota_data, quota_key
 from components.shared.kubernetes_objects import managed_labels
 from config.gpu_quotas import GpuQuotasConfig, NamespaceQuotaRule
 from config.kyverno import KyvernoConfig
+from config.project import PROJECT
 
 API_VERSION = "policies.kyverno.io/v1"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -179,7 +180,7 @@ def _quota_policy(rule: NamespaceQuotaRule, quotas: GpuQuotasConfig) -> dict[str
     quota = (
         '[{"apiVersion": dyn("v1"), "kind": dyn("ResourceQuota"), "metadata": dyn({'
         f'"name": {_q(f"{quotas.quota_name}-{rule.name}")}, "namespace": string(object.metadata.name), '
-        f'"labels": {{"app.kubernetes.io/part-of": "gpu-pool"}}}}), "spec": dyn({{"hard": {{'
+        f'"labels": {{"app.kubernetes.io/part-of": "{PROJECT}"}}}}), "spec": dyn({{"hard": {{'
         + ", ".join(f"{_q(k)}: {_q(str(v))}" for k, v in quota_data(rule.max_gpus)["spec"]["hard"].items())
         + "}})}]"
     )

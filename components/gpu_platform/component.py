@@ -30,6 +30,7 @@ from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_t
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_helm_release, register_object
 from components.shared.platform_handles import PlatformHandles
+from config.proxy import proxy_environment
 from config.stack import StackConfig
 from knowledge.gpu_operator_chart import CHART_NAME
 
@@ -222,7 +223,13 @@ def _release(cfg: StackConfig, *, crds_registered: bool) -> dict[str, Any]:
         "skipCrds": local_chart is not None,
         "namespace": operator_cfg.namespace,
         "createNamespace": False,
-        "values": release_values(operator_cfg, cfg.kyverno, cfg.monitoring, crds_registered=crds_registered),
+        "values": release_values(
+            operator_cfg,
+            cfg.kyverno,
+            cfg.monitoring,
+            crds_registered=crds_registered,
+            driver_env=proxy_environment(cfg.proxy, cfg.rke2),
+        ),
         # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the workloads is
         # left to the operator-ready step, which reports what it sees.
         "skipAwait": True,

@@ -51,6 +51,7 @@ from grafana_foundation_sdk.models.dashboard import (
 from components.gpu_platform.promql import allocated_gpus_by_node, held_gpus_by_pod, schedulable_gpus_by_node
 from components.gpu_platform.usage_rules import GPUS_HELD, SLOTS_HELD, gpu_hours_query
 from config.monitoring import MonitoringConfig
+from config.project import PROJECT
 from knowledge.metric_names import (
     DCGM_FB_FREE,
     DCGM_FB_USED,
@@ -280,7 +281,7 @@ def _builder(cfg: MonitoringConfig) -> Dashboard:
         Dashboard(DASHBOARD_TITLE)
         .uid(DASHBOARD_UID)
         .description("NVIDIA GPUs of the gpu-pool: health from dcgm-exporter, capacity from kube-state-metrics.")
-        .tags(["gpu-pool", "nvidia", "dcgm"])
+        .tags([PROJECT, "nvidia", "dcgm"])
         .editable()
         .tooltip(DashboardCursorSync.CROSSHAIR)
         .refresh("1m")
@@ -324,7 +325,7 @@ def build_dashboard_configmap(cfg: MonitoringConfig) -> dict[str, Any]:
         "metadata": {
             "name": DASHBOARD_CONFIGMAP,
             "namespace": cfg.dashboard_namespace,
-            "labels": {"app.kubernetes.io/part-of": "gpu-pool", **cfg.dashboard_labels},
+            "labels": {"app.kubernetes.io/part-of": PROJECT, **cfg.dashboard_labels},
         },
         "data": {DASHBOARD_KEY: json.dumps(build_dashboard(cfg), sort_keys=True, indent=2) + "\n"},
     }

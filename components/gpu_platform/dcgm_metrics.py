@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 from config.gpu_operator import GpuOperatorConfig
+from config.project import PROJECT
 from knowledge.dcgm_fields import DEFAULT_FIELDS, EXTRA_FIELDS, PROFILING_FIELDS, DcgmField
 from knowledge.gpu_operator import DCGM_METRICS_KEY
 from knowledge.metric_names import CHART_DCGM_EXPORTER_VERSION, counters_name
@@ -73,7 +74,7 @@ def build_dcgm_metrics_configmap(namespace: str, exporter_version: str = "") -> 
         "metadata": {
             "name": DCGM_METRICS_CONFIGMAP,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/part-of": "gpu-pool", "app.kubernetes.io/component": "dcgm-exporter"},
+            "labels": {"app.kubernetes.io/part-of": PROJECT, "app.kubernetes.io/component": "dcgm-exporter"},
         },
         "data": {DCGM_METRICS_KEY: build_dcgm_metrics_csv(exporter_version)},
     }

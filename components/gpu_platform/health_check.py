@@ -11,13 +11,19 @@ No Proxmox credential: the repair stays a human's `gpu-pool repair ... --yes`, w
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
+from components.shared.node_marking import GpuNodeMarking
+from components.shared.payload import module_closure, pack, pyyaml_files
 from config.monitoring import MonitoringConfig
+from config.project import PROJECT
 from config.repair import HealthCheckConfig, longest_gap_minutes
+from config.stack import StackConfig
 from knowledge.kubernetes import pod_security_labels
 from knowledge.metric_names import KSM_CRONJOB_LAST_SUCCESS, KSM_NODE_CONDITION, KSM_NODE_UNSCHEDULABLE
 
@@ -40,14 +46,58 @@ RUN_DEADLINE_SECONDS = 300
 
 @dataclass(frozen=True)
 class HealthCheckBundle:
-    """What the CronJob runs: the zip of the check's code (day2/bundle.py) and the pool's facts (JSON)."""
+    """What the CronJob runs: the zip of the check's code and the pool's facts (JSON)."""
 
     code: bytes
     facts: str
 
+    @classmethod
+    def of(cls, cfg: StackConfig, stack: str) -> HealthCheckBundle:
+        """The check's code from this checkout and the pool's facts from the stack."""
+        return cls(code=health_check_zip(), facts=json.dumps(pool_facts_document(cfg, stack), indent=2))
+
+
+# The check is doctor's floors run in the cluster (day2/doctor/health_check.py), named here, not imported: the
+# payload is packed from its source (components/shared/payload.py), with PyYAML for the sharing profiles.
+CHECK_ENTRY = "day2.doctor.health_check"
+
+
+def health_check_files() -> tuple[str, ...]:
+    """The project files the check's zip holds: the entry's import closure."""
+    return tuple(sorted(module_closure([CHECK_ENTRY])))
+
+
+def health_check_zip() -> bytes:
+    return pack(CHECK_ENTRY, extra=pyyaml_files())
+
+
+def pool_facts_document(cfg: StackConfig, stack: str) -> dict[str, Any]:
+    """What `--stack` tells doctor, as the JSON the stack writes into the health check's ConfigMap (the check reads
+    it with day2.pool.facts_from_document; doctor --stack reads the stack through the same document)."""
+    return {
+        "stack": stack,
+        "marking": GpuNodeMarking.from_kyverno(cfg.kyverno).as_document(),
+        "operatorNamespace": cfg.gpu_operator.namespace,
+        "smokeNamespace": cfg.smoke_test.namespace,
+        "smokeTestEnabled": cfg.smoke_test.enabled,
+        "timeSlicingConfigMap": TIME_SLICING_CONFIGMAP,
+        "domains": [
+            {
+                "name": d.name,
+                "hostname": d.hostname,
+                "sharing": d.sharing,
+                "slots": cfg.slots(d),
+                "cards": [card.vendor_device_id for card in d.cards],
+            }
+            for d in cfg.failure_domains
+        ],
+        "profileSlots": dict(sorted((name, profile.replicas) for name, profile in cfg.sharing_profiles.items())),
+        "driverVersion": cfg.gpu_operator.driver_version,
+    }
+
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-pool"}
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": PROJECT}
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:

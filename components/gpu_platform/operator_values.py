@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from config.chart_values_guard import leaf_paths
 from config.gpu_operator import GpuOperatorConfig, ToolkitConfig
+from config.rollout import DRAIN_TIMEOUT_SECONDS
 from knowledge.gpu_operator_chart import (
     CONTROL_PLANE_TOLERATION,
     DAEMONSETS_DEFAULT_TOLERATIONS,
@@ -27,7 +28,18 @@ DCGM_METRICS_DIGEST_ANNOTATION: Final = "gpu-pool/dcgm-metrics-sha256"
 # maxUnavailable is the string "0": the chart renders it with `| default "25%"` (templates/clusterpolicy.yaml,
 # v26.3.2 and v26.7.0), and Sprig's default takes an integer 0 for empty, so 0 would silently become 25%. The
 # string renders as a plain 0, which the CRD's int-or-string field takes as the integer 0.
-DRIVER_UPGRADE_POLICY: Final[Mapping[str, Any]] = {"autoUpgrade": True, "maxUnavailable": "0"}
+# gpuPodDeletion (the chart copies it into the ClusterPolicy's upgradePolicy.podDeletion, templates/
+# clusterpolicy.yaml; CRD v26.7.0: deleteEmptyDir boolean, timeoutSeconds integer >= 0) is as permissive and as
+# patient as the wave's drain: with the chart's deleteEmptyDir false, k8s-operator-libs' SchedulePodEviction runs
+# kubectl's localStorageFilter, which refuses a GPU pod with an emptyDir (a notebook's /dev/shm), and its 300 s
+# timeout gives up on a PodDisruptionBudget the wave waits out: either marks the node upgrade-failed while the
+# wave is still draining it (FIELD-REVIEW-5 WRONG-1). The wave also holds the operator off its node until its own
+# drain is done (the skip label, rollout.wave_drain_command); this covers a node it acts on anyway.
+DRIVER_UPGRADE_POLICY: Final[Mapping[str, Any]] = {
+    "autoUpgrade": True,
+    "maxUnavailable": "0",
+    "gpuPodDeletion": {"deleteEmptyDir": True, "timeoutSeconds": DRAIN_TIMEOUT_SECONDS},
+}
 
 
 def _tolerations(*groups: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
@@ -76,6 +88,7 @@ def build_gpu_operator_values(
     gpu_node_tolerations: Sequence[Mapping[str, str]] = (),
     crds_registered: bool = False,
     service_monitor_labels: Mapping[str, str] | None = None,
+    driver_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -127,7 +140,10 @@ def build_gpu_operator_values(
             # node the wave drains, and leaves it cordoned for the wave's gate (vendored k8s-operator-libs
             # pkg/upgrade GetUpgradesAvailable, ProcessUpgradeRequiredNodes; FIELD-REVIEW-4 WRONG-3). The chart's
             # 25% would start a node of its own choosing while the wave drains another.
-            "upgradePolicy": dict(DRIVER_UPGRADE_POLICY),
+            "upgradePolicy": copy.deepcopy(dict(DRIVER_UPGRADE_POLICY)),
+            # Behind a proxy the driver container downloads the kernel headers it builds against through it
+            # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+            **({"env": [{"name": k, "value": v} for k, v in driver_env.items()]} if driver_env else {}),
         },
         "toolkit": {"env": _toolkit_env(cfg.toolkit)},
         "devicePlugin": {

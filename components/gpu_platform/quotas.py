@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.gpu_quotas import GpuQuotasConfig
+from config.project import PROJECT
 from knowledge.gpu_operator import GPU_RESOURCE
 
 
@@ -28,7 +29,7 @@ def quota_key(resource: str = GPU_RESOURCE) -> str:
 def quota_data(max_gpus: int, *, resource: str = GPU_RESOURCE) -> dict[str, Any]:
     """The labels and spec of a GPU quota, shared by Pulumi-owned quotas and the Kyverno generate rule."""
     return {
-        "metadata": {"labels": {"app.kubernetes.io/part-of": "gpu-pool"}},
+        "metadata": {"labels": {"app.kubernetes.io/part-of": PROJECT}},
         "spec": {"hard": {quota_key(resource): str(max_gpus)}},
     }
 
@@ -70,7 +71,7 @@ def build_kyverno_quota_rbac() -> dict[str, Any]:
         "metadata": {
             "name": "gpu-pool:kyverno-manage-resourcequotas",
             "labels": {
-                "app.kubernetes.io/part-of": "gpu-pool",
+                "app.kubernetes.io/part-of": PROJECT,
                 "rbac.kyverno.io/aggregate-to-admission-controller": "true",
                 "rbac.kyverno.io/aggregate-to-background-controller": "true",
             },

@@ -3,6 +3,7 @@ plan's invariant pass (components/rendered_plan.py) checks. One function, so the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from components.gpu_platform.dcgm_metrics import (
@@ -43,8 +44,10 @@ def release_values(
     monitoring: MonitoringConfig,
     *,
     crds_registered: bool | None = None,
+    driver_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The values of the gpu-operator release, every key merged (extraValues last). Pure."""
+    """The values of the gpu-operator release, every key merged (extraValues last). Pure. `driver_env`: the
+    proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads."""
     return build_gpu_operator_values(
         operator,
         time_slicing_configmap=TIME_SLICING_CONFIGMAP,
@@ -55,4 +58,5 @@ def release_values(
         gpu_node_tolerations=gpu_node_tolerations(GpuNodeMarking.from_kyverno(kyverno)),
         crds_registered=bool(registered_crds(operator)) if crds_registered is None else crds_registered,
         service_monitor_labels=monitoring.service_monitor_labels,
+        driver_env=driver_env,
     )

@@ -16,12 +16,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as kubernetes
 
+from config.project import PROJECT
+
 # The kinds registered as their typed class would, each with the aliases that class declares (its former API
 # versions: a stack created on one of them moves without a replacement). Read by the test against the SDK.
 TYPED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("v1", "Namespace"): (),
     ("v1", "ConfigMap"): (),
     ("v1", "ServiceAccount"): (),
+    ("coordination.k8s.io/v1", "Lease"): ("v1beta1",),
     ("v1", "ResourceQuota"): (),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("v1alpha1", "v1beta1"),
     ("rbac.authorization.k8s.io/v1", "Role"): ("v1alpha1", "v1beta1"),
@@ -37,7 +40,7 @@ HELM_RELEASE_TYPE = "kubernetes:helm.sh/v3:Release"
 
 def managed_labels() -> dict[str, str]:
     """Labels on the objects gpu-pool owns, so `kubectl get -l app.kubernetes.io/part-of=gpu-pool` finds them."""
-    return {"app.kubernetes.io/part-of": "gpu-pool", "app.kubernetes.io/managed-by": "pulumi"}
+    return {"app.kubernetes.io/part-of": PROJECT, "app.kubernetes.io/managed-by": "pulumi"}
 
 
 def type_token(api_version: str, kind: str) -> str:

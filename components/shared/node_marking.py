@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Only a type here: the in-cluster health check imports this module without pydantic (day2/doctor/health_check.py).
@@ -33,6 +34,26 @@ class GpuNodeMarking:
             taint_key=cfg.taint_key,
             taint_value=cfg.taint_value,
             taint_effect=cfg.taint_effect,
+        )
+
+    def as_document(self) -> dict[str, str]:
+        """As the health check's facts document writes it (JSON keys)."""
+        return {
+            "labelKey": self.label_key,
+            "labelValue": self.label_value,
+            "taintKey": self.taint_key,
+            "taintValue": self.taint_value,
+            "taintEffect": self.taint_effect,
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> GpuNodeMarking:
+        return cls(
+            label_key=document["labelKey"],
+            label_value=document["labelValue"],
+            taint_key=document["taintKey"],
+            taint_value=document["taintValue"],
+            taint_effect=document["taintEffect"],
         )
 
     @property

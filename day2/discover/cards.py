@@ -224,6 +224,34 @@ def stack_cards(raw_domains: Any) -> dict[str, str]:
     return found
 
 
+def _stack_card_ids(raw_domains: Any) -> dict[str, set[tuple[str, str]]]:
+    """Proxmox node -> the (slot, vendor:device) of every card the stack file gives its domains."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for domain in raw_domains if isinstance(raw_domains, list) else []:
+        if not isinstance(domain, Mapping):
+            continue
+        gpus = [domain["gpu"]] if isinstance(domain.get("gpu"), Mapping) else domain.get("gpus") or []
+        for gpu in gpus if isinstance(gpus, list) else []:
+            if isinstance(gpu, Mapping) and gpu.get("pciAddress") and gpu.get("vendorDeviceId"):
+                slot = str(gpu["pciAddress"]).lower().split(".")[0]
+                slot = slot if slot.count(":") == 2 else f"0000:{slot}"
+                card = (slot, str(gpu["vendorDeviceId"]).lower())
+                found.setdefault(str(domain.get("proxmoxNode")), set()).add(card)
+    return found
+
+
+def other_nodes_answer(node: str, devices: Sequence[Device], raw_domains: Any) -> str | None:
+    """A saved answer that holds none of the cards the stack gives `node` and all of another node's: saved on that
+    other node (the answer does not say which node it is from). None where the stack cannot tell."""
+    present = {(d.slot, f"{d.vendor}:{d.device}") for d in devices}
+    by_node = _stack_card_ids(raw_domains)
+    mine = by_node.get(node, set())
+    if not mine or mine & present:
+        return None
+    others = sorted(other for other, cards in by_node.items() if other != node and cards and cards <= present)
+    return others[0] if others else None
+
+
 def _yaml_scalar(value: Any) -> str:
     # Quoted: an unquoted 0000:01:00 or 10de:2204 is fine in YAML 1.2, but not in every reader.
     return json.dumps(value) if isinstance(value, str) else str(value)

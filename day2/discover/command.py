@@ -14,11 +14,13 @@ from typing import Any
 from urllib.parse import quote
 
 from config.secrets import BY_KEY
+from config.text_file import NotUtf8Error, read_utf8
 from day2.command import ExitStatus, Io
 from day2.discover.cards import (
     Card,
     bars_mib,
     find_cards,
+    other_nodes_answer,
     parse_answer,
     proxmox_mappings,
     report_json,
@@ -73,9 +75,11 @@ def _read_stack(name: str, folder: Path) -> dict[str, Any]:
 
 def _load_json(source: str, save: str = "pvesh get /nodes/<node>/hardware/pci --output-format json") -> Any:
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+        text = sys.stdin.read() if source == "-" else read_utf8(Path(source))
     except OSError as error:
         raise Day2Error(f"--from {source}: cannot read it: {error.strerror}") from None
+    except NotUtf8Error as error:
+        raise Day2Error(f"--from {source}: {error}") from None
     if not text.strip():
         raise Day2Error(f"--from {source} is empty: save the answer with `{save} > FILE`")
     try:
@@ -119,9 +123,11 @@ def _bars(resources: list[str]) -> dict[str, int]:
         if not sep or not path:
             raise Day2Error(f"--resource {item}: expected ADDRESS=FILE, e.g. 0000:01:00.0=resource-01.txt")
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_utf8(Path(path))
         except OSError as error:
             raise Day2Error(f"--resource {item}: cannot read it: {error.strerror}") from None
+        except NotUtf8Error as error:
+            raise Day2Error(f"--resource {item}: {error}") from None
         slot = (address.lower() if address.count(":") == 2 else f"0000:{address.lower()}").split(".")[0]
         mib = bars_mib(text)
         if mib == 0:
@@ -164,6 +170,13 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
             else {}
         )
         answer = parse_answer(_load_json(args.answer), args.answer)
+        other = other_nodes_answer(args.node, answer, raw.get("gpu-pool:failureDomains"))
+        if other is not None:
+            raise Day2Error(
+                f"--from {args.answer}: it holds every card the stack gives node {other} and none of node "
+                f"{args.node}'s, so it was saved on {other}: save node {args.node}'s answer there with "
+                f"`pvesh get /nodes/{args.node}/hardware/pci --output-format json`, or pass --node {other}"
+            )
         nodes[args.node] = find_cards(args.node, answer, mapped, in_proxmox, bars)
     else:
         proxmox = raw.get("gpu-pool:proxmox")

@@ -30,70 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from components.shared.health_condition import CONDITION
-from components.shared.node_marking import GpuNodeMarking
 from day2 import objects as o
 from day2.doctor.walk import Diagnosis, diagnose_all
-from day2.pool import Domain, PoolFacts
+from day2.pool import PoolFacts, facts_from_document
 
 HEALTHY_REASON = "AllFloorsOk"
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MESSAGE_LIMIT = 1024
 REQUEST_TIMEOUT_SECONDS = 30
-
-
-# ---------------------------------------------------------------------------------------------------- the facts
-
-
-def facts_document(facts: PoolFacts) -> dict[str, Any]:
-    """What `--stack` tells doctor, as the JSON the stack writes into the health check's ConfigMap."""
-    marking = facts.marking
-    return {
-        "stack": facts.stack,
-        "marking": {
-            "labelKey": marking.label_key,
-            "labelValue": marking.label_value,
-            "taintKey": marking.taint_key,
-            "taintValue": marking.taint_value,
-            "taintEffect": marking.taint_effect,
-        },
-        "operatorNamespace": facts.operator_namespace,
-        "smokeNamespace": facts.smoke_namespace,
-        "smokeTestEnabled": facts.smoke_test_enabled,
-        "timeSlicingConfigMap": facts.time_slicing_configmap,
-        "domains": [
-            {"name": d.name, "hostname": d.hostname, "sharing": d.sharing, "slots": d.slots, "cards": list(d.cards)}
-            for d in facts.domains
-        ],
-        "profileSlots": dict(sorted(facts.profile_slots.items())),
-        "driverVersion": facts.driver_version,
-    }
-
-
-def facts_from_document(document: Mapping[str, Any]) -> PoolFacts:
-    marking = document["marking"]
-    return PoolFacts(
-        marking=GpuNodeMarking(
-            label_key=marking["labelKey"],
-            label_value=marking["labelValue"],
-            taint_key=marking["taintKey"],
-            taint_value=marking["taintValue"],
-            taint_effect=marking["taintEffect"],
-        ),
-        operator_namespace=document["operatorNamespace"],
-        smoke_namespace=document["smokeNamespace"],
-        smoke_test_enabled=bool(document["smokeTestEnabled"]),
-        time_slicing_configmap=document["timeSlicingConfigMap"],
-        domains=tuple(
-            Domain(d["name"], d["hostname"], d["sharing"], int(d["slots"]), tuple(d.get("cards") or ()))
-            for d in document["domains"]
-        ),
-        profile_slots={str(k): int(v) for k, v in document["profileSlots"].items()},
-        driver_version=document.get("driverVersion"),
-        stack=document.get("stack"),
-        # Not read by doctor's floors; given so that no default reaches for the config models.
-        idle_hours=0,
-        idle_percent=0,
-    )
 
 
 # ---------------------------------------------------------------------------------------------------- the API

@@ -219,6 +219,9 @@ def read_node_checks(paths: Sequence[str]) -> dict[str, NodeCheck]:
             document = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as error:
             raise Day2Error(f"--node-check {path}: {error.strerror}") from None
+        except UnicodeDecodeError:
+            # This module runs on the node without config/ (day2/bundle.py): the plain word, no encoding guess.
+            raise Day2Error(f"--node-check {path}: not UTF-8 text (the node check writes UTF-8 JSON)") from None
         except json.JSONDecodeError as error:
             raise Day2Error(f"--node-check {path}: not JSON ({error.msg} at line {error.lineno})") from None
         for item in document if isinstance(document, list) else [document]:

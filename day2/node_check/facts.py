@@ -195,6 +195,8 @@ def read_nvml_json(path: Path) -> Mapping[str, Any]:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise NodeInputError(f"--nvml-json {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise NodeInputError(f"--nvml-json {path}: not UTF-8 text (NVML's report is UTF-8 JSON)") from None
     except json.JSONDecodeError as error:
         raise NodeInputError(f"--nvml-json {path}: not JSON ({error.msg} at line {error.lineno})") from None
     if not isinstance(document, dict) or not isinstance(document.get("gpus"), list):

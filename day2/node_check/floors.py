@@ -349,7 +349,7 @@ def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
         match = XID_LINE.search(line)
         if not match or match["addr"].lower() not in addresses:
             continue
-        xid = lookup(int(match["code"]))
+        xid = lookup(int(match["code"]), line)
         text = f"Xid {xid.code} at {match['addr']}: {xid.meaning}"
         if xid.node_problem:
             action = f"{xid.action}: {power_cycle(expected)}" if "power cycle" in xid.action else xid.action

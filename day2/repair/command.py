@@ -5,9 +5,13 @@ the guard rails, and prints the repair's turn: the steps `make diff` names, plan
 plans a wave's turns (components/gpu_failure_domain/plan.py, a turn of kind `repair`). With `--yes` it runs them
 in order as pulumi-command would (day2/repair/run.py) and stops at the first failure with the node cordoned.
 
+Before anything stops it reads the host (day2/repair/decide.py host_check): the VM's lock, HA state and status and the
+card in the host's own PCI list, from the Proxmox API or, for a dry run, saved answers (`--proxmox-from DIR`).
+
 Exit codes: 0 it would repair (`--yes`: it did); 1 no repair is needed, a power cycle cannot fix what is broken
-(the reason says what to do instead), or a step of the repair failed; 2 a refusal (a guard rail) or an input
-error.
+(the reason says what to do instead: a card the host lost, another card than the stack's), or a step of the
+repair failed after Proxmox accepted the stop; 2 nothing was changed: a refusal (a guard rail, a VM lock, an
+HA-managed VM), Proxmox unreachable or refusing the token, or an input error.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from components.gpu_failure_domain.node_metadata import ssh_host
-from components.gpu_failure_domain.node_steps_script import Proxmox
+from components.gpu_failure_domain.node_steps_script import Proxmox, ProxmoxFailed
 from components.gpu_failure_domain.plan import Command, DomainPlan, nodes_by_domain, plan_domain, repair_turn
 from config.failure_domain import FailureDomainConfig
 from config.secret_sources import FILE_ENV
@@ -35,7 +39,17 @@ from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
 from day2.node_stack import as_flags, expected_of
 from day2.pool import facts_of, read_stack
-from day2.repair.decide import TIME_FORMAT, Decision, decide, power_cycles_within_a_day, refusals, vm_problem
+from day2.repair.breaker import reset_breaker
+from day2.repair.decide import (
+    TIME_FORMAT,
+    Decision,
+    HostCheck,
+    decide,
+    host_check,
+    power_cycles_within_a_day,
+    refusals,
+    vm_problem,
+)
 from day2.repair.run import Inputs, execute, key_file, ssh_argv
 from day2.sources import DOCTOR_NEEDS, load_dump, load_live
 
@@ -44,7 +58,9 @@ HELP = "power-cycle a faulted card's VM through Proxmox, one failure domain at a
 
 
 def add_arguments(repair: argparse.ArgumentParser) -> None:
-    repair.add_argument("node", metavar="NODE", help="the GPU node (a failure domain's hostname)")
+    repair.add_argument(
+        "node", metavar="NODE", nargs="?", help="the GPU node (a failure domain's hostname); none with --reset-breaker"
+    )
     repair.add_argument("--stack", metavar="NAME", required=True, help="read Pulumi.NAME.yaml")
     repair.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
     source = repair.add_argument_group("what the decision reads (default: the stack's cluster, node-check over SSH)")
@@ -54,9 +70,22 @@ def add_arguments(repair: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--node-check", metavar="FILE", help="`gpu-pool node-check -o json` from the node, instead of over SSH"
     )
+    source.add_argument(
+        "--proxmox-from",
+        metavar="DIR",
+        help="saved Proxmox answers instead of the API (a dry run): DIR/cluster-resources.json (`pvesh get "
+        "/cluster/resources --type vm --output-format json`) and DIR/<proxmoxNode>-pci.json (`pvesh get "
+        "/nodes/<node>/hardware/pci --output-format json`)",
+    )
     repair.add_argument("--yes", action="store_true", help="run the repair (without it: print the plan only)")
     repair.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
     repair.add_argument("--now", type=timestamp, metavar="TIME", help="judge the daily budget at this RFC 3339 time")
+    repair.add_argument(
+        "--reset-breaker",
+        action="store_true",
+        help="close the unattended repair's breaker in the stack's cluster (recorded with who and when), after "
+        "looking at the hardware of the repairs that did not fix",
+    )
 
 
 @dataclass(frozen=True)
@@ -107,21 +136,62 @@ def _secret_hint(stack: StackConfig) -> str:
     return f"{credential.source_env}, or a {FILE_ENV} line {credential.key}=..., as the offline preview reads it"
 
 
-def proxmox_guests(stack: StackConfig, credential: dict[str, str]) -> list[dict[str, Any]]:
-    """`GET /cluster/resources?type=vm`: every guest of the Proxmox cluster, with its id, name and host."""
-    import urllib.error
+def _refused(where: str, what: str, failure: ProxmoxFailed) -> Day2Error:
+    if failure.status is None:
+        return Day2Error(str(failure))
+    privilege = {401: "the token is not valid", 403: "the token lacks the privilege"}.get(failure.status, "")
+    need = f" ({privilege}: VM.Audit on /vms, Sys.Audit on /nodes)" if privilege else ""
+    return Day2Error(f"{where} refused to {what}: {failure}{need}")
 
+
+def proxmox_answers(
+    stack: StackConfig, domain: FailureDomainConfig | None, credential: dict[str, str]
+) -> tuple[list[dict[str, Any]], Any]:
+    """The VM list and, for `domain`, its host's PCI devices, read before anything stops; an error changes
+    nothing (exit 2)."""
     api = Proxmox(stack.proxmox.endpoint, stack.proxmox.insecure)
     where = f"the Proxmox API at {stack.proxmox.endpoint}"
     try:
         api.login(credential.get("PROXMOX_API_TOKEN"), credential.get("PROXMOX_ROOT_PASSWORD"))
+    except ProxmoxFailed as failure:
+        raise _refused(where, "log in", failure) from None
+    try:
         answer = api.call("GET", "/cluster/resources?type=vm")
-    except urllib.error.HTTPError as error:
-        raise Day2Error(f"{where} refused to list the VMs: {error.code} {error.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
-        reason = getattr(error, "reason", error)
-        raise Day2Error(f"cannot reach {where}: {reason}") from None
-    return [dict(r) for r in answer or [] if isinstance(r, dict)]
+    except ProxmoxFailed as failure:
+        raise _refused(where, "list the VMs", failure) from None
+    guests = [dict(r) for r in answer or [] if isinstance(r, dict)]
+    if domain is None:
+        return guests, None
+    try:
+        pci = api.call("GET", f"/nodes/{domain.proxmox_node}/hardware/pci")
+    except ProxmoxFailed as failure:
+        raise _refused(where, f"list {domain.proxmox_node}'s PCI devices", failure) from None
+    return guests, pci
+
+
+def saved_proxmox_answers(folder: str, domain: FailureDomainConfig) -> tuple[list[dict[str, Any]], Any]:
+    """`--proxmox-from DIR`: the same two answers, saved with pvesh (as `discover --from` reads its one)."""
+    answers: list[Any] = []
+    for name, save in (
+        ("cluster-resources.json", "pvesh get /cluster/resources --type vm --output-format json"),
+        (
+            f"{domain.proxmox_node}-pci.json",
+            f"pvesh get /nodes/{domain.proxmox_node}/hardware/pci --output-format json",
+        ),
+    ):
+        path = Path(folder) / name
+        try:
+            answers.append(json.loads(path.read_text(encoding="utf-8")))
+        except OSError as error:
+            raise Day2Error(
+                f"--proxmox-from {folder}: cannot read {name}: {error.strerror}; save it with `{save}`"
+            ) from None
+        except ValueError:
+            raise Day2Error(f"--proxmox-from {folder}: {name} is not JSON: save it with `{save}`") from None
+    guests = answers[0]["data"] if isinstance(answers[0], dict) and "data" in answers[0] else answers[0]
+    if not isinstance(guests, list):
+        raise Day2Error(f"--proxmox-from {folder}: cluster-resources.json is not a list of guests")
+    return [dict(g) for g in guests if isinstance(g, dict)], answers[1]
 
 
 def node_check_flags(stack: StackConfig, domain: FailureDomainConfig) -> list[str]:
@@ -161,7 +231,19 @@ def _plan(inputs: Inputs, decision: Decision, node: Any, now: datetime.datetime)
         check = Command(
             node_check_command(node_check_flags(inputs.stack, inputs.domain), strict=True), interpreter=None
         )
-    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check)
+    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check, holder=repair_holder())
+
+
+def repair_holder() -> str:
+    """Who holds the node during this repair (observed.TURN_HOLDER_ANNOTATION): `repair:<user>@<host>`."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"repair:{user}@{socket.gethostname()}"
 
 
 def _document(node: str, domain: str, decision: Decision, plan: DomainPlan | None) -> dict[str, Any]:
@@ -217,10 +299,51 @@ def _footer(out: TextIO, inputs: Inputs, plan: DomainPlan, checked: Checked, arg
         out.write(f"  run it: gpu-pool repair {domain.hostname} --stack {args.stack}{where} --yes\n")
 
 
+def read_host(
+    args: argparse.Namespace, stack: StackConfig, domain: FailureDomainConfig, credential: dict[str, str]
+) -> tuple[HostCheck, str]:
+    """What Proxmox says of the VM and its card (the API, or `--proxmox-from` answers), before anything stops; the
+    VM check's line for the plan's footer. The VM identity's refusal rides with the host's refusals."""
+    answers: tuple[list[dict[str, Any]], Any] | None = None
+    if args.proxmox_from:
+        answers = saved_proxmox_answers(args.proxmox_from, domain)
+    elif credential:
+        answers = proxmox_answers(stack, domain, credential)
+    if answers is None:
+        if args.yes:
+            raise Day2Error(
+                f"repair {domain.hostname}: the power cycle needs the stack's Proxmox credential: {_secret_hint(stack)}"
+            )
+        return HostCheck(), (
+            f"VM {domain.vm_id} on {domain.proxmox_node}: not checked, no Proxmox credential ({_secret_hint(stack)})"
+        )
+    guests, pci = answers
+    where = f"{args.proxmox_from}/{domain.proxmox_node}-pci.json" if args.proxmox_from else ""
+    host = host_check(domain, guests, pci, stack.repair.allow_ha_managed, where)
+    problem = vm_problem(domain, guests)
+    if problem:
+        host = HostCheck((problem, *host.refusals), host.failures, host.notes)
+    read = f" (saved in {args.proxmox_from})" if args.proxmox_from else ""
+    vm = "; ".join([f"VM {domain.vm_id} on {domain.proxmox_node} is {domain.hostname} in Proxmox{read}", *host.notes])
+    return host, vm
+
+
 def run(args: argparse.Namespace, io: Io) -> ExitStatus:
     out, err, now = io.out, io.err, args.now or io.clock()
-    if args.yes and args.dump:
-        raise Day2Error("--yes repairs the live cluster: drop --from (a dump is for a look at the plan)")
+    if args.reset_breaker:
+        if args.node or args.yes or args.dump or args.node_check or args.proxmox_from:
+            raise Day2Error("--reset-breaker takes --stack (and --stack-dir, --kubeconfig, --context) only: no NODE")
+        stack = _with_cluster(read_stack(args.stack, Path(args.stack_dir)), args.kubeconfig, args.context)
+        reset_breaker(stack, args.stack, out, now)
+        return ExitStatus.SUCCESS
+    if args.node is None:
+        raise Day2Error("repair needs NODE (a GPU node of the stack), or --reset-breaker")
+    if args.yes and (args.dump or args.proxmox_from):
+        saved = [
+            *(["--from (a dump is for a look at the plan)"] if args.dump else []),
+            *(["--proxmox-from (it reads saved answers: a dry run)"] if args.proxmox_from else []),
+        ]
+        raise Day2Error(f"--yes repairs the live cluster: drop {' and '.join(saved)}")
     folder = Path(args.stack_dir)
     stack = _with_cluster(read_stack(args.stack, folder), args.kubeconfig, args.context)
     domain = _domain(stack, args.node, args.stack)
@@ -256,21 +379,18 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
         observed = nodes_by_domain(stack, {"items": list(snapshot.nodes)})
         problems = refusals(stack, domain, observed, now)
         credential = proxmox_environment(stack, secrets)
-        if credential:
-            problem = vm_problem(domain, proxmox_guests(stack, credential))
-            problems += [problem] if problem else []
-            vm = f"VM {domain.vm_id} on {domain.proxmox_node} is {domain.hostname} in Proxmox"
-        elif args.yes:
-            raise Day2Error(
-                f"repair {domain.hostname}: the power cycle needs the stack's Proxmox credential: {_secret_hint(stack)}"
-            )
-        else:
-            vm = (
-                f"VM {domain.vm_id} on {domain.proxmox_node}: not checked, no Proxmox credential "
-                f"({_secret_hint(stack)})"
-            )
+        host, vm = read_host(args, stack, domain, credential)
+        problems += list(host.refusals)
         if problems:
             raise Day2Error(f"repair {domain.hostname} refused: {'; '.join(problems)}")
+        if host.failures:
+            # The host's side is broken: a power cycle of the VM is not the fix, whatever doctor found.
+            decision = Decision(False, "; ".join(host.failures))
+            if args.output == "json":
+                out.write(json.dumps(_document(domain.hostname, domain.name, decision, None), indent=2) + "\n")
+            else:
+                print_table(out, domain.hostname, domain.name, decision, None)
+            return ExitStatus.FINDING
         node = observed[domain.name]
         assert node is not None  # doctor's node floor would have been the first broken one
         out_now = [d for d in stack.failure_domains if (n := observed[d.name]) is None or n.out]

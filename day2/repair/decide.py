@@ -9,7 +9,15 @@ found, and whether the guard rails let it run now.
 - **Guard rails** (exit 2): one domain at a time, as a wave (`rollout.maxUnavailable`, counting every other
   domain that is out: cordoned, not Ready, unregistered or in a turn); at most `repair.maxPerDay` power cycles of
   one domain in 24 hours (the Node's gpu-pool.dev/repairs record); the VM Proxmox runs under the node's name is
-  the stack's (its id and host), or the power cycle would stop another VM.
+  the stack's (its id and host), or the power cycle would stop another VM; the VM holds no lock (a backup's: Proxmox
+  refuses its stop and start) and is not HA-managed unless `repair.allowHaManaged` (its stop and start would be HA
+  requests the CRM places, maybe on another host).
+- **The host** (`host_check`, before anything stops): the card is still in the host's own list
+  (`GET /nodes/<proxmoxNode>/hardware/pci`, as `discover` reads it). A card the host lost is not a VM power cycle:
+  qemu-server refuses to start a VM whose hostpci device is gone (`no pci device info`, qemu-server PCI.pm), so the
+  repair would turn a Ready node into a stopped VM (FIELD-REVIEW-5 WRONG-4): the host must reset it (PCI
+  remove/rescan or a host reboot), exit 1. A card there but not the stack's (another model or subsystem) is a
+  mapping or hardware change, exit 1. A card still listed but dead cannot be told this way.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.gpu_failure_domain.observed import ObservedNode
+from components.gpu_failure_domain.observed import ACTIVE_TURN_STATES, ObservedNode
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
+from day2.discover.cards import Device, parse_answer
 from day2.doctor.walk import Diagnosis
+from day2.errors import Day2Error
 from day2.node_check.floors import Floor
 
 DAY = datetime.timedelta(hours=24)
@@ -122,6 +132,12 @@ def refusals(
             f"turn), then repair {domain.name}"
         )
     node = observed.get(domain.name)
+    if node is not None and node.holder_kind == "up" and node.turn_state in ACTIVE_TURN_STATES:
+        # A wave is at work on the node (FIELD-REVIEW-5 H2): its drain, change or gate would race the power cycle.
+        problems.append(
+            f"{domain.hostname} is held by {node.turn_holder} (gpu-pool.dev/turn-state {node.turn_state}): a wave "
+            "is turning it; let that `pulumi up` finish or stop (a stopped wave's node can be repaired), then repair"
+        )
     if node is not None:
         cycles = power_cycles_within_a_day(node, now)
         budget = stack.repair.max_per_day
@@ -168,3 +184,89 @@ def vm_problem(domain: FailureDomainConfig, resources: Sequence[Mapping[str, Any
         ids = ", ".join(f"VM {r.get('vmid')} on {r.get('node')}" for r in named)
         return f"Proxmox has {len(named)} VMs named {domain.hostname} ({ids}): which one is the node is not certain"
     return None
+
+
+# ---------------------------------------------------------------------------------------------------- the host
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """What Proxmox says of the domain's VM and card, before anything stops."""
+
+    # Nothing changed, nothing may run now (exit 2): a lock, an HA-managed VM without allowHaManaged.
+    refusals: tuple[str, ...] = ()
+    # Not a power-cycle fix (exit 1): a card the host lost, another card where the stack's was.
+    failures: tuple[str, ...] = ()
+    # Said with the plan: a VM that is not running (`--yes` only starts it), an HA-managed one repaired through HA.
+    notes: tuple[str, ...] = ()
+
+
+def _device_at(devices: Sequence[Device], address: str) -> Device | None:
+    wanted = address.lower() if "." in address else f"{address.lower()}.0"
+    return next((d for d in devices if d.id == wanted), None)
+
+
+def host_check(
+    domain: FailureDomainConfig,
+    guests: Sequence[Mapping[str, Any]],
+    pci_answer: Any,
+    allow_ha: bool,
+    source: str = "",
+) -> HostCheck:
+    """The VM's lock, HA state and status (`GET /cluster/resources?type=vm`: `lock`, `hastate`, `status`) and each
+    of the domain's cards in the host's list (`GET /nodes/<proxmoxNode>/hardware/pci`)."""
+    refusals: list[str] = []
+    failures: list[str] = []
+    notes: list[str] = []
+    vm = f"VM {domain.vm_id}"
+    entry = next((g for g in guests if str(g.get("vmid")) == str(domain.vm_id)), None) or {}
+    lock = entry.get("lock")
+    if lock:
+        refusals.append(
+            f"{vm} is locked ({lock}) in Proxmox: Proxmox refuses its stop and start while a {lock} holds it (a "
+            f"nightly vzdump holds `lock: backup`); wait until `qm config {domain.vm_id}` on {domain.proxmox_node} "
+            "shows no lock, then repair again"
+        )
+    hastate = entry.get("hastate")
+    if hastate and hastate != "ignored":
+        if allow_ha:
+            notes.append(
+                f"{vm} is HA-managed ({hastate}): its stop and start are HA requests; the repair checks afterwards "
+                f"that it runs on {domain.proxmox_node} (gpu-pool:repair.allowHaManaged)"
+            )
+        else:
+            refusals.append(
+                f"{vm} is HA-managed in Proxmox (hastate {hastate}): its stop and start would be HA requests the CRM "
+                "places, possibly on another host with the mapping, and the failure domain with it; set "
+                "gpu-pool:repair.allowHaManaged: true to repair it through HA (checked afterwards to run on "
+                f"{domain.proxmox_node}), or take it out of HA (`ha-manager remove vm:{domain.vm_id}`) first"
+            )
+    status = entry.get("status")
+    if status and status != "running":
+        notes.append(f"{vm} is {status} in Proxmox: --yes only starts it (nothing to stop, no power cycle charged)")
+    where = source or f"`pvesh get /nodes/{domain.proxmox_node}/hardware/pci`"
+    try:
+        devices = parse_answer(pci_answer, where)
+    except Day2Error as error:
+        return HostCheck((*refusals, str(error)), tuple(failures), tuple(notes))
+    for index, card in enumerate(domain.cards):
+        key = f"gpu-pool:failureDomains[{domain.name}].{domain.card_key(index)}"
+        found = _device_at(devices, card.pci_address)
+        if found is None:
+            failures.append(
+                f"the host {domain.proxmox_node} no longer lists the card at {card.pci_address} ({card.model}, "
+                f"{key}) in {where}: it lost it (a link down, removed by pciehp or AER). A power cycle of the VM "
+                "cannot bring it back, and Proxmox would refuse to start the VM (qemu-server: no pci device info): "
+                f"reset it on the host (echo 1 > /sys/bus/pci/devices/{card.pci_address.lower()}.0/remove; echo 1 > "
+                "/sys/bus/pci/rescan), or reboot the host (its whole failure domain), then repair again"
+            )
+            continue
+        found_id, found_sub = f"{found.vendor}:{found.device}", found.subsystem
+        if found_id != card.vendor_device_id.lower() or found_sub != card.subsystem_id.lower():
+            failures.append(
+                f"the host {domain.proxmox_node} has {found_id} (subsystem {found_sub}) at {card.pci_address}, but "
+                f"{key} names {card.vendor_device_id} (subsystem {card.subsystem_id}): the card was swapped or "
+                "moved, a mapping or hardware change that a power cycle does not fix; compare `gpu-pool discover "
+                f"--stack <stack>` with {key} and the PCI mapping (Datacenter > Resource Mappings)"
+            )
+    return HostCheck(tuple(refusals), tuple(failures), tuple(notes))

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from components.gpu_failure_domain.node_metadata import ssh_host
 from components.gpu_failure_domain.node_steps_script import (
     REPAIRS_ANNOTATION,
+    TURN_STATE_LABEL,
     WAVE_STOPPED_ANNOTATION,
     Kubectl,
     StepFailed,
@@ -79,13 +80,16 @@ def step_argv(step: Step, inputs: Inputs) -> list[str]:
     return [*(step.command.interpreter or ()), step.command.create]
 
 
-def step_environment(step: Step, credential: Mapping[str, str]) -> dict[str, str]:
+def step_environment(step: Step, credential: Mapping[str, str], allow_ha: bool = False) -> dict[str, str]:
     assert isinstance(step, CommandStep), f"{step.name} runs no command"
     environment = {**os.environ}
     if step.kind == "local":
         environment.update(step.command.environment)
         if step.command.proxmox_credentials:
             environment.update(credential)
+            if allow_ha:
+                # repair.allowHaManaged: the stop and start go through HA; the step checks where the VM runs after.
+                environment["POWER_CYCLE_HA"] = "1"
     return environment
 
 
@@ -94,7 +98,7 @@ def run_step(step: Step, inputs: Inputs, credential: Mapping[str, str], out: Tex
     last = ""
     process = subprocess.Popen(
         step_argv(step, inputs),
-        env=step_environment(step, credential),
+        env=step_environment(step, credential, inputs.stack.repair.allow_ha_managed),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -124,7 +128,8 @@ def _record_stop(inputs: Inputs, step: Step, error: str, resume: str, out: TextI
 
     def stopped(node: dict[str, Any]) -> dict[str, Any]:
         annotations = {REPAIRS_ANNOTATION: repairs_with(node, entry), WAVE_STOPPED_ANNOTATION: why}
-        return {"metadata": {"annotations": annotations}}
+        # Still the repair's hold: `pulumi up` refuses the node until the repair is run again to its end.
+        return {"metadata": {"labels": {TURN_STATE_LABEL: "stopped"}, "annotations": annotations}}
 
     try:
         node = patch_node(kubectl, name, stopped)

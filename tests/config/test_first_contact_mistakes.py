@@ -51,7 +51,7 @@ def test_a_proxmox_endpoint_with_the_api_path_is_refused_saying_which_part_to_dr
     ("key", "value", "expected"),
     [
         ("rke2Token", "", "gpu-pool:rke2Token: the RKE2 join token is empty"),
-        ("rke2Token", "K10deadbeef::server:abc", "expected K10<64 hex digits>::<user>:<password>"),
+        ("rke2Token", "K10deadbeef::server:abc", "has a CA hash of 8 characters after K10, where RKE2 takes 64"),
         ("rke2Token", "my-token\n", "starts or ends with whitespace"),
         ("proxmoxApiToken", "pulumi@pve!gpu-pool", "has no '=<secret>' part"),
         ("proxmoxApiToken", "root@pam=hunter2", "expected user@realm!tokenid=<uuid>"),

@@ -108,7 +108,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "zero cores",
         lambda c: domain(c, 0).update({"cores": 0}),
-        ["gpu-pool:failureDomains[dc1].cores: Input should be greater than or equal to 1"],
+        ["gpu-pool:failureDomains[dc1].cores: is 0: a VM needs at least 1 vCPU"],
     ),
     (
         "too little memory for the driver build",
@@ -208,7 +208,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], list[str]]] = [
     (
         "no failure domains",
         lambda c: c.update({FD: []}),
-        ["gpu-pool:failureDomains: List should have at least 1 item"],
+        ["gpu-pool:failureDomains: is empty: list at least one failure domain"],
     ),
 ]
 
@@ -280,3 +280,18 @@ def test_rke2_v1_37_is_accepted_and_said_to_be_newer_than_any_line_gpu_pool_and_
     assert warning.startswith("gpu-pool:rke2.version: v1.37.0+rke2r1 is on a line newer than any gpu-pool knows")
     assert "containerd v2.2.3 in v1.36.0+rke2r1 to v2.3.4 in v1.36.4+rke2r1" in warning
     assert "RKE2 1.33 to 1.36 the GPU Operator 26.7 line is tested on" in warning
+
+
+@pytest.mark.parametrize("version", ["v1.33.14+rke2r1", "v1.33.13+rke2r3", "v1.36.5+rke2r1"])
+def test_an_rke2_patch_newer_than_the_newest_known_on_its_line_warns_how_to_tell_a_new_release_from_a_typo(
+    version: str,
+) -> None:
+    [warning] = rke2_line_warnings(version)
+
+    assert warning.startswith(f"gpu-pool:rke2.version: {version} is newer than the newest v1.3")
+    assert "https://github.com/rancher/rke2/releases/tag/" in warning and "it is a typo" in warning
+
+
+@pytest.mark.parametrize("version", ["v1.33.13+rke2r2", "v1.33.5+rke2r1", "v1.34.1+rke2r1"])
+def test_an_rke2_release_known_on_its_line_is_not_warned_about(version: str) -> None:
+    assert rke2_line_warnings(version) == []

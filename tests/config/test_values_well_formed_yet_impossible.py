@@ -359,7 +359,7 @@ def test_the_second_trial_rounds_mistakes_are_refused_naming_the_key(
 @pytest.mark.parametrize(
     ("value", "says"),
     [
-        (0, "greater than or equal to 1"),
+        (0, "is 0, which would let `gpu-pool repair` never power-cycle a VM: give 1 to 24"),
         (25, "less than or equal to 24"),
         ("2", "expects a whole number (got '2')"),
     ],

@@ -36,7 +36,10 @@ def _card(prod_config: dict[str, Any], index: int, **changes: Any) -> None:
         ("10de:25b0", "Ampere"),
         ("10de:2805", "Ada Lovelace"),
         ("10de:2b85", "Blackwell"),
-        ("10de:3fff", "Turing or newer"),
+        ("10de:3fff", "Blackwell or newer"),
+        ("10de:2902", "Blackwell or newer"),
+        ("10de:28ff", "Turing or newer"),
+        ("10de:3000", "post-Blackwell GR"),
     ],
     ids=[
         "K80",
@@ -49,6 +52,9 @@ def _card(prod_config: dict[str, Any], index: int, **changes: Any) -> None:
         "RTX 4060 Ti",
         "RTX 5090",
         "an id newer than the table",
+        "an unnamed id right above the first Blackwell",
+        "an unnamed id right below the first Blackwell",
+        "pci.ids GR100, a prefix the table does not know",
     ],
 )
 def test_a_cards_architecture_follows_from_its_pci_device_id(device: str, name: str) -> None:
@@ -75,6 +81,21 @@ def test_a_pascal_card_under_r580_or_older_with_auto_modules_is_accepted(prod_co
     operator = GpuOperatorConfig.model_validate({"chartVersion": "v26.3.2", "driverVersion": driver})
 
     assert card_driver_problems(f"{FD}[dc1]", domain, operator) == []
+
+
+@pytest.mark.parametrize("device", ["10de:3000", "10de:30c0", "10de:3fff"], ids=["GR100", "GR102", "unnamed"])
+def test_a_post_blackwell_card_under_the_proprietary_modules_is_refused(prod_config, device: str) -> None:
+    # FIELD-REVIEW-5 H3: a chip newer than the table used to be classed "Turing or newer, optional modules", so
+    # kernelModuleType: proprietary was accepted for a card the proprietary flavour cannot drive.
+    _card(prod_config, 0, vendorDeviceId=device, model="a future card")
+    domain = FailureDomainConfig.model_validate(prod_config[FD][0])
+    operator = GpuOperatorConfig.model_validate(
+        {"chartVersion": "v26.7.0", "driverVersion": "595.91.07", "kernelModuleType": "proprietary"}
+    )
+
+    problems = card_driver_problems(f"{FD}[dc1]", domain, operator)
+
+    assert any("only the open kernel modules drive" in p and "set kernelModuleType to open" in p for p in problems)
 
 
 def test_a_pre_turing_card_under_the_open_kernel_modules_is_refused_with_proprietary_as_the_fix(

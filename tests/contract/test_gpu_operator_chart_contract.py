@@ -285,3 +285,22 @@ def test_the_operator_wait_names_the_deployment_and_pod_label_the_chart_really_c
     key, value = OPERATOR_POD_SELECTOR.split("=")
     pod_template = template.split("template:", 1)[1].split("spec:", 1)[0]
     assert f'{key}: "{value}"' in pod_template
+
+
+def test_the_gpu_pod_deletion_we_set_reaches_the_clusterpolicys_pod_deletion_and_satisfies_its_crd(
+    chart_dir: Path, values: dict[str, Any], clusterpolicy_spec_schema: dict[str, Any]
+) -> None:
+    """FIELD-REVIEW-5 WRONG-1's fix, checked against the pinned chart: the template copies
+    driver.upgradePolicy.gpuPodDeletion into the ClusterPolicy's upgradePolicy.podDeletion, which is what
+    k8s-operator-libs' SchedulePodEviction reads (DeleteEmptyDir, TimeoutSecond)."""
+    template = (chart_dir / "templates" / "clusterpolicy.yaml").read_text()
+    for key in ("timeoutSeconds", "deleteEmptyDir"):
+        assert f"{key}: {{{{ .Values.driver.upgradePolicy.gpuPodDeletion.{key}" in template
+    policy = clusterpolicy_spec_schema["properties"]["driver"]["properties"]["upgradePolicy"]["properties"]
+    schema = policy["podDeletion"]
+    ours = values["driver"]["upgradePolicy"]["gpuPodDeletion"]
+
+    jsonschema.Draft7Validator(schema).validate(ours)
+    assert schema["properties"]["deleteEmptyDir"]["type"] == "boolean" and ours["deleteEmptyDir"] is True
+    assert schema["properties"]["timeoutSeconds"]["type"] == "integer"
+    assert ours["timeoutSeconds"] > schema["properties"]["timeoutSeconds"]["default"]

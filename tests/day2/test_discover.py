@@ -185,3 +185,25 @@ def test_with_a_stack_a_card_its_pinned_driver_does_not_list_is_said_at_once(tmp
 
     assert "GB202, Blackwell; open kernel modules only" in result.out
     assert "the stack's driver 535.309.01 does not list it (first listed in 570.86.16)" in result.out
+
+
+def test_an_answer_saved_on_another_node_is_refused_naming_the_node_it_is_from() -> None:
+    # pve-a's answer (two RTX 3090s at 01:00 and 02:00) given as pve-b's, whose stack card is an RTX 4060 Ti.
+    result = run(
+        "discover", "--from", "examples/discover/pve-a-hardware-pci.json", "--node", "pve-b", "--stack", "minimal"
+    )
+
+    assert result.code == 2
+    assert (
+        "it holds every card the stack gives node pve-a and none of node pve-b's, so it was saved on pve-a"
+        in result.err
+    )
+    assert result.out == ""
+
+
+def test_an_answer_of_the_node_it_is_given_for_is_read() -> None:
+    result = run(
+        "discover", "--from", "examples/discover/pve-a-hardware-pci.json", "--node", "pve-a", "--stack", "minimal"
+    )
+
+    assert result.code == 0 and "NVIDIA GeForce RTX 3090" in result.out

@@ -289,6 +289,31 @@ def test_an_xid_whose_catalogue_bucket_is_ignore_is_reported_but_does_not_break_
     assert exit_code == 0 and f"Xid {code} at 0000:00:06" in report["floors"][4]["detail"]
 
 
+@pytest.mark.parametrize(
+    ("named", "power_cycle", "said"),
+    [
+        ("GPU Reset Required", True, "power cycle the VM from Proxmox"),
+        ("Node Reboot Required", False, "reset it on the Proxmox host (PCI remove/rescan, or reboot the host"),
+    ],
+)
+def test_xid_154_asks_for_the_action_its_line_names_and_a_reboot_is_the_hosts(
+    tmp_path: Path, named: str, power_cycle: bool, said: str
+) -> None:
+    root = copy(tmp_path)
+    with (root / "dmesg.txt").open("a") as log:
+        log.write(
+            "[ 9000.000000] NVRM: Xid (PCI:0000:00:06): 154, GPU recovery action changed from 0x0 (None) to "
+            f"0x2 ({named})\n"
+        )
+
+    code, report, _ = check(root)
+
+    assert code == 1 and report["firstBroken"] == "health"
+    assert f"Xid 154 at 0000:00:06: GPU recovery action changed to '{named}'" in report["floors"][4]["detail"]
+    assert said in report["fix"]["command"]
+    assert report["fix"]["powerCycle"] is power_cycle
+
+
 def test_pending_row_remapping_in_the_nvml_reading_breaks_the_health_floor(tmp_path: Path) -> None:
     root = copy(tmp_path)
     reading = json.loads((root / "nvml.json").read_text())

@@ -364,3 +364,18 @@ def test_the_docs_list_exactly_the_xids_a_repair_power_cycles_for() -> None:
     listed = {int(code) for code in re.search(r"\(([\d, ]+)\)", row).group(1).split(", ")}  # type: ignore[union-attr]
 
     assert listed == {code for code, xid in XIDS.items() if xid.power_cycle_fixes}
+
+
+@pytest.mark.parametrize(
+    ("state", "refused"), [("gating", True), ("draining", True), ("stopped", False), ("done", False)]
+)
+def test_a_repair_of_a_node_a_wave_is_turning_is_refused(state: str, refused: bool) -> None:
+    """FIELD-REVIEW-5 H2, a repair during a wave: both wrote the same turn marks with no exclusion. A stopped
+    wave's node is what its wave-stopped note sends to `gpu-pool repair`."""
+    domain = stack().failure_domains[1]
+    node = ObservedNode(turn_state=state, turn_holder="up:prod since 2026-12-05T10:00:00Z")
+    observed = {d.name: ObservedNode() for d in stack().failure_domains} | {domain.name: node}
+    problems = refusals(stack(), domain, observed, datetime.datetime(2026, 12, 5, 12, tzinfo=datetime.UTC))
+
+    said = f"{domain.hostname} is held by up:prod since 2026-12-05T10:00:00Z (gpu-pool.dev/turn-state {state})"
+    assert any(said in p for p in problems) is refused

@@ -106,6 +106,9 @@ class Vm:
     disks: int = 0
     # Cold starts so far: the cluster stand-in gives the node a new bootID on each.
     starts: int = 0
+    # `lock` of the VM's config (a vzdump holds `backup`) and its HA state, as /cluster/resources lists them.
+    lock: str = ""
+    hastate: str = ""
 
     def volume(self, datastore: str) -> str:
         name = f"{datastore}:vm-{self.vmid}-disk-{self.disks}"
@@ -174,6 +177,8 @@ class ProxmoxState:
         self.requests: list[Request] = []
         self.lock = threading.Lock()
         self._upids = itertools.count(1)
+        # A worker task's exit status when it is not OK (a start qemu-server refused), by UPID.
+        self.task_exits: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------------- dispatch
 
@@ -229,15 +234,19 @@ class ProxmoxState:
         return self.nodes[node]
 
     def _resource(self, vm: Vm) -> dict[str, Any]:
-        return {
-            "id": f"qemu/{vm.vmid}",
-            "type": "qemu",
-            "vmid": vm.vmid,
-            "node": vm.node,
-            "name": vm.config.get("name", ""),
-            "status": vm.status,
-            "template": 0,
-        }
+        return (
+            {
+                "id": f"qemu/{vm.vmid}",
+                "type": "qemu",
+                "vmid": vm.vmid,
+                "node": vm.node,
+                "name": vm.config.get("name", ""),
+                "status": vm.status,
+                "template": 0,
+            }
+            | ({"lock": vm.lock} if vm.lock else {})
+            | ({"hastate": vm.hastate} if vm.hastate else {})
+        )
 
     def _mapping(self, name: str) -> dict[str, Any]:
         if name not in self.mappings:
@@ -298,7 +307,8 @@ class ProxmoxState:
                     }
                 ]
             case ["tasks", upid, "status"]:
-                return {"upid": upid, "status": "stopped", "exitstatus": "OK", "pid": 1, "node": node}
+                exitstatus = self.task_exits.get(upid, "OK")
+                return {"upid": upid, "status": "stopped", "exitstatus": exitstatus, "pid": 1, "node": node}
             case ["storage"]:
                 return self._storage_status(one)
             case ["storage", datastore, "content"]:
@@ -484,6 +494,32 @@ class ProxmoxState:
         options = [f"size={size_text(o[5:])}" if o.startswith("size=") else o for o in options]
         return ",".join([volume, *options])
 
+    def _unlocked(self, vm: Vm) -> None:
+        """qemu-server check_lock (PVE/QemuServer.pm vm_start, _do_vm_stop): refused unless skiplock (root only)."""
+        if vm.lock:
+            raise ApiError(500, f"VM is locked ({vm.lock})")
+
+    def _missing_device(self, vm: Vm) -> str | None:
+        """A hostpci device of the VM that its node no longer lists (a card the host lost), or None."""
+        present = {f.id.lower() for f in self.nodes.get(vm.node, [])}
+        for key, value in {**vm.config, **vm.pending}.items():
+            if not key.startswith("hostpci"):
+                continue
+            options = dict(p.split("=", 1) for p in value.split(",") if "=" in p)
+            paths: list[str] = []
+            if "mapping" in options and options["mapping"] in self.mappings:
+                for entry in self.mappings[options["mapping"]]["map"]:
+                    fields = dict(p.split("=", 1) for p in entry.split(",") if "=" in p)
+                    if fields.get("node") == vm.node:
+                        paths += fields.get("path", "").split(";")
+            elif "host" in options or not options:
+                paths.append(options.get("host") or value.split(",")[0])
+            for path in filter(None, paths):
+                wanted = path.lower() if "." in path else f"{path.lower()}.0"
+                if wanted not in present:
+                    return wanted
+        return None
+
     def _vm_change(self, method: str, vm: Vm, what: list[str], one: dict[str, str]) -> Any:
         node = vm.node
         match (method, what):
@@ -509,14 +545,22 @@ class ProxmoxState:
                 vm.config[disk] = ",".join([*parts, f"size={size_text(size.lstrip('+'))}"])
                 return self._task(node, "resize", vm.vmid)
             case ("POST", ["status", "start"]):
+                self._unlocked(vm)
                 if vm.status == "running":
                     raise ApiError(500, f"VM {vm.vmid} already running")
+                missing = self._missing_device(vm)
+                if missing:
+                    # qemu-server PCI.pm prepare_pci_device dies in the start worker: the task fails, the VM stays off.
+                    upid = self._task(node, "qmstart", vm.vmid)
+                    self.task_exits[upid] = f"no pci device info for device '{missing}'"
+                    return upid
                 vm.config.update(vm.pending)
                 vm.pending.clear()
                 vm.status = "running"
                 vm.starts += 1
                 return self._task(node, "qmstart", vm.vmid)
             case ("POST", ["status", "stop" | "shutdown"]):
+                self._unlocked(vm)
                 vm.status = "stopped"
                 return self._task(node, "qmstop" if what[1] == "stop" else "qmshutdown", vm.vmid)
             case ("POST", ["agent", "ping"]):

@@ -190,6 +190,16 @@ def _wait_for(ready: Any, what: str, seconds: float = 20) -> None:
 
 
 @contextlib.contextmanager
+def serving_api(work: Path, state: ProxmoxState, token: str) -> Iterator[str]:
+    """The API alone (no sshd) on a free loopback port, for tests of what reads and drives VMs: its endpoint."""
+    context = write_tls(work)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, token))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    with serving(server, name="proxmox-api"):
+        yield f"https://127.0.0.1:{server.server_address[1]}/"
+
+
+@contextlib.contextmanager
 def start_proxmox(work: Path, nodes: dict[str, list[PciFunction]], token: str) -> Iterator[ProxmoxStandIn]:
     """The API on a free loopback port and the sshd; both stop when the block ends."""
     storage = work / "storage"

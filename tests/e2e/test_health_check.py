@@ -20,14 +20,20 @@ from typing import Any
 import pytest
 import yaml
 
-from components.gpu_platform.health_check import CODE_KEY, FACTS_KEY, NAME, HealthCheckBundle, build_health_check
+from components.gpu_platform.health_check import (
+    CODE_KEY,
+    FACTS_KEY,
+    NAME,
+    HealthCheckBundle,
+    build_health_check,
+    health_check_zip,
+)
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
 from components.stack_check import validate_stack
-from day2.bundle import health_check_zip
-from day2.doctor.health_check import facts_document
 from day2.pool import facts_of
 from offline.runner import read_stack_file
+from tests.day2.pool_facts import facts_document
 from tests.day2.scenarios import NODES, SCENARIOS
 from tests.e2e import scenario_load
 from tests.e2e.conftest import kubectl_for, reported_cluster

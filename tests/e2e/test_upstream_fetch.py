@@ -31,7 +31,9 @@ import pytest
 from refdata.fetch import COMPLETE, MIRROR_ONLY, load_digests
 from refdata.sources import (
     SOURCES,
+    SUMS_FOLDERS,
     DcgmFieldNames,
+    GitHubArchive,
     GitHubFile,
     GoModuleFiles,
     HelmChart,
@@ -40,6 +42,7 @@ from refdata.sources import (
 from tests.e2e.engine import Engine
 from tests.e2e.servers import Tools
 from tests.loopback import Serving
+from tests.refdata.github_archive import publish_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE_TIME = "2026-08-20T00:00:00Z"
@@ -109,6 +112,8 @@ def served(upstream: Path, e2e_tools: Tools, tmp_path: Path) -> Iterator[tuple[L
                 _publish_module(root / "goproxy", source.module, source.version, page)
             elif isinstance(source, GitHubFile):
                 _raw(root / "raw", source, (upstream / source.dest).read_bytes())
+            elif isinstance(source, GitHubArchive):
+                publish_archive(root / "archive", source, upstream)
             elif isinstance(source, DcgmFieldNames):
                 names = (upstream / source.dest).read_text().split()
                 _raw(root / "raw", source.header, "".join(f"#define {n} {i}\n" for i, n in enumerate(names)).encode())
@@ -125,6 +130,7 @@ def _fetch(server: Loopback, e2e_tools: Tools, engine: Engine, work: Path) -> su
         {
             "UPSTREAM_HELM_REPO": f"{server.url}/helm",
             "UPSTREAM_GITHUB_RAW": f"{server.url}/raw",
+            "UPSTREAM_GITHUB_ARCHIVE": f"{server.url}/archive",
             "GOPROXY": f"{server.url}/goproxy",
             # The served zips are this test's, not the ones Go's checksum database knows; the recorded digests
             # are what checks them.
@@ -159,8 +165,9 @@ def test_make_upstream_fetches_every_file_from_the_kinds_of_source_it_reads_and_
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
     recorded = load_digests()
+    sums = [f"{folder}/SHA256SUMS" for folder in SUMS_FOLDERS]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != COMPLETE) == sorted(
-        recorded
+        [*recorded, *sums]
     )
     assert f"{len(recorded)} upstream files from the public sources, each matching its recorded digest" in done.stdout
 

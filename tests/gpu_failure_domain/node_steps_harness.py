@@ -54,6 +54,10 @@ if "get" in verb and "pods" in verb:
     answer("driver-pods")
 if "get" in verb and "job" in verb:
     answer("job")
+if "get" in verb and "daemonset" in verb:
+    answer("daemonset")
+if "get" in verb and "controllerrevisions" in verb:
+    answer("revisions")
 if "create" in verb:
     with open(os.environ["FAKE_JOURNAL"], "a") as journal:
         journal.write("created " + sys.stdin.read() + "\\n")
@@ -80,9 +84,33 @@ def node(
     return {"kind": "Node", "metadata": {"name": name, "labels": labels or {}}, "spec": spec, "status": status}
 
 
-def driver_pods(*, version: str = "570.211.01", ready: bool = True) -> dict[str, Any]:
+def driver_daemonset_revisions(*hashes: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The driver DaemonSet and its ControllerRevisions, oldest first (revision 1, 2, ...), as the API lists them."""
+    daemonset = {
+        "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-driver-daemonset"},
+        "spec": {"selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}}},
+    }
+    revisions = {
+        "kind": "List",
+        "items": [
+            {"kind": "ControllerRevision", "metadata": {"name": f"nvidia-driver-daemonset-{h}"}, "revision": i}
+            for i, h in enumerate(hashes, start=1)
+        ],
+    }
+    return daemonset, revisions
+
+
+def driver_pods(*, version: str = "570.211.01", ready: bool = True, revision: str | None = None) -> dict[str, Any]:
+    """The node's driver pod; with `revision`, as the DaemonSet controller labels it (controller-revision-hash)."""
+    metadata: dict[str, Any] = {"name": f"nvidia-driver-daemonset-{revision or 'x1'}"}
+    if revision is not None:
+        metadata["labels"] = {"app": "nvidia-driver-daemonset", "controller-revision-hash": revision}
+        metadata["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-driver-daemonset", "controller": True}
+        ]
     pod = {
-        "metadata": {"name": "nvidia-driver-daemonset-x1"},
+        "metadata": metadata,
         "spec": {
             "containers": [{"name": "nvidia-driver-ctr", "image": f"nvcr.io/nvidia/driver:{version}-ubuntu24.04"}]
         },
@@ -112,12 +140,18 @@ class FakeProxmox:
         self.pending = pending
         self.status = "running"
         self.auth: set[str] = set()
+        # The start task's exit status (qemu-server's die message when it fails: `no pci device info ...`).
+        self.start_exit = "OK"
+        # POST paths ending so answer an error: suffix -> (HTTP status, PVE's message in the status line).
+        self.refuse: dict[str, tuple[int, str]] = {}
+        # HA: the node the VM runs on after a start (`/cluster/resources`), when not the stack's.
+        self.node = "pve-dc1"
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self, data: Any) -> None:
+            def _answer(self, data: Any, status: int = 200, reason: str | None = None) -> None:
                 body = json.dumps({"data": data}).encode()
-                self.send_response(200)
+                self.send_response(status, reason)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -128,6 +162,13 @@ class FakeProxmox:
                 if self.path.endswith("/pending"):
                     journal.write(f"proxmox GET {self.path}")
                     self._answer(fake.pending)
+                elif "/tasks/" in self.path:
+                    # pve-manager PVE/API2/Tasks.pm read_task_status: a finished task's exit status.
+                    task = self.path.split("/tasks/", 1)[1]
+                    done = fake.start_exit if "qmstart" in task else "OK"
+                    self._answer({"status": "stopped", "exitstatus": done})
+                elif self.path.startswith("/api2/json/cluster/resources"):
+                    self._answer([{"vmid": 4101, "type": "qemu", "node": fake.node, "status": fake.status}])
                 else:
                     self._answer({"status": fake.status})
 
@@ -135,8 +176,17 @@ class FakeProxmox:
                 fake.auth.add(self.headers.get("Authorization", ""))
                 journal.write(f"proxmox POST {self.path}")
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                fake.status = "stopped" if self.path.endswith("/shutdown") else "running"
-                self._answer("UPID:pve-dc1:0001")
+                for suffix, (code, message) in fake.refuse.items():
+                    if self.path.endswith(suffix):
+                        self._answer(None, code, message)
+                        return
+                if self.path.endswith("/shutdown"):
+                    fake.status = "stopped"
+                    self._answer("UPID:pve-dc1:00000001:00000000:00000000:qmshutdown:4101:root@pam:")
+                    return
+                if fake.start_exit == "OK":
+                    fake.status = "running"
+                self._answer("UPID:pve-dc1:00000002:00000000:00000000:qmstart:4101:root@pam:")
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -110,6 +110,8 @@ def test_a_private_key_secret_reaches_the_kernel_install_as_a_secret(run_stack_p
     prod_config["gpu-pool:proxmox"]["ssh"]["agent"] = False
     prod_config["gpu-pool:failureDomains"][1].update({"kernel": "6.8.0-60-generic", "sshAuthorizedKeys": [KEY]})
     monkeypatch.delenv("SSH_AUTH_SOCK")
+    # Without the agent, the snippet upload needs the provider's own SSH credential (ssh-credential-for-snippets).
+    monkeypatch.setenv("PROXMOX_VE_SSH_PRIVATE_KEY", "-----BEGIN OPENSSH PRIVATE KEY-----")
     recording = run_stack_program(prod_config, {"sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----"})
     connection = recording.named("dc2-kernel-install").inputs["connection"]
     assert is_secret(connection) or is_secret(connection.get("privateKey"))

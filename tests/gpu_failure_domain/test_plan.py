@@ -411,6 +411,8 @@ def observed_as(rule: TurnRule) -> tuple[StackConfig, ObservedNode | None]:
         node = replace(node, unschedulable=True)
     if rule.situation == "a turn in progress":
         node = replace(node, unschedulable=True, wave_cordoned="dc1", wave_turn="2026-12-04T18:00:00Z")
+    if rule.situation == "not Ready":
+        node = replace(node, ready=False)
     return after, node
 
 
@@ -470,3 +472,91 @@ def test_observed_nodes_are_read_from_kubectl_get_nodes_including_the_turn_marks
     assert json.loads(item["metadata"]["annotations"][ROLLOUT_ANNOTATION]) == rollout_state(
         stack.failure_domains[0], stack
     )
+
+
+def test_a_node_that_is_not_ready_is_out_goes_first_and_the_plan_says_its_turn_stops_before_the_drain() -> None:
+    """FIELD-REVIEW-5 WRONG-3 as reproduced: dc2's Ready condition Unknown, not cordoned, a sharing change. It used
+    to be planned as serving, second in the wave, with the capacity line counting its slots and "Dangers: none"."""
+    before = prod()
+    after = prod(lambda raw: raw["sharingProfiles"]["a1000-x4"].update(replicas=2))
+    nodes = settled(before)
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(nodes["dc2"], ready=False)
+    wave = plan_wave(after, nodes)
+
+    assert wave.batches == [["dc2"], ["dc1"]]
+    assert wave.capacity[0].out == ("dc2",)
+    assert wave.capacity[0].slots == sum(after.slots(d) for d in after.failure_domains if d.name != "dc2")
+    assert wave.turns["dc2"].situation == "not Ready" and wave.turns["dc2"].drains
+    assert "its turn stops before the drain" in wave.turns["dc2"].why()
+    assert wave.dangers == [
+        "dc2 is not Ready: its turn stops before the drain and the wave stops there unless it is Ready by then "
+        "(`gpu-pool repair <node> --stack <stack>`, or wait for Ready; `pulumi up` again resumes)"
+    ]
+
+
+def test_draining_a_domain_while_another_is_not_ready_beyond_max_unavailable_is_a_danger() -> None:
+    before = prod()
+    # A change of dc1 alone: dc2, not Ready, has no turn and stays out the whole wave.
+    after = prod(lambda raw: raw["failureDomains"][0].update(cores=12))
+    nodes = settled(before)
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(nodes["dc2"], ready=False)
+    wave = plan_wave(after, nodes)
+
+    assert wave.batches == [["dc1"]]
+    assert [p.out for p in wave.capacity] == [("dc2",), ("dc1", "dc2"), ("dc2",)]
+    assert wave.dangers == [
+        "dc2 is not Ready (the kubelet does not report) and counts as out, so this wave has 2 domains out at once "
+        "while gpu-pool:rollout.maxUnavailable is 1: bring it back first (`gpu-pool repair <node> --stack <stack>`, "
+        "or wait for Ready), or roll this change later"
+    ]
+    # With room for two out at once it is no danger.
+    roomy = prod(lambda raw: raw.update(rollout={"maxUnavailable": 2}) or raw["failureDomains"][0].update(cores=12))
+    assert plan_wave(roomy, nodes).dangers == []
+
+
+def test_an_up_that_must_turn_a_domain_a_repair_holds_is_refused_naming_the_repair() -> None:
+    """FIELD-REVIEW-5 H2, up during a repair: the up planned the repair's node as `resume`, gated and uncordoned it
+    before the repair's own node-check and smoke test ran."""
+    after = prod(lambda raw: raw["rke2"].update(version=NEW))
+    nodes = settled(prod())
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(
+        nodes["dc2"],
+        unschedulable=True,
+        wave_cordoned="dc2",
+        wave_turn="2026-12-05T10:00:00Z",
+        turn_state="repairing",
+        turn_holder="repair:alice@laptop since 2026-12-05T10:00:00Z",
+    )
+    wave = plan_wave(after, nodes)
+
+    (held,) = wave.holds
+    assert held.startswith(
+        "dc2 (rke2-worker-dc2-gpu-a) is held by repair:alice@laptop since 2026-12-05T10:00:00Z "
+        "(gpu-pool.dev/turn-state repairing)"
+    )
+    assert "`gpu-pool repair rke2-worker-dc2-gpu-a --stack <stack> --yes`" in held
+    # make diff shows it as a danger.
+    assert held in wave.dangers
+
+
+def test_a_domain_a_repair_holds_but_this_up_does_not_turn_is_no_refusal() -> None:
+    stack = prod()
+    nodes = settled(stack)
+    assert nodes["dc2"] is not None
+    nodes["dc2"] = replace(nodes["dc2"], turn_state="repairing", turn_holder="repair:alice@laptop since t")
+    assert plan_wave(stack, nodes).holds == []
+
+
+def test_the_turn_state_and_holder_are_read_from_the_node() -> None:
+    from components.gpu_failure_domain.observed import observed_node
+
+    stack = prod()
+    item = settled_nodes_of(stack)["items"][0]
+    item["metadata"]["labels"]["gpu-pool.dev/turn-state"] = "gating"
+    item["metadata"]["annotations"]["gpu-pool.dev/turn-holder"] = "up:prod since 2026-12-05T10:00:00Z"
+    node = observed_node(item)
+
+    assert (node.turn_state, node.held, node.holder_kind) == ("gating", True, "up")

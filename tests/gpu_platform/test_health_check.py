@@ -22,18 +22,21 @@ from components.gpu_platform.health_check import (
     HealthCheckBundle,
     build_health_alert_rules,
     build_health_check,
+    health_check_files,
+    health_check_zip,
+    pool_facts_document,
 )
 from components.shared.health_condition import CONDITION
 from components.stack_check import validate_stack
 from config.monitoring import MonitoringConfig
 from config.repair import HealthCheckConfig, longest_gap_minutes
-from day2.bundle import HEALTH_CHECK_FILES, health_check_zip
-from day2.doctor.health_check import condition_of, facts_document, facts_from_document, reason_of
+from day2.doctor.health_check import condition_of, reason_of
 from day2.doctor.walk import diagnose_all
-from day2.pool import facts_of
+from day2.pool import facts_from_document, facts_of
 from day2.sources import load_dump
 from offline.runner import read_stack_file
 from tests.contract import crd_schemas
+from tests.day2.pool_facts import facts_document
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = "2026-05-04T10:00:00Z"
@@ -118,7 +121,7 @@ def test_the_zip_carries_exactly_the_checks_files_and_pyyaml_and_runs_with_every
     code = health_check_zip()
     names = zipfile.ZipFile(io.BytesIO(code)).namelist()
     assert {n for n in names if not n.startswith("yaml/")} == {
-        *HEALTH_CHECK_FILES,
+        *health_check_files(),
         "components/__init__.py",
         "__main__.py",
     }
@@ -138,6 +141,15 @@ def test_the_zip_carries_exactly_the_checks_files_and_pyyaml_and_runs_with_every
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("gpu-pool health-check: GET /api/v1/nodes: ")
     assert "Traceback" not in done.stderr
+
+
+def test_the_document_the_stack_writes_is_what_doctor_with_stack_reads_written_back() -> None:
+    """One derivation of the facts from the config: doctor --stack reads the stack through the very document the
+    stack writes into the health check's ConfigMap."""
+    cfg = prod_with_health_check()
+
+    assert facts_document(facts_of(cfg, "prod")) == pool_facts_document(cfg, "prod")
+    assert json.loads(HealthCheckBundle.of(cfg, "prod").facts) == pool_facts_document(cfg, "prod")
 
 
 def test_the_facts_the_stack_writes_are_the_facts_doctor_reads_with_the_stack() -> None:

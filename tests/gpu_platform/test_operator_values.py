@@ -103,7 +103,17 @@ def test_the_operators_driver_upgrades_have_no_slots_of_their_own_so_they_follow
     wave drains another. With none, it upgrades only nodes already cordoned: the one the wave drained. The string:
     the chart renders the value through `| default "25%"`, which takes an integer 0 for empty."""
     policy = values_for()["driver"]["upgradePolicy"]
-    assert policy == {"autoUpgrade": True, "maxUnavailable": "0"}
+    assert (policy["autoUpgrade"], policy["maxUnavailable"]) == (True, "0")
+
+
+def test_the_operators_gpu_pod_deletion_is_as_permissive_and_patient_as_the_waves_drain() -> None:
+    """FIELD-REVIEW-5 WRONG-1: with the chart's defaults (deleteEmptyDir false, 300 s) the operator's own pod
+    deletion refused a notebook's /dev/shm emptyDir and gave up on a PDB the wave still waited out."""
+    from components.gpu_failure_domain.rollout import DRAIN_TIMEOUT
+
+    deletion = values_for()["driver"]["upgradePolicy"]["gpuPodDeletion"]
+    assert deletion["deleteEmptyDir"] is True
+    assert deletion["timeoutSeconds"] >= int(DRAIN_TIMEOUT.removesuffix("m")) * 60
 
 
 def test_distro_not_supported_is_avoided_by_building_the_driver_from_source() -> None:

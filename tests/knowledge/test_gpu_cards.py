@@ -43,11 +43,26 @@ def test_the_table_says_what_its_sources_say(
     )
 
 
-def test_an_id_newer_than_the_table_still_gets_the_modules_its_range_takes() -> None:
+def test_an_id_absent_from_pci_ids_gets_the_modules_its_range_takes() -> None:
+    # Below the first Blackwell id the old boundaries hold; at or above it, an id pci.ids does not name is a chip
+    # newer than the table, and post-Hopper chips take the open modules only (FIELD-REVIEW-5 H3).
     facts = card_facts("10de:3fff")
     assert facts.function == "unknown"
-    assert facts.architecture.open_modules == "optional"
+    assert facts.architecture.open_modules == "only"
+    assert card_facts("10de:28ff").function == "unknown"
+    assert card_facts("10de:28ff").architecture.open_modules == "optional"
+    assert card_facts("10de:2902").function == "unknown"
+    assert card_facts("10de:2902").architecture.open_modules == "only"
     assert card_facts("10de:1d00").architecture.open_modules == "never"
+
+
+@pytest.mark.parametrize("card", ["10de:3000", "10de:30c0"])
+def test_a_chip_whose_prefix_the_table_does_not_know_takes_the_open_modules_only(card: str) -> None:
+    # pci.ids: 3000 "GR100", 30c0 "GR102": named, but GR is no architecture of the table (FIELD-REVIEW-5 H3).
+    facts = card_facts(card)
+    assert facts.chip is not None and facts.chip.startswith("GR")
+    assert facts.open_modules == "only"
+    assert facts.architecture.last_branch is None
 
 
 def test_only_the_measured_bar_is_known() -> None:

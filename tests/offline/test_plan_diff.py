@@ -472,7 +472,17 @@ def test_make_diff_writes_the_json_contract_and_a_table_and_exits_1_on_danger_wh
     args = ["--stack", "prod", "--before", str(before_file), "--after", str(after_file), "--out", str(tmp_path)]
     assert main(args) == 0
     document = json.loads((tmp_path / "diff.json").read_text())
-    assert set(document) == {"stack", "before", "nodes", "changes", "dangers", "waveDangers", "earlierRefusals", "wave"}
+    assert set(document) == {
+        "stack",
+        "before",
+        "nodes",
+        "changes",
+        "dangers",
+        "waveDangers",
+        "nodesDangers",
+        "earlierRefusals",
+        "wave",
+    }
     assert document["wave"] is None  # a removed domain has nothing to roll
     assert document["earlierRefusals"] == []
     assert document["stack"] == "prod" and document["dangers"] == 1

@@ -239,8 +239,12 @@ def test_make_diff_plans_against_saved_nodes_and_says_what_up_will_do_now(tmp_pa
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("not json", "is not JSON"), ('{"kind": "Node"}', "is not a `kubectl get nodes -o json` answer")],
-    ids=["not JSON", "not a node list"],
+    [
+        ("not json", "is not JSON"),
+        ('{"kind": "PodList", "items": [{"kind": "Pod"}]}', "lists 1 Pod, not only Nodes"),
+        ('{"kind": "Node"}', "has no status.conditions"),
+    ],
+    ids=["not JSON", "not a node list", "a node without status"],
 )
 def test_make_diff_refuses_a_nodes_file_it_cannot_read_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
@@ -270,3 +274,31 @@ def test_max_unavailable_at_the_pool_size_is_a_danger_that_fails_the_diff_on_req
     assert "! gpu-pool:rollout.maxUnavailable is 3 with 3 failure domains" in printed
     assert "! the pool has no schedulable GPU while dc1, dc2, dc3 are out in this wave" in printed
     assert "       0 slots, out: dc1, dc2, dc3" in printed
+
+
+def test_make_diff_against_a_node_that_is_not_ready_counts_it_out_and_names_the_danger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FIELD-REVIEW-5 WRONG-3 through `make diff NODES=`: dc2's Ready condition Unknown printed "Dangers: none"."""
+    from offline.diff import main
+
+    after = prod()
+    after["gpu-pool:sharingProfiles"]["a1000-x4"]["replicas"] = 2
+    before_file, after_file = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", after)
+    nodes = settled_nodes(prod())
+    dc2 = next(i for i in nodes["items"] if i["metadata"]["labels"]["topology.kubernetes.io/zone"] == "dc2")
+    dc2["status"]["conditions"] = [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]
+    saved = tmp_path / "nodes.json"
+    saved.write_text(json.dumps(nodes), encoding="utf-8")
+
+    assert (
+        main(["--before", str(before_file), "--after", str(after_file), "--nodes", str(saved), "--out", str(tmp_path)])
+        == 0
+    )
+
+    printed = capsys.readouterr().out
+    assert "Dangers: none" not in printed
+    assert "! dc2 is not Ready: its turn stops before the drain and the wave stops there" in printed
+    document = json.loads((tmp_path / "diff.json").read_text())
+    assert document["wave"]["batches"][0] == ["dc2"]
+    assert document["wave"]["capacity"][0]["out"] == ["dc2"]

@@ -24,7 +24,7 @@ from refdata.fetch import (
     kube_state_metric_names,
     load_digests,
 )
-from refdata.sources import SOURCES, GoModuleFiles, HelmChart, PulumiSchema
+from refdata.sources import SOURCES, SUMS_FOLDERS, GitHubArchive, GoModuleFiles, HelmChart, PulumiSchema
 
 
 def _fetch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,9 +48,9 @@ def _mirror_copy(upstream: Path, to: Path) -> Path:
 
 def test_every_declared_source_has_recorded_digests_and_every_digest_a_source() -> None:
     recorded = load_digests()
-    charts = [s.dest + "/" for s in SOURCES if isinstance(s, HelmChart)]
+    charts = [s.dest + "/" for s in SOURCES if isinstance(s, HelmChart | GitHubArchive)]
     single = {d for s in SOURCES if isinstance(s, GoModuleFiles) for d in s.files.values()}
-    single |= {s.dest for s in SOURCES if not isinstance(s, HelmChart | GoModuleFiles)}
+    single |= {s.dest for s in SOURCES if not isinstance(s, HelmChart | GitHubArchive | GoModuleFiles)}
 
     assert set(recorded) == single | {d for d in recorded if d.startswith(tuple(charts))}
     assert single <= set(recorded)
@@ -64,8 +64,9 @@ def test_from_a_mirror_every_file_is_checked_and_the_folder_records_which_digest
 
     assert done.returncode == 0, done.stderr
     out = tmp_path / "out"
+    sums = [f"{folder}/SHA256SUMS" for folder in SUMS_FOLDERS]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != COMPLETE) == sorted(
-        load_digests()
+        [*load_digests(), *sums]
     )
     assert is_complete(out)
 
