@@ -15,9 +15,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from day2.errors import Day2Error
 from knowledge.gpu_operator import (
@@ -27,6 +27,8 @@ from knowledge.gpu_operator import (
     DCGM_POD_LABEL,
 )
 from knowledge.metric_names import DCGM_GPU_UTIL, dcgm_series
+
+T = TypeVar("T")
 
 TIMEOUT_SECONDS = 15
 POD_LABELS = (DCGM_EXPORTED_NAMESPACE_LABEL, DCGM_EXPORTED_POD_LABEL, DCGM_NAMESPACE_LABEL, DCGM_POD_LABEL)
@@ -60,16 +62,19 @@ def peaks_from_response(body: Mapping[str, Any]) -> dict[tuple[str, str], float]
     return peaks
 
 
-def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str], float]:
-    """Ask Prometheus at `url` (its base URL) for each pod's peak GPU utilisation over `hours` before `at`."""
-    query = urllib.parse.urlencode({"query": peak_utilisation_query(hours), "time": f"{at.timestamp():.3f}"})
+def instant_query(
+    url: str, promql: str, at: datetime, read: Callable[[Any], T], *, timeout: float = TIMEOUT_SECONDS
+) -> T:
+    """Ask Prometheus at `url` (its base URL) one instant query at `at`; `read` turns its answer into what the caller
+    needs, and every way that fails (refused, unreachable, not an answer) is one Day2Error naming `--prometheus`."""
+    query = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
     endpoint = f"{url.rstrip('/')}/api/v1/query?{query}"
     if urllib.parse.urlparse(endpoint).scheme not in ("http", "https"):
         raise Day2Error(f"--prometheus {url}: not an http(s) URL")
     try:
-        with urllib.request.urlopen(endpoint, timeout=TIMEOUT_SECONDS) as response:
+        with urllib.request.urlopen(endpoint, timeout=timeout) as response:
             body = json.loads(response.read().decode("utf-8"))
-        return peaks_from_response(body)
+        return read(body)
     except urllib.error.HTTPError as error:
         raise Day2Error(f"--prometheus {url}: the query was refused: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, OSError) as error:
@@ -77,6 +82,11 @@ def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str]
         raise Day2Error(f"--prometheus {url}: cannot reach it: {reason}") from None
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise Day2Error(f"--prometheus {url}: not a Prometheus query answer: {error}") from None
+
+
+def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str], float]:
+    """Ask Prometheus at `url` (its base URL) for each pod's peak GPU utilisation over `hours` before `at`."""
+    return instant_query(url, peak_utilisation_query(hours), at, peaks_from_response)
 
 
 def idle_holders(

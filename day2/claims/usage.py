@@ -11,11 +11,7 @@ threshold.
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,7 +25,7 @@ from components.gpu_platform.usage_rules import (
     data_since_query,
     gpu_hours_query,
 )
-from day2.errors import Day2Error
+from day2.claims.prometheus import instant_query
 from day2.objects import Snapshot, metadata
 from knowledge.kubeflow import PROFILE_OWNER_ANNOTATION
 
@@ -96,25 +92,15 @@ def profile_owners(snapshot: Snapshot) -> dict[str, str] | None:
     return owners
 
 
+def _vector(body: Any) -> list[dict[str, Any]]:
+    if body.get("status") != "success" or body["data"]["resultType"] != "vector":
+        raise ValueError(f"unexpected answer: {str(body)[:200]}")
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
 def _query(url: str, promql: str, at: datetime) -> list[dict[str, Any]]:
-    query = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
-    endpoint = f"{url.rstrip('/')}/api/v1/query?{query}"
-    if urllib.parse.urlparse(endpoint).scheme not in ("http", "https"):
-        raise Day2Error(f"--prometheus {url}: not an http(s) URL")
-    try:
-        with urllib.request.urlopen(endpoint, timeout=TIMEOUT_SECONDS) as response:
-            body = json.loads(response.read().decode("utf-8"))
-        if body.get("status") != "success" or body["data"]["resultType"] != "vector":
-            raise ValueError(f"unexpected answer: {str(body)[:200]}")
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
-    except urllib.error.HTTPError as error:
-        raise Day2Error(f"--prometheus {url}: the query was refused: HTTP {error.code} {error.reason}") from None
-    except (urllib.error.URLError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise Day2Error(f"--prometheus {url}: cannot reach it: {reason}") from None
-    except (ValueError, KeyError, TypeError) as error:
-        raise Day2Error(f"--prometheus {url}: not a Prometheus query answer: {error}") from None
+    return instant_query(url, promql, at, _vector, timeout=TIMEOUT_SECONDS)
 
 
 def _by_namespace(result: list[dict[str, Any]]) -> dict[str, float]:
