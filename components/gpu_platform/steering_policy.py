@@ -324,21 +324,26 @@ def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str, wh
                 AUTOGEN_ANNOTATION: "none",
             },
         },
-        "spec": {
-            "admission": True,
-            # Mutating admission only: there is nothing to scan in the background.
-            "background": False,
-            "webhookConfiguration": {
-                "failurePolicy": cfg.failure_policy,
-                "timeoutSeconds": cfg.webhook_timeout_seconds,
-                # Fail closed but scoped: the API server only calls Kyverno for GPU pods outside the excluded
-                # namespaces, so a Kyverno outage delays GPU pods and never blocks the rest of the cluster,
-                # nor the operator's own validator pods, which request a GPU in its namespace.
-                "matchConditions": gpu_pod_match_conditions(cfg, excluded),
-            },
-            # CREATE only: node affinity is immutable on a running pod, so an UPDATE patch would be refused.
-            "rules": _steering_rules(cfg, excluded, whole),
+        # CREATE only: node affinity is immutable on a running pod, so an UPDATE patch would be refused.
+        "spec": _gpu_pod_admission_spec(cfg, excluded, _steering_rules(cfg, excluded, whole)),
+    }
+
+
+def _gpu_pod_admission_spec(cfg: KyvernoConfig, excluded: list[str], rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spec of a ClusterPolicy that acts on GPU pods at admission: the steering and the multi-GPU refusal."""
+    return {
+        "admission": True,
+        # Admission only: there is nothing to scan in the background.
+        "background": False,
+        "webhookConfiguration": {
+            "failurePolicy": cfg.failure_policy,
+            "timeoutSeconds": cfg.webhook_timeout_seconds,
+            # Fail closed but scoped: the API server only calls Kyverno for GPU pods outside the excluded
+            # namespaces, so a Kyverno outage delays GPU pods and never blocks the rest of the cluster,
+            # nor the operator's own validator pods, which request a GPU in its namespace.
+            "matchConditions": gpu_pod_match_conditions(cfg, excluded),
         },
+        "rules": rules,
     }
 
 
@@ -365,15 +370,10 @@ def build_multi_gpu_policy(cfg: KyvernoConfig, *, operator_namespace: str, whole
                 AUTOGEN_ANNOTATION: "none",
             },
         },
-        "spec": {
-            "admission": True,
-            "background": False,
-            "webhookConfiguration": {
-                "failurePolicy": cfg.failure_policy,
-                "timeoutSeconds": cfg.webhook_timeout_seconds,
-                "matchConditions": gpu_pod_match_conditions(cfg, excluded),
-            },
-            "rules": [
+        "spec": _gpu_pod_admission_spec(
+            cfg,
+            excluded,
+            [
                 {
                     "name": MULTI_GPU_RULE_NAME,
                     "match": {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]},
@@ -395,5 +395,5 @@ def build_multi_gpu_policy(cfg: KyvernoConfig, *, operator_namespace: str, whole
                     },
                 }
             ],
-        },
+        ),
     }
