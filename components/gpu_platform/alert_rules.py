@@ -29,6 +29,7 @@ from typing import Any
 
 from components.gpu_platform.promql import held_gpus_by_pod, node_regex
 from components.gpu_platform.usage_rules import build_usage_group
+from components.shared.prometheus_rules import alert, prometheus_rule
 from config.monitoring import MonitoringConfig
 from config.project import PROJECT
 from knowledge.metric_names import (
@@ -65,28 +66,8 @@ RUNBOOK_ANCHORS: Mapping[str, str] = MappingProxyType(
 _NODE_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def _alert(
-    cfg: MonitoringConfig,
-    name: str,
-    *,
-    expr: str,
-    for_: str,
-    severity: str,
-    summary: str,
-    description: str,
-    extra_labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "alert": name,
-        "expr": expr,
-        "for": for_,
-        "labels": {"severity": severity, **(extra_labels or {})},
-        "annotations": {
-            "summary": summary,
-            "description": description,
-            "runbook_url": f"{cfg.runbook_base_url}#{RUNBOOK_ANCHORS[name]}",
-        },
-    }
+def _alert(cfg: MonitoringConfig, name: str, **fields: Any) -> dict[str, Any]:
+    return alert(cfg, name, anchor=RUNBOOK_ANCHORS[name], **fields)
 
 
 def _xid_errors(cfg: MonitoringConfig) -> dict[str, Any]:
@@ -277,25 +258,14 @@ def build_gpu_alert_rules(
         _held_while_idle(cfg),
         _exporter_down(cfg, namespace, len(expected_slots_by_node)),
     ]
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {
-            "name": RULE_NAME,
-            "namespace": cfg.rules_namespace,
-            "labels": prometheus_rule_labels(cfg),
-        },
-        "spec": {
-            "groups": [
-                {"name": GROUP_NAME, "rules": rules},
-                *(
-                    [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent)]
-                    if slots_per_card_by_node is not None
-                    else []
-                ),
-            ]
-        },
-    }
+    usage = (
+        [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent)]
+        if slots_per_card_by_node is not None
+        else []
+    )
+    return prometheus_rule(
+        RULE_NAME, cfg.rules_namespace, prometheus_rule_labels(cfg), [{"name": GROUP_NAME, "rules": rules}, *usage]
+    )
 
 
 def rule_expressions(rule: Mapping[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.payload import module_closure, pack, pyyaml_files
+from components.shared.prometheus_rules import alert, prometheus_rule
 from config.monitoring import MonitoringConfig
 from config.project import PROJECT
 from config.repair import HealthCheckConfig, longest_gap_minutes
@@ -233,18 +234,7 @@ def _cronjob(cfg: HealthCheckConfig) -> dict[str, Any]:
 
 
 def _alert(monitoring: MonitoringConfig, name: str, **fields: Any) -> dict[str, Any]:
-    rule = {
-        "alert": name,
-        "expr": fields["expr"],
-        "for": fields["for_"],
-        "labels": {"severity": fields["severity"]},
-        "annotations": {
-            "summary": fields["summary"],
-            "description": fields["description"],
-            "runbook_url": f"{monitoring.runbook_base_url}#{RUNBOOK_ANCHORS[name]}",
-        },
-    }
-    return rule
+    return alert(monitoring, name, anchor=RUNBOOK_ANCHORS[name], **fields)
 
 
 def build_health_alert_rules(
@@ -258,46 +248,35 @@ def build_health_alert_rules(
     stale = STALE_RUNS * longest_gap_minutes(cfg.schedule) * 60
     node = "{{ $labels.node }}"
     condition = f"kubectl get node {node} -o jsonpath='{{.status.conditions[?(@.type==\"{CONDITION}\")].message}}'"
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": RULE_NAME, "namespace": monitoring.rules_namespace, "labels": dict(labels)},
-        "spec": {
-            "groups": [
-                {
-                    "name": GROUP_NAME,
-                    "rules": [
-                        _alert(
-                            monitoring,
-                            "GpuNodeFloorBroken",
-                            expr=f"({broken}) unless on (node) ({cordoned})",
-                            for_="15m",
-                            severity="warning",
-                            summary=f"A floor of {node}'s GPU stack is broken",
-                            description=(
-                                f"The health check (CronJob {cfg.namespace}/{NAME}: doctor's floors, in the cluster) "
-                                f"finds a floor of {node} broken; the node condition {CONDITION} names it: "
-                                f"{condition}. Debug from the driver up: gpu-pool doctor {node} --stack {stack}. A "
-                                f"faulted card (an Xid, a card off the bus): gpu-pool repair {node} --stack {stack} "
-                                "decides whether a power cycle of its VM fixes it and, with --yes, does it."
-                            ),
-                        ),
-                        _alert(
-                            monitoring,
-                            "GpuPoolHealthCheckNotRunning",
-                            expr=f"(time() - max({last}) > {stale}) or absent({last})",
-                            for_="30m",
-                            severity="warning",
-                            summary="The GPU pool's health check has not run",
-                            description=(
-                                f"CronJob {cfg.namespace}/{NAME} has not succeeded for {STALE_RUNS} of its periods "
-                                f"(schedule {cfg.schedule}), or never: the {CONDITION} conditions are stale and "
-                                "GpuNodeFloorBroken cannot fire. kubectl -n "
-                                f"{cfg.namespace} get jobs,pods -l app.kubernetes.io/name={NAME}; the last Job's log."
-                            ),
-                        ),
-                    ],
-                }
-            ]
-        },
-    }
+    rules = [
+        _alert(
+            monitoring,
+            "GpuNodeFloorBroken",
+            expr=f"({broken}) unless on (node) ({cordoned})",
+            for_="15m",
+            severity="warning",
+            summary=f"A floor of {node}'s GPU stack is broken",
+            description=(
+                f"The health check (CronJob {cfg.namespace}/{NAME}: doctor's floors, in the cluster) "
+                f"finds a floor of {node} broken; the node condition {CONDITION} names it: "
+                f"{condition}. Debug from the driver up: gpu-pool doctor {node} --stack {stack}. A "
+                f"faulted card (an Xid, a card off the bus): gpu-pool repair {node} --stack {stack} "
+                "decides whether a power cycle of its VM fixes it and, with --yes, does it."
+            ),
+        ),
+        _alert(
+            monitoring,
+            "GpuPoolHealthCheckNotRunning",
+            expr=f"(time() - max({last}) > {stale}) or absent({last})",
+            for_="30m",
+            severity="warning",
+            summary="The GPU pool's health check has not run",
+            description=(
+                f"CronJob {cfg.namespace}/{NAME} has not succeeded for {STALE_RUNS} of its periods "
+                f"(schedule {cfg.schedule}), or never: the {CONDITION} conditions are stale and "
+                "GpuNodeFloorBroken cannot fire. kubectl -n "
+                f"{cfg.namespace} get jobs,pods -l app.kubernetes.io/name={NAME}; the last Job's log."
+            ),
+        ),
+    ]
+    return prometheus_rule(RULE_NAME, monitoring.rules_namespace, labels, [{"name": GROUP_NAME, "rules": rules}])

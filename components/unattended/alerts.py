@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.shared.prometheus_rules import alert, prometheus_rule
 from config.monitoring import MonitoringConfig
 from config.repair import UnattendedConfig
 
@@ -28,17 +29,7 @@ RUNBOOK_ANCHORS: Mapping[str, str] = {
 
 
 def _alert(monitoring: MonitoringConfig, name: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "alert": name,
-        "expr": fields["expr"],
-        "for": fields["for_"],
-        "labels": {"severity": fields["severity"]},
-        "annotations": {
-            "summary": fields["summary"],
-            "description": fields["description"],
-            "runbook_url": f"{monitoring.runbook_base_url}#{RUNBOOK_ANCHORS[name]}",
-        },
-    }
+    return alert(monitoring, name, anchor=RUNBOOK_ANCHORS[name], **fields)
 
 
 def build_unattended_alert_rules(
@@ -46,44 +37,33 @@ def build_unattended_alert_rules(
 ) -> dict[str, Any]:
     node = "{{ $labels.node }}"
     breaker = f"kubectl -n {cfg.namespace} get configmap gpu-pool-repair-breaker -o jsonpath='{{.data}}'"
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": RULE_NAME, "namespace": monitoring.rules_namespace, "labels": dict(labels)},
-        "spec": {
-            "groups": [
-                {
-                    "name": GROUP_NAME,
-                    "rules": [
-                        _alert(
-                            monitoring,
-                            "GpuPoolRepairBreakerOpen",
-                            expr=f"max({BREAKER_OPEN}) == 1",
-                            for_="0m",
-                            severity="critical",
-                            summary="The unattended repair's breaker is open: nothing is repaired unattended",
-                            description=(
-                                f"{cfg.breaker_failures} repairs within {cfg.breaker_window} did not fix: the cards "
-                                "keep faulting, which a power cycle does not cure. Which nodes and why: "
-                                f"{breaker}. Look at their hardware (seating, riser, power, cooling; the card), then "
-                                f"close the breaker: gpu-pool repair --reset-breaker --stack {stack}."
-                            ),
-                        ),
-                        _alert(
-                            monitoring,
-                            "GpuPoolRepairDidNotFix",
-                            expr=f'sum by (node) (increase({REPAIRS}{{result="not-fixed"}}[1h])) > 0',
-                            for_="0m",
-                            severity="warning",
-                            summary=f"An unattended repair of {node} did not fix it",
-                            description=(
-                                f"The watcher power-cycled {node}'s VM and node-check or the smoke test still fails; "
-                                f"the node stays cordoned. gpu-pool doctor {node} --stack {stack} says which floor; "
-                                f"gpu-pool node-check on the node says why. {breaker} counts it toward the breaker."
-                            ),
-                        ),
-                    ],
-                }
-            ]
-        },
-    }
+    rules = [
+        _alert(
+            monitoring,
+            "GpuPoolRepairBreakerOpen",
+            expr=f"max({BREAKER_OPEN}) == 1",
+            for_="0m",
+            severity="critical",
+            summary="The unattended repair's breaker is open: nothing is repaired unattended",
+            description=(
+                f"{cfg.breaker_failures} repairs within {cfg.breaker_window} did not fix: the cards "
+                "keep faulting, which a power cycle does not cure. Which nodes and why: "
+                f"{breaker}. Look at their hardware (seating, riser, power, cooling; the card), then "
+                f"close the breaker: gpu-pool repair --reset-breaker --stack {stack}."
+            ),
+        ),
+        _alert(
+            monitoring,
+            "GpuPoolRepairDidNotFix",
+            expr=f'sum by (node) (increase({REPAIRS}{{result="not-fixed"}}[1h])) > 0',
+            for_="0m",
+            severity="warning",
+            summary=f"An unattended repair of {node} did not fix it",
+            description=(
+                f"The watcher power-cycled {node}'s VM and node-check or the smoke test still fails; "
+                f"the node stays cordoned. gpu-pool doctor {node} --stack {stack} says which floor; "
+                f"gpu-pool node-check on the node says why. {breaker} counts it toward the breaker."
+            ),
+        ),
+    ]
+    return prometheus_rule(RULE_NAME, monitoring.rules_namespace, labels, [{"name": GROUP_NAME, "rules": rules}])
