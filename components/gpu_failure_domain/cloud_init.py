@@ -30,6 +30,11 @@ RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname 
 RKE2_AGENT_ENV_FILE = "/etc/default/rke2-agent"
 # Where RKE2 reads its registry mirrors at start (it writes containerd's hosts.toml from it).
 RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
+# The file cloud-init's apt module writes its proxy keys to (cc_apt_configure's APT_PROXY_FN): a wave that adds
+# or changes the proxy on a VM that exists writes the same file, so apt (the kernel wave's) uses it.
+APT_PROXY_FILE = "/etc/apt/apt.conf.d/90cloud-init-aptproxy"
+# Every file the egress settings own on a VM: a turn writes those the stack asks for and removes the others.
+EGRESS_FILES = (RKE2_AGENT_ENV_FILE, RKE2_REGISTRIES_FILE, APT_PROXY_FILE)
 
 
 def exports(env: Mapping[str, str]) -> str:
@@ -79,6 +84,19 @@ def _egress_settings(
             }
         )
     return write_files, apt
+
+
+def egress_files(
+    domain: FailureDomainConfig, rke2: Rke2Config, proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
+) -> list[dict[str, str]]:
+    """The egress files a domain's VM holds once set up: what cloud-init writes at first boot, plus apt's proxy file
+    that cloud-init's `apt:` keys become. The wave's files turn writes exactly these (rollout.node_files_command)."""
+    env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
+    files, apt = _egress_settings(env, proxy, mirrors)
+    if apt:
+        lines = "".join(f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items())
+        files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines})
+    return files
 
 
 def user_data_document(

@@ -8,12 +8,14 @@ what each worker runs (turns.py decides each domain's turn from it).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import posixpath
 import shlex
 from collections.abc import Mapping
 
-from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
+from components.gpu_failure_domain.cloud_init import EGRESS_FILES, RKE2_INSTALL_URL, egress_files
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
@@ -43,6 +45,7 @@ CHANGE_WORDS: Mapping[str, str] = {
     "vm": "VM power cycle (cold-start settings or card)",
     "driver": "driver upgrade (the operator's, on the drained node only)",
     "sharing": "device plugin and GPU Feature Discovery restart (sharing profile)",
+    "files": "proxy and registry mirror files rewritten, rke2-agent restarted (cloud-init runs once)",
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
@@ -61,7 +64,38 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
         "vm": _digest([reboot_settings(domain), mapped_device(domain)]),
         "driver": stack.gpu_operator.driver_version,
         "sharing": f"{domain.sharing}@{_digest(stack.sharing_profiles[domain.sharing].model_dump(mode='json'))}",
+        # Only where the stack sets a proxy or mirrors: a Node recorded without the key has none, so a stack
+        # without them records (and plans) exactly what it did before the key existed.
+        **({"files": _digest(files)} if (files := domain_egress_files(domain, stack)) else {}),
     }
+
+
+def domain_egress_files(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
+    return egress_files(domain, stack.rke2, stack.proxy, stack.registry_mirrors)
+
+
+def node_files_command(files: list[dict[str, str]]) -> str:
+    """Runs on the VM over SSH (a drained node): the egress files the stack asks for written, the others it owns
+    removed (a proxy taken out of the stack leaves none behind), then rke2-agent restarted to read them (its unit
+    reads /etc/default/rke2-agent at start, and RKE2 turns registries.yaml into containerd's hosts at start).
+    The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file is written
+    beside its place and renamed, so a failed write never leaves half a file."""
+    wanted = {file["path"]: file for file in files}
+    parts = ["set -e"]
+    for path in EGRESS_FILES:
+        quoted = shlex.quote(path)
+        file = wanted.get(path)
+        if file is None:
+            parts.append(f"sudo rm -f {quoted}")
+            continue
+        encoded = base64.b64encode(file["content"].encode()).decode()
+        parts.append(
+            f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}; "
+            f"echo {encoded} | sudo sh -c {shlex.quote(f'umask 077; base64 -d > {quoted}.new')}; "
+            f"sudo chmod {file['permissions']} {quoted}.new; sudo mv {quoted}.new {quoted}"
+        )
+    parts += ["sudo systemctl restart rke2-agent", "echo 'egress files written, rke2-agent restarted'"]
+    return "; ".join(parts)
 
 
 def _patch(kubectl: str, node: str, patch: Mapping[str, object]) -> str:

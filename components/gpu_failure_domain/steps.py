@@ -38,6 +38,8 @@ class StepName(StrEnum):
     WAVE_DRAIN = "wave-drain"
     KERNEL_DRAIN = "kernel-drain"
     RKE2_UPGRADE = "rke2-upgrade"
+    # A changed proxy or registry mirrors: the egress files written over SSH, rke2-agent restarted.
+    RKE2_FILES = "rke2-files"
     PLUGIN_RESTART = "device-plugin-restart"
     POWER_CYCLE = "power-cycle"
     NODE_READY = "node-ready"
