@@ -127,6 +127,7 @@ for name in batched + [name for name in plans if name not in batched]:
             kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.get("sshPrivateKey"),
+            registry_auth=loaded.secrets.get("registryAuth"),
             wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
         ),
     )

@@ -324,8 +324,8 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token: build_user_data(
-            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors
+        user_data=lambda token, registry_auth: build_user_data(
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
@@ -441,7 +441,12 @@ def _files(at: _Scope) -> list[Step]:
             at,
             StepName.RKE2_FILES,
             "write the proxy and registry mirror files and restart rke2-agent",
-            Command(node_files_command(domain_egress_files(at.domain, at.stack)), interpreter=None, triggers=at.key),
+            Command(
+                node_files_command(domain_egress_files(at.domain, at.stack)),
+                interpreter=None,
+                triggers=at.key,
+                registry_auth_stdin=True,
+            ),
             waits_for=(StepName.WAVE_DRAIN,),
             turn_step=True,
         )
@@ -457,7 +462,11 @@ def _upgrade(at: _Scope, files: tuple[str, ...] = ()) -> list[Step]:
             at,
             StepName.RKE2_UPGRADE,
             f"install RKE2 {version} and restart rke2-agent",
-            Command(rke2_upgrade_command(version, _proxy_env(at)), interpreter=None, triggers=at.key),
+            Command(
+                rke2_upgrade_command(version, _proxy_env(at), at.stack.rke2.installer),
+                interpreter=None,
+                triggers=at.key,
+            ),
             # After the files: the installer's restart then reads them too.
             waits_for=(StepName.WAVE_DRAIN, *files),
             turn_step=True,

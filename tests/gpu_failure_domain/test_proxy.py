@@ -5,6 +5,7 @@ checked by `cloud-init schema`), the RKE2 upgrade step and the GPU Operator's dr
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,6 +23,7 @@ from components.gpu_platform.release_values import release_values
 from components.stack_check import validate_stack
 from config.errors import ConfigError
 from config.proxy import proxy_environment, subnet_of
+from config.secrets import BY_KEY
 from config.stack import StackConfig
 from offline.runner import read_stack_file
 from tests.ssh_keys import TEST_PUBLIC_KEY
@@ -208,9 +210,9 @@ def test_a_mirror_rke2_could_not_use_is_refused_naming_the_key(mirrors: dict[str
 # ------------------------------------------------------------------------------ a proxy or mirrors added later
 
 
-def _run_on_a_fake_vm(command: str, root: Path) -> list[str]:
-    """Runs a files turn's command as its SSH session would, with /etc under `root`: `sudo` runs its command,
-    `systemctl` records what it was asked."""
+def _run_on_a_fake_vm(command: str, root: Path, stdin: str = "") -> list[str]:
+    """Runs a files turn's command as its SSH session would (`stdin`: what pulumi-command sends, the registry
+    credentials), with /etc under `root`: `sudo` runs its command, `systemctl` records what it was asked."""
     bin_dir = root / "bin"
     bin_dir.mkdir()
     (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
@@ -221,6 +223,7 @@ def _run_on_a_fake_vm(command: str, root: Path) -> list[str]:
         ["bash", "-c", command.replace("/etc/", f"{root}/etc/")],
         capture_output=True,
         text=True,
+        input=stdin,
         env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
     )
     assert said.returncode == 0, said.stderr
@@ -275,3 +278,52 @@ def test_a_stack_without_a_proxy_or_mirrors_records_and_plans_what_it_did_before
     assert set(rollout_state(stack.failure_domains[0], stack)) == set(CHANGE_KEYS) - {"files"}
     wave, _ = _files_turn(stack, stack)
     assert not wave.changes
+
+
+AUTH = '{"mirror.lab.internal:5000": {"auth": {"username": "robot", "password": "s3cr\'et \\"x\\""}}}'
+
+
+def test_registry_credentials_land_under_configs_in_the_snippet_and_the_files_turn_as_rke2_reads_them(
+    tmp_path: Path,
+) -> None:
+    mirrors = {"docker.io": ["https://mirror.lab.internal:5000"]}
+    before, after = _stack(keys=True), _stack(keys=True, mirrors=mirrors)
+    document = user_data_document(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+    [file] = [f for f in document["write_files"] if f["path"] == "/etc/rancher/rke2/registries.yaml"]
+    expected = {"mirrors": {"docker.io": {"endpoint": mirrors["docker.io"]}}, "configs": json.loads(AUTH)}
+    assert yaml.safe_load(file["content"]) == expected
+    # The secret's value appears whole in the text, so the preview's redaction of it hides it whole.
+    assert AUTH in build_user_data(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+
+    _, plan = _files_turn(before, after)
+    step = plan.step_of("rke2-files", RemoteStep)
+    assert step.command.registry_auth_stdin and "robot" not in step.command.create
+    _run_on_a_fake_vm(step.command.create, tmp_path, stdin=AUTH)
+    written = tmp_path / "etc/rancher/rke2/registries.yaml"
+    assert written.read_text() == file["content"]
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+
+
+def test_registry_credentials_without_mirrors_are_written_alone_by_a_files_turn(tmp_path: Path) -> None:
+    _, plan = _files_turn(_stack(keys=True), _stack({"https": PROXY}, keys=True))
+    _run_on_a_fake_vm(plan.step_of("rke2-files", RemoteStep).command.create, tmp_path, stdin=AUTH)
+    assert yaml.safe_load((tmp_path / "etc/rancher/rke2/registries.yaml").read_text()) == {
+        "mirrors": {},
+        "configs": json.loads(AUTH),
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("robot:password", "is not JSON"),
+        ('{"h": {"username": "u", "password": "p"}}', 'h: give {"auth": {...}} alone'),
+        ('{"h": {"auth": {"user": "u"}}}', "h.auth: takes non-empty strings of username, password, auth, "),
+        ('{"h": {"auth": {"username": "u"}}}', "h.auth: give username and password together"),
+        ('{"h":\n {"auth": {"auth": "x"}}}', "has a line break"),
+    ],
+)
+def test_registry_credentials_rke2_could_not_read_are_refused_without_showing_them(value: str, said: str) -> None:
+    problem = BY_KEY["registryAuth"].shape(value)
+    assert problem is not None and problem.startswith(said), problem
+    assert "password" not in value or '"p"' not in problem
