@@ -11,7 +11,7 @@ import yaml
 from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
-from config.proxy import ProxyConfig, proxy_environment, registries_yaml, subnet_of
+from config.proxy import AptMirrorConfig, ProxyConfig, proxy_environment, registries_yaml, subnet_of
 from config.rke2 import DEFAULT_INSTALL_SCRIPT, Rke2Config
 
 RKE2_INSTALL_URL = DEFAULT_INSTALL_SCRIPT
@@ -77,10 +77,11 @@ def _egress_settings(
     proxy: ProxyConfig | None,
     mirrors: Mapping[str, list[str]] | None,
     registry_auth: str | None = None,
-) -> tuple[list[dict[str, str]], dict[str, str]]:
+    apt_mirror: AptMirrorConfig | None = None,
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """The files and apt settings a lab behind a proxy or with registry mirrors needs (docs/air-gap.md)."""
     write_files: list[dict[str, str]] = []
-    apt: dict[str, str] = {}
+    apt: dict[str, Any] = {}
     if env and proxy is not None:
         write_files.append(
             {
@@ -92,6 +93,11 @@ def _egress_settings(
         )
         # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
         apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
+    if apt_mirror is not None:
+        # cloud-config's apt module writes the release's sources with these archives (cc_apt_configure:
+        # primary for the release and its updates, security for -security) before package_update.
+        apt["primary"] = [{"arches": ["default"], "uri": apt_mirror.uri}]
+        apt["security"] = [{"arches": ["default"], "uri": apt_mirror.security}]
     if mirrors or registry_auth:
         write_files.append(
             {"path": RKE2_REGISTRIES_FILE, "permissions": "0600", "content": registries_file(mirrors, registry_auth)}
@@ -120,6 +126,7 @@ def user_data_document(
     proxy: ProxyConfig | None = None,
     mirrors: Mapping[str, list[str]] | None = None,
     registry_auth: str | None = None,
+    apt_mirror: AptMirrorConfig | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -151,7 +158,7 @@ def user_data_document(
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]
-    write_files, apt = _egress_settings(env, proxy, mirrors, registry_auth)
+    write_files, apt = _egress_settings(env, proxy, mirrors, registry_auth, apt_mirror)
     document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
@@ -190,10 +197,11 @@ def build_user_data(
     proxy: ProxyConfig | None = None,
     mirrors: Mapping[str, list[str]] | None = None,
     registry_auth: str | None = None,
+    apt_mirror: AptMirrorConfig | None = None,
 ) -> str:
     """The `#cloud-config` document. It holds the join token and the registry credentials: callers must keep the
     result secret."""
-    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth)
+    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

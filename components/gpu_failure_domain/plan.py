@@ -325,7 +325,7 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
         },
         file_name=snippet_file_name(domain),
         user_data=lambda token, registry_auth: build_user_data(
-            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth, stack.apt_mirror
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
