@@ -147,6 +147,20 @@ def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str |
     return {**env, **{name.lower(): value for name, value in env.items()}}
 
 
+def installer_hosts(proxy: ProxyConfig, rke2: Rke2Config) -> list[tuple[str, int]]:
+    """The hosts the RKE2 installer downloads from through the proxy: the script's and the artifacts' (GitHub
+    where no mirror is set), with their ports; those NO_PROXY names reach directly are left out."""
+    urls = [rke2.installer.script, rke2.installer.artifacts or "https://github.com"]
+    hosts: list[tuple[str, int]] = []
+    for url in urls:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if any(host == entry or (entry.startswith(".") and host.endswith(entry)) for entry in proxy.no_proxy):
+            continue
+        hosts.append((host, parts.port or (443 if parts.scheme == "https" else 80)))
+    return list(dict.fromkeys(hosts))
+
+
 def subnet_of(ipv4: str) -> str | None:
     """`10.0.20.31/24` -> `10.0.20.0/24`; None for dhcp (the subnet is the DHCP server's)."""
     if ipv4 == "dhcp":
