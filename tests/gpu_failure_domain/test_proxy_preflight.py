@@ -104,12 +104,20 @@ def test_a_proxy_nobody_answers_is_a_warning_that_says_so(tmp_path: Path) -> Non
 
 
 def test_the_installer_hosts_are_the_mirrors_where_set_and_leave_out_what_no_proxy_reaches() -> None:
-    rke2 = Rke2Config(serverUrl="https://rke2.lab:9345", version="v1.33.5+rke2r1")
-    assert installer_hosts(ProxyConfig(https="http://p:3128"), rke2) == [("get.rke2.io", 443), ("github.com", 443)]
-    mirrored = Rke2Config(
-        serverUrl="https://rke2.lab:9345",
-        version="v1.33.5+rke2r1",
-        installer={"script": "https://files.lab.internal:8443/install.sh", "artifacts": "http://dl.example.org/rke2"},
+    rke2 = Rke2Config.model_validate({"serverUrl": "https://rke2.lab:9345", "version": "v1.33.5+rke2r1"})
+    assert installer_hosts(ProxyConfig.model_validate({"https": "http://p:3128"}), rke2) == [
+        ("get.rke2.io", 443),
+        ("github.com", 443),
+    ]
+    mirrored = Rke2Config.model_validate(
+        {
+            "serverUrl": "https://rke2.lab:9345",
+            "version": "v1.33.5+rke2r1",
+            "installer": {
+                "script": "https://files.lab.internal:8443/install.sh",
+                "artifacts": "http://dl.example.org/rke2",
+            },
+        }
     )
-    proxied = ProxyConfig(https="http://p:3128", noProxy=[".lab.internal"])
+    proxied = ProxyConfig.model_validate({"https": "http://p:3128", "noProxy": [".lab.internal"]})
     assert installer_hosts(proxied, mirrored) == [("dl.example.org", 80)]
