@@ -27,12 +27,15 @@ from components.shared.language_host import freeze_for_exit, send_sdk_debug_mess
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
 from components.stack_check import validate_stack
+from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
+from components.unattended.credential import credential_dangers, credential_plan
 from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
 from config.proxy import installer_hosts
 from config.run_environment import environment_problems
+from config.secrets import proxmox_credential
 
 # Set by the offline preview (`make preview`): there is no Proxmox API, cluster or ssh-agent to ask.
 OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
@@ -118,6 +121,20 @@ platform = GpuPlatform(
     ),
 )
 credential_env = proxmox_credential_env(loaded)
+# The unattended repair's least-privilege Proxmox token and its Secret (repair.unattended): off by default.
+if cfg.repair.unattended.enabled:
+    for danger in credential_dangers(cfg, credential_plan(cfg, pulumi.get_stack())):
+        pulumi.log.warn(danger)
+    UnattendedRepair(
+        "unattended-repair",
+        UnattendedRepairArgs(
+            stack=cfg,
+            stack_name=pulumi.get_stack(),
+            proxmox_credential=loaded.secrets.require(proxmox_credential(cfg.proxmox.auth).key),
+            proxmox_provider=proxmox_provider,
+            kubernetes_provider=kubernetes_provider,
+        ),
+    )
 by_name = {domain.name: domain for domain in cfg.failure_domains}
 plans = {
     name: plan_domain(by_name[name], cfg, wave.turns[name], holder=f"up:{pulumi.get_stack()}")

@@ -34,7 +34,9 @@ def extended_resource_name(value: str) -> str:
 class KyvernoConfig(ConfigModel):
     """The Kyverno ClusterPolicy that mutates GPU pods on CREATE (DESIGN.md section 3)."""
 
-    enabled: bool = Field(default=True, description="create the GPU steering policy (needs Kyverno >= 1.13)")
+    enabled: bool = Field(
+        default=True, description="create the GPU steering policy and the multi-GPU refusal (needs Kyverno >= 1.13)"
+    )
     policy_api: Literal["cel", "clusterpolicy"] = Field(
         default="cel",
         description=(

@@ -1,11 +1,13 @@
-"""`gpu-pool:repair`: how often `gpu-pool repair` may power-cycle one domain's VM, and the optional in-cluster
-health check that runs doctor on a schedule and alerts on a broken floor (the repair itself stays a human's)."""
+"""`gpu-pool:repair`: how often `gpu-pool repair` may power-cycle one domain's VM, the optional in-cluster
+health check that runs doctor on a schedule and alerts on a broken floor, and the opt-in unattended repair
+(`repair.unattended`) that runs the same decision and turn from a watcher in the cluster."""
 
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
 from config.smoke_test import PINNED_IMAGE
@@ -45,6 +47,13 @@ def longest_gap_minutes(schedule: str) -> int:
     return max(later - earlier for earlier, later in zip(times, [*times[1:], times[0] + 24 * 60], strict=True))
 
 
+def pinned_image(value: str) -> str:
+    last = value.rsplit("/", 1)[-1]
+    if (":" not in last and "@" not in last) or last.endswith(":latest") or not PINNED_IMAGE.match(value):
+        raise ValueError(f"must be an image pinned by tag or digest, e.g. {HEALTH_CHECK_IMAGE}")
+    return value
+
+
 class HealthCheckConfig(ConfigModel):
     """A CronJob that runs doctor's cluster floors in the cluster and writes each GPU node's verdict as the node
     condition GpuPoolHealthy, which kube-state-metrics exports and an alert rule reads. No Proxmox credential
@@ -78,12 +87,87 @@ class HealthCheckConfig(ConfigModel):
             raise ValueError(f"is not a cron schedule: {error}") from None
         return value
 
-    @field_validator("image")
+    _image = field_validator("image")(classmethod(lambda cls, v: pinned_image(v)))
+
+
+# The broken floors (node-check's, as doctor names them) whose fix a power cycle of the VM can be
+# (day2/node_check/floors.py sets `power_cycle` only on these: a card off the bus, NVML unable to initialise it, an
+# Xid whose catalogue action resets the GPU); `gpu-pool repair` runs with exit 0 on no other decision.
+PowerCycleFloor = Literal["node:pci", "node:nvml", "node:health"]
+POWER_CYCLE_FLOORS: tuple[PowerCycleFloor, ...] = get_args(PowerCycleFloor)
+# `breakerWindow`: whole hours or days, as a person reads a breaker ("2 failures in 24h").
+WINDOW = re.compile(r"^(?P<count>[1-9][0-9]*)(?P<unit>[hd])$")
+WATCHER_IMAGE = HEALTH_CHECK_IMAGE
+
+
+def window_hours(text: str) -> int:
+    match = WINDOW.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a window of whole hours or days")
+    return int(match["count"]) * (24 if match["unit"] == "d" else 1)
+
+
+class UnattendedConfig(ConfigModel):
+    """A watcher in the cluster repairs a faulted card's VM without a person, by the same `decide` and the same
+    repair turn as `gpu-pool repair`, behind guard rails and a pool-wide circuit breaker, with a Proxmox token the
+    stack creates that can only power-cycle and read the GPU domains' VMs and read their PCI mappings."""
+
+    enabled: bool = Field(default=False, description="deploy the repair watcher and its Proxmox token (off by default)")
+    decisions: list[PowerCycleFloor] = Field(
+        default_factory=lambda: list(POWER_CYCLE_FLOORS),
+        min_length=1,
+        description="the broken floors the watcher may repair unattended (node-check's floors whose fix is a power "
+        "cycle); any other finding is left to a person",
+    )
+    breaker_failures: int = Field(
+        default=2,
+        ge=1,
+        le=10,
+        strict=True,
+        description="repairs that did not fix (node-check or the smoke test failing after the power cycle) within "
+        "breakerWindow that open the pool-wide breaker; it stays open until `gpu-pool repair --reset-breaker`",
+    )
+    breaker_window: str = Field(
+        default="24h", description="how far back failed repairs count toward the breaker, in hours or days (24h, 7d)"
+    )
+    namespace: str = Field(
+        default="gpu-pool-repair", description="namespace the stack creates for the watcher (Pod Security restricted)"
+    )
+    node_check_namespace: str = Field(
+        default="gpu-pool-node-check",
+        description="namespace for the node-check Jobs, labelled for the privileged Pod Security level (they read "
+        "the host's /sys, /proc and kernel log read-only)",
+    )
+    image: str = Field(
+        default=WATCHER_IMAGE,
+        description="an image with python3 (3.11 or newer) on PATH, pinned by tag or digest, for the watcher and "
+        "the node-check Job; the stack hands them their code in a ConfigMap",
+    )
+    token_generation: int = Field(
+        default=1,
+        ge=1,
+        strict=True,
+        description="raise it to replace the watcher's Proxmox token (a new secret, the old one deleted)",
+    )
+
+    _namespaces = field_validator("namespace", "node_check_namespace")(classmethod(lambda cls, v: dns_label(v)))
+    _image = field_validator("image")(classmethod(lambda cls, v: pinned_image(v)))
+
+    @field_validator("breaker_window")
     @classmethod
-    def _pinned(cls, value: str) -> str:
-        last = value.rsplit("/", 1)[-1]
-        if (":" not in last and "@" not in last) or last.endswith(":latest") or not PINNED_IMAGE.match(value):
-            raise ValueError(f"must be an image pinned by tag or digest, e.g. {HEALTH_CHECK_IMAGE}")
+    def _window(cls, value: str) -> str:
+        if not WINDOW.match(value):
+            raise ValueError("is not a window of whole hours or days: e.g. 24h, 72h or 7d")
+        if window_hours(value) > 90 * 24:
+            raise ValueError("is longer than 90d: a breaker that remembers longer never forgets a fixed card")
+        return value
+
+    @field_validator("decisions")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        twice = sorted({d for d in value if value.count(d) > 1})
+        if twice:
+            raise ValueError(f"names {', '.join(twice)} more than once: list each floor once")
         return value
 
 
@@ -105,3 +189,20 @@ class RepairConfig(ConfigModel):
         default_factory=HealthCheckConfig,
         description="run doctor in the cluster on a schedule and alert on a broken floor (off by default)",
     )
+    unattended: UnattendedConfig = Field(
+        default_factory=UnattendedConfig,
+        description="repair a faulted card's VM from the cluster without a person (off by default; needs "
+        "healthCheck.enabled)",
+    )
+
+    @model_validator(mode="after")
+    def _unattended_needs_the_health_check(self) -> RepairConfig:
+        # The watcher acts on the health check's node condition: without the CronJob nothing marks a node, and an
+        # enabled watcher with a Proxmox token would sit in the cluster doing nothing but hold a credential.
+        if self.unattended.enabled and not self.health_check.enabled:
+            raise ValueError(
+                "repair.unattended.enabled is true but repair.healthCheck.enabled is not: the watcher repairs the "
+                "nodes the health check marks; set repair.healthCheck.enabled: true too, or "
+                "repair.unattended.enabled: false"
+            )
+        return self

@@ -11,6 +11,9 @@ from config.validators import own_namespace
 
 # The article's proof: NVIDIA's CUDA sample, pinned by tag.
 ARTICLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+# The label every smoke Job and its pod carry: with the namespace, what exempts them from the multi-GPU rule (a
+# multi-card domain's Job asks for its cards on whatever profile the domain has).
+SMOKE_APP_LABEL = ("app.kubernetes.io/name", "cuda-smoke-test")
 PINNED_IMAGE = re.compile(r"^[a-z0-9.\-/:_]+(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}|@sha256:[0-9a-f]{64})$")
 
 

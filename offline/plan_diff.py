@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from components.gpu_failure_domain.plan import StepName
+from knowledge.proxmox_access import wider_than_the_watcher_needs
 from knowledge.replacements import (
     KUBERNETES_IDENTITY,
     KUBERNETES_IMMUTABLE,
@@ -34,6 +35,8 @@ JOB = "kubernetes:batch/v1:Job"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+REPAIR_ROLE = "proxmoxve:index/roleLegacy:RoleLegacy"
+REPAIR_ACL = "proxmoxve:index/acl:Acl"
 COMMAND_TYPES = ("command:local:Command", "command:remote:Command")
 _INDEX = re.compile(r"\[\d+\]")
 KERNEL_STEPS = {StepName.KERNEL_LOGIN, StepName.KERNEL_DRAIN, StepName.KERNEL_INSTALL, StepName.KERNEL_REBUILD}
@@ -257,6 +260,29 @@ def _kind_notes(change: Change, before: Registration | None, after: Registration
         )
 
 
+def _credential_notes(change: Change, after: Registration | None) -> None:
+    """The unattended repair's Proxmox roles and ACLs: what each grants, and a danger where it grants more than
+    the watcher's calls need (knowledge/proxmox_access.py), whichever stack option widened it."""
+    if after is None or after.type not in (REPAIR_ROLE, REPAIR_ACL) or change.op == "same":
+        return
+    inputs = after.inputs
+    if after.type == REPAIR_ROLE:
+        privileges = list(inputs.get("privileges") or [])
+        change.info.append(f"Proxmox role {inputs.get('roleId')} of the repair token: {', '.join(privileges)}")
+        problems = wider_than_the_watcher_needs(privileges, None, None)
+    else:
+        path, propagate = inputs.get("path"), bool(inputs.get("propagate"))
+        change.info.append(
+            f"the repair token gets role {inputs.get('roleId')} on {path}" + (" (propagated)" if propagate else "")
+        )
+        problems = wider_than_the_watcher_needs(None, path, propagate)
+    change.dangers.extend(
+        f"{after.name} widens the unattended repair's Proxmox token: {problem}; the token lives in the cluster, so "
+        "keep it to VM.PowerMgmt and VM.Audit on each GPU VM and Mapping.Audit on its mapping"
+        for problem in problems
+    )
+
+
 def _operator_notes(change: Change, before: Registration | None, after: Registration | None) -> None:
     """The GPU Operator's CRDs and chart: what a bump does on the cluster (26.7.0 release notes, PR #2527)."""
     subject = after or before
@@ -296,6 +322,7 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
         change = Change(subject.urn, subject.type, subject.name, "create")
         _kind_notes(change, None, after)
         _operator_notes(change, None, after)
+        _credential_notes(change, after)
         return change
     if after is None:
         change = Change(subject.urn, subject.type, subject.name, "delete")
@@ -351,6 +378,7 @@ def compare(before: Registration | None, after: Registration | None) -> Change:
         _command_notes(change, after)
     _kind_notes(change, before, after)
     _operator_notes(change, before, after)
+    _credential_notes(change, after)
     return change
 
 

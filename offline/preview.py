@@ -90,7 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     placeholders = [key for key in placeholder_keys(config, secrets) if key not in unused]
     print(summary(args.stack, out, document, placeholders), end="")
     print(steering_note(config), end="")
+    print(repair_credential_note(config, args.stack), end="")
     return 0
+
+
+def repair_credential_note(config: dict[str, Any], stack: str) -> str:
+    """With repair.unattended on, the Proxmox token the stack creates for the watcher: roles, privileges, paths."""
+    from components.stack_check import validate_stack
+    from components.unattended.credential import credential_lines, credential_plan
+    from config.errors import ConfigError
+
+    try:
+        cfg = validate_stack({k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")})
+    except (ConfigError, ValueError):
+        return ""
+    if not cfg.repair.unattended.enabled:
+        return ""
+    return "Unattended repair (gpu-pool:repair.unattended):\n" + "".join(
+        f"  {line}\n" for line in credential_lines(credential_plan(cfg, stack))
+    )
 
 
 def steering_note(config: dict[str, Any]) -> str:

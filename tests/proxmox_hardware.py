@@ -71,6 +71,8 @@ ALL_CRDS = (
     "prometheusrules.monitoring.coreos.com",
     "mutatingpolicies.policies.kyverno.io",
     "generatingpolicies.policies.kyverno.io",
+    # kyverno.enabled: the multi-GPU refusal is a ValidatingPolicy.
+    "validatingpolicies.policies.kyverno.io",
 )
 # What each CRD serves and stores on a cluster with Kyverno 1.19 and the Prometheus Operator (their v1.19.0 and
 # v0.93.0 CRDs: the policies.kyverno.io types serve v1alpha1, v1beta1 and v1, storing v1beta1).

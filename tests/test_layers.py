@@ -29,6 +29,9 @@ ALLOWED: dict[str, set[str]] = {
     "components.gpu_failure_domain": {"components.shared", "config", "knowledge"},
     "components.gpu_platform": {"components.shared", "config", "knowledge"},
     "components": {"config", "knowledge"},
+    # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its
+    # Kubernetes objects as the platform's are.
+    "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge"},
     # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
     # preview, and none of it loads a Pulumi SDK (test_the_day2_command_on_a_dump_never_loads_pulumi).
     # Its --stack is validated by the one validation every entry point makes (components/stack_check.py).
@@ -39,10 +42,18 @@ ALLOWED: dict[str, set[str]] = {
         "components.gpu_platform",
         "components.gpu_failure_domain",
         "components.stack_check",
+        # The breaker's ConfigMap name, that `gpu-pool repair --reset-breaker` closes.
+        "components.unattended.objects",
     },
     # The offline preview and make diff read a domain's plan through its one public module, and validate a stack
     # by the one validation.
-    "offline": {"config", "knowledge", "components.gpu_failure_domain.plan", "components.stack_check"},
+    "offline": {
+        "config",
+        "knowledge",
+        "components.gpu_failure_domain.plan",
+        "components.stack_check",
+        "components.unattended.credential",
+    },
     # The Pulumi program stands on the components and the config alone: what it ships to the cluster from day2/ (the
     # health check's code) is packed from source by components/shared/payload.py, never imported.
     "__main__": {"components", "config", "knowledge"},

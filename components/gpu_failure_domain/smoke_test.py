@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from config.failure_domain import FailureDomainConfig
-from config.smoke_test import SmokeTestConfig
+from config.smoke_test import SMOKE_APP_LABEL, SmokeTestConfig
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubernetes import HOSTNAME_LABEL, UNSCHEDULABLE_TAINT_KEY
 
@@ -76,7 +76,7 @@ def build_smoke_job(
             {"name": "CUDA_DEVICE_ORDER", "value": "PCI_BUS_ID"},
             {"name": "CUDA_VISIBLE_DEVICES", "value": str(card)},
         ]
-    labels = {"app.kubernetes.io/name": "cuda-smoke-test", "gpu-pool/domain": domain}
+    labels = {SMOKE_APP_LABEL[0]: SMOKE_APP_LABEL[1], "gpu-pool/domain": domain}
     if several:
         labels["gpu-pool/card"] = str(card)
     return {

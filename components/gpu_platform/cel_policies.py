@@ -15,6 +15,8 @@ from typing import Any
 
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME as CPU_GUARD_POLICY_NAME
 from components.gpu_platform.kyverno_expressions import cel_string_list, excluded_namespaces, gpu_cel_condition
+from components.gpu_platform.multi_gpu import NODE_LABEL, WholeCards, gpu_total_cel, smoke_label
+from components.gpu_platform.multi_gpu import POLICY_NAME as MULTI_GPU_POLICY_NAME
 from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME, explicit_namespaces_cel
 from components.gpu_platform.quotas import quota_data, quota_key
 from components.shared.kubernetes_objects import managed_labels
@@ -77,8 +79,24 @@ def _needs_gpu_node(cfg: KyvernoConfig, i: str) -> str:
     return f"size({expressions}) + size({_term(i)}.?matchFields.orValue([])) > 0 && !{expressions}.exists(e, {rule})"
 
 
-def _steering_mutations(cfg: KyvernoConfig) -> list[dict[str, Any]]:
-    term = '{"matchExpressions": [variables.gpuNode]}'
+def _has_whole_cards(i: str) -> str:
+    rule = (
+        f"e.?key.orValue('') == {_q(NODE_LABEL)} && e.?operator.orValue('') == 'In'"
+        " && e.?values.orValue([]) == variables.wholeCards.values"
+    )
+    return f"{_term(i)}.?matchExpressions.orValue([]).exists(e, {rule})"
+
+
+def _steering_mutations(cfg: KyvernoConfig, whole: WholeCards) -> list[dict[str, Any]]:
+    # A pod asking for several GPUs also requires a whole domain (multi_gpu.py): its new term carries both rules, and
+    # each non-empty term of its own gains the whole-cards rule after the GPU-node rule, in the order the
+    # ClusterPolicy's chained rules add them.
+    added = (
+        "(variables.several ? [variables.gpuNode, variables.wholeCards] : [variables.gpuNode])"
+        if whole.profiles
+        else "[variables.gpuNode]"
+    )
+    term = f'{{"matchExpressions": {added}}}'
     required = f'{{"nodeSelectorTerms": [{term}]}}'
     # Each shape of the pod gets the one patch that fits it, as the ClusterPolicy's mutually exclusive rules did;
     # a pod that already has what a patch adds gets none (Kyverno re-invokes mutations: IfNeeded).
@@ -98,6 +116,16 @@ def _steering_mutations(cfg: KyvernoConfig) -> list[dict[str, Any]]:
         f' : JSONPatch{{op: "add", path: "{_TERMS_POINTER}/" + string(i) + "/matchExpressions",'
         " value: [variables.gpuNode]})"
     )
+    if whole.profiles:
+        # After the patches above every non-empty term has matchExpressions, so appending is always right.
+        non_empty = (
+            f"size({_term('i')}.?matchExpressions.orValue([])) + size({_term('i')}.?matchFields.orValue([])) > 0"
+        )
+        in_every_term = (
+            f"({in_every_term}) + (variables.several ? lists.range(size(variables.terms)).filter(i, {non_empty}"
+            f' && !{_has_whole_cards("i")}).map(i, JSONPatch{{op: "add", path: "{_TERMS_POINTER}/" + string(i)'
+            ' + "/matchExpressions/-", value: variables.wholeCards}) : [])'
+        )
     require = (
         "!has(object.spec.affinity)"
         f' ? [JSONPatch{{op: "add", path: "/spec/affinity", value: {{"nodeAffinity": {{"{_REQUIRED}": {required}}}}}}}]'
@@ -115,7 +143,31 @@ def _steering_mutations(cfg: KyvernoConfig) -> list[dict[str, Any]]:
     ]
 
 
-def build_gpu_steering_mutating_policy(cfg: KyvernoConfig, *, operator_namespace: str) -> dict[str, Any]:
+def _smoke_job(namespace: str) -> str:
+    """CEL: the pod is one of the program's smoke Jobs' (their namespace and label), exempt from the multi-GPU rule."""
+    ((key, value),) = smoke_label().items()
+    return f"(request.namespace == {_q(namespace)} && object.metadata.?labels[{_q(key)}].orValue('') == {_q(value)})"
+
+
+def _several_variables(cfg: KyvernoConfig, whole: WholeCards) -> list[dict[str, str]]:
+    if not whole.profiles:
+        return []
+    return [
+        {"name": "gpus", "expression": gpu_total_cel(cfg.gpu_resource)},
+        {"name": "several", "expression": f"variables.gpus > 1 && !{_smoke_job(whole.smoke_namespace)}"},
+        {
+            "name": "wholeCards",
+            "expression": (
+                f'{{"key": dyn({_q(NODE_LABEL)}), "operator": dyn("In"),'
+                f' "values": dyn({cel_string_list(list(whole.profiles))})}}'
+            ),
+        },
+    ]
+
+
+def build_gpu_steering_mutating_policy(
+    cfg: KyvernoConfig, *, operator_namespace: str, whole: WholeCards
+) -> dict[str, Any]:
     """MutatingPolicy `gpu-pods-to-gpu-nodes`: GPU pods tolerate the GPU taint and require a GPU node."""
     excluded = excluded_namespaces(cfg, operator_namespace)
     key, value = cfg.gpu_node_label_key, cfg.gpu_node_label_value
@@ -127,8 +179,8 @@ def build_gpu_steering_mutating_policy(cfg: KyvernoConfig, *, operator_namespace
             "Steer GPU pods to GPU nodes",
             f"A Pod whose containers or initContainers set a non-zero {cfg.gpu_resource} limit gets a toleration for "
             f"the GPU taint {cfg.taint_key}={cfg.taint_value}:{cfg.taint_effect} and a required node affinity "
-            f"{key}={value}, added to every required node-selector term it already has. Pods without GPUs are "
-            "never sent to Kyverno.",
+            f"{key}={value}, added to every required node-selector term it already has; one asking for more than one "
+            f"GPU also requires {NODE_LABEL} to be a whole profile. Pods without GPUs are never sent to Kyverno.",
         ),
         "spec": {
             "failurePolicy": cfg.failure_policy,
@@ -167,8 +219,9 @@ def build_gpu_steering_mutating_policy(cfg: KyvernoConfig, *, operator_namespace
                     "name": "terms",
                     "expression": f"object.spec.?affinity.?nodeAffinity.?{_REQUIRED}.?nodeSelectorTerms.orValue([])",
                 },
+                *_several_variables(cfg, whole),
             ],
-            "mutations": _steering_mutations(cfg),
+            "mutations": _steering_mutations(cfg, whole),
         },
     }
 
@@ -288,6 +341,46 @@ def build_cpu_guard_validating_policy(cfg: KyvernoConfig, *, operator_namespace:
                         "string(variables.cpuMilli) + 'm CPU; a GPU pod should request at least "
                         f"{minimum} CPU per GPU (' + string(variables.requiredMilli) + 'm), or it holds a whole "
                         "card it cannot feed'"
+                    ),
+                }
+            ],
+        },
+    }
+
+
+def build_multi_gpu_validating_policy(
+    cfg: KyvernoConfig, *, operator_namespace: str, whole: WholeCards
+) -> dict[str, Any]:
+    """ValidatingPolicy refusing (Deny) a pod that asks for more GPUs than any whole domain has cards: the twin of
+    steering_policy.build_multi_gpu_policy."""
+    excluded = excluded_namespaces(cfg, operator_namespace)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingPolicy",
+        "metadata": _metadata(
+            MULTI_GPU_POLICY_NAME,
+            "Multi-GPU pods need whole cards",
+            f"Refuses a Pod asking for more {cfg.gpu_resource} than any domain with whole (not time-sliced) cards "
+            f"has: at most {whole.limit}.",
+        ),
+        "spec": {
+            "validationActions": ["Deny"],
+            "failurePolicy": cfg.failure_policy,
+            "webhookConfiguration": {"timeoutSeconds": cfg.webhook_timeout_seconds},
+            "evaluation": {"admission": {"enabled": True}, "background": {"enabled": False}},
+            "autogen": {"podControllers": {"controllers": []}},
+            "matchConstraints": _pods_on_create(excluded),
+            "matchConditions": [
+                *_gpu_pod_conditions(cfg, excluded),
+                {"name": "not-a-smoke-job", "expression": f"!{_smoke_job(whole.smoke_namespace)}"},
+            ],
+            "variables": [{"name": "gpus", "expression": gpu_total_cel(cfg.gpu_resource)}],
+            "validations": [
+                {
+                    "expression": f"variables.gpus <= {whole.limit}",
+                    "messageExpression": (
+                        f"'asks for ' + string(variables.gpus) + ' {cfg.gpu_resource}"
+                        f"{whole.refusal_text(cfg.gpu_resource)}'"
                     ),
                 }
             ],

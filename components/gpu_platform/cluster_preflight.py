@@ -105,12 +105,16 @@ def needed_crds(cfg: StackConfig) -> list[NeededCrd]:
             "gpu-pool:gpuQuotas.selectors is set (the quota generate policy)",
             "generatingpolicies",
         ),
-        (
-            cfg.kyverno.min_cpu_per_gpu is not None,
-            "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)",
-            "validatingpolicies",
-        ),
     ]
+    validating = [
+        why
+        for flag, why in (
+            (cfg.kyverno.enabled, "gpu-pool:kyverno.enabled is true (the multi-GPU refusal policy)"),
+            (cfg.kyverno.min_cpu_per_gpu is not None, "gpu-pool:kyverno.minCpuPerGpu is set (the CPU audit policy)"),
+        )
+        if flag
+    ]
+    kyverno_users.append((bool(validating), " and ".join(validating), "validatingpolicies"))
     needed += _kyverno_crds(cfg, kyverno_users)
     if not nfd_enabled(cfg.gpu_operator):
         # The chart's NFD is off: another NFD must label the nodes (feature.node.kubernetes.io/pci-10de.present),

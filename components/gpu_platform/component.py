@@ -15,18 +15,20 @@ from components.gpu_platform.cel_policies import (
     build_cpu_guard_validating_policy,
     build_gpu_quota_generating_policies,
     build_gpu_steering_mutating_policy,
+    build_multi_gpu_validating_policy,
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
 from components.gpu_platform.health_check import HealthCheckBundle, build_health_alert_rules, build_health_check
+from components.gpu_platform.multi_gpu import WholeCards
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import crd_resource_suffix
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
 from components.gpu_platform.release_values import registered_crds, release_values
-from components.gpu_platform.steering_policy import build_gpu_steering_policy
+from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_helm_release, register_object
@@ -148,15 +150,21 @@ class GpuPlatform(pulumi.ComponentResource):
         return namespace, time_slicing
 
     def _policies(self, cfg: StackConfig) -> pulumi.Resource | None:
-        """Kyverno's steering of GPU pods (returned: the smoke test waits for it) and the CPU guard: its CEL policy
-        types (policies.kyverno.io/v1), or the ClusterPolicies for Kyverno < 1.17."""
+        """Kyverno's steering of GPU pods (returned: the smoke test waits for it), the refusal of multi-GPU pods no
+        whole domain can hold, and the CPU guard: its CEL policy types (policies.kyverno.io/v1), or the
+        ClusterPolicies for Kyverno < 1.17."""
         cel = cfg.kyverno.policy_api == "cel"
         namespace = cfg.gpu_operator.namespace
         steering: pulumi.Resource | None = None
         if cfg.kyverno.enabled:
             # Independent of the release: GPU pods can be steered before the operator is up.
+            whole = WholeCards.of(cfg)
             build_steering = build_gpu_steering_mutating_policy if cel else build_gpu_steering_policy
-            steering = self._object("gpu-steering-policy", build_steering(cfg.kyverno, operator_namespace=namespace))
+            steering = self._object(
+                "gpu-steering-policy", build_steering(cfg.kyverno, operator_namespace=namespace, whole=whole)
+            )
+            build_refusal = build_multi_gpu_validating_policy if cel else build_multi_gpu_policy
+            self._object("gpu-multi-gpu-policy", build_refusal(cfg.kyverno, operator_namespace=namespace, whole=whole))
         build_guard = build_cpu_guard_validating_policy if cel else build_cpu_guard_policy
         cpu_guard = build_guard(cfg.kyverno, operator_namespace=namespace)
         if cpu_guard is not None:

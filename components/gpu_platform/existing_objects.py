@@ -21,15 +21,17 @@ from components.gpu_platform.cel_policies import (
     build_cpu_guard_validating_policy,
     build_gpu_quota_generating_policies,
     build_gpu_steering_mutating_policy,
+    build_multi_gpu_validating_policy,
 )
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
+from components.gpu_platform.multi_gpu import WholeCards
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
 from components.gpu_platform.operator_crds import build_operator_crds
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
-from components.gpu_platform.steering_policy import build_gpu_steering_policy
+from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from components.gpu_platform.time_slicing import build_time_slicing_configmap
 from config.stack import StackConfig
 
@@ -83,7 +85,12 @@ def planned_objects(cfg: StackConfig) -> list[PlannedObject]:
     cel = cfg.kyverno.policy_api == "cel"
     if cfg.kyverno.enabled:
         steering = build_gpu_steering_mutating_policy if cel else build_gpu_steering_policy
-        objects.append(_planned(steering(cfg.kyverno, operator_namespace=ns), "gpu-pool:kyverno.policyName"))
+        whole = WholeCards.of(cfg)
+        objects.append(
+            _planned(steering(cfg.kyverno, operator_namespace=ns, whole=whole), "gpu-pool:kyverno.policyName")
+        )
+        refusal = build_multi_gpu_validating_policy if cel else build_multi_gpu_policy
+        objects.append(_planned(refusal(cfg.kyverno, operator_namespace=ns, whole=whole), "gpu-pool:kyverno.enabled"))
     guard = (build_cpu_guard_validating_policy if cel else build_cpu_guard_policy)(cfg.kyverno, operator_namespace=ns)
     if guard is not None:
         objects.append(_planned(guard, "gpu-pool:kyverno.minCpuPerGpu"))

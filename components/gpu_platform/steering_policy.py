@@ -20,7 +20,17 @@ from components.gpu_platform.kyverno_expressions import (
     condition,
     excluded_namespaces,
     gpu_pod_match_conditions,
+    var,
 )
+from components.gpu_platform.multi_gpu import (
+    NODE_LABEL,
+    STEERING_RULE_NAME,
+    WholeCards,
+    gpu_total_expression,
+    smoke_label,
+)
+from components.gpu_platform.multi_gpu import POLICY_NAME as MULTI_GPU_POLICY_NAME
+from components.gpu_platform.multi_gpu import RULE_NAME as MULTI_GPU_RULE_NAME
 from components.shared.kubernetes_objects import managed_labels
 from config.kyverno import KyvernoConfig
 from knowledge.kyverno import MINIMUM_KYVERNO_VERSION
@@ -74,7 +84,7 @@ def _term_has_expression(cfg: KyvernoConfig) -> str:
 _Rule = tuple[str, list[dict[str, Any]], dict[str, Any]]
 
 
-def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, Any]]:
+def _steering_rules(cfg: KyvernoConfig, excluded: list[str], whole: WholeCards) -> list[dict[str, Any]]:
     match = {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]}
     exclude = {"any": [{"resources": {"namespaces": excluded}}]}
     asks_for_gpu = condition(_gpu_limits_expression(cfg.gpu_resource), "GreaterThan", 0)
@@ -97,7 +107,58 @@ def _steering_rules(cfg: KyvernoConfig, excluded: list[str]) -> list[dict[str, A
     # exclusive. Kyverno chains rules (each sees the pod as the previous rule left it) and re-invokes webhooks,
     # so every rule also checks that its addition is not already there.
     rules = [*_toleration_rules(cfg), *_affinity_rules(cfg), _every_term_rule(cfg)]
-    return [rule(name, conditions, mutate) for name, conditions, mutate in rules]
+    steering = [rule(name, conditions, mutate) for name, conditions, mutate in rules]
+    if not whole.profiles:
+        # No whole domain to steer to (an `In` needs values); the validating policy refuses every such pod.
+        return steering
+    several = rule(*_whole_cards_rule(cfg, whole))
+    several["exclude"]["any"].append(
+        {"resources": {"namespaces": [whole.smoke_namespace], "selector": {"matchLabels": smoke_label()}}}
+    )
+    return [*steering, several]
+
+
+def whole_cards_expression(whole: WholeCards) -> dict[str, Any]:
+    return {"key": NODE_LABEL, "operator": "In", "values": list(whole.profiles)}
+
+
+def _whole_cards_rule(cfg: KyvernoConfig, whole: WholeCards) -> _Rule:
+    """A pod asking for several GPUs also requires a whole domain, in every term. It runs after the GPU-node rules,
+    so every non-empty term already has matchExpressions (an empty term matches no node and is left alone)."""
+    expression = whole_cards_expression(whole)
+    values = json.dumps(list(whole.profiles))
+    has_it = (
+        f"(element.matchExpressions || {EMPTY})[?key=='{NODE_LABEL}' && operator=='In' && values==`{values}`]"
+        " | length(@)"
+    )
+    return (
+        STEERING_RULE_NAME,
+        [
+            condition(gpu_total_expression(cfg.gpu_resource), "GreaterThan", 1),
+            condition(f"length({_TERMS} || {EMPTY})", "GreaterThan", 0),
+        ],
+        {
+            "foreach": [
+                {
+                    "list": _TERMS,
+                    "preconditions": {
+                        "all": [
+                            condition("type(element.matchExpressions)", "Equals", "array"),
+                            condition(_TERM_SIZE, "GreaterThan", 0),
+                            condition(has_it, "Equals", 0),
+                        ]
+                    },
+                    "patchesJson6902": _patch(
+                        {
+                            "op": "add",
+                            "path": _TERMS_POINTER + "/{{elementIndex}}/matchExpressions/-",
+                            "value": expression,
+                        }
+                    ),
+                }
+            ]
+        },
+    )
 
 
 def _toleration_rules(cfg: KyvernoConfig) -> list[_Rule]:
@@ -235,8 +296,9 @@ def _every_term_rule(cfg: KyvernoConfig) -> _Rule:
     )
 
 
-def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) -> dict[str, Any]:
-    """ClusterPolicy `gpu-pods-to-gpu-nodes`: GPU pods tolerate the GPU taint and require a GPU node."""
+def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str, whole: WholeCards) -> dict[str, Any]:
+    """ClusterPolicy `gpu-pods-to-gpu-nodes`: GPU pods tolerate the GPU taint and require a GPU node, and one that
+    asks for several GPUs requires a domain whose cards are whole (components/gpu_platform/multi_gpu.py)."""
     excluded = excluded_namespaces(cfg, operator_namespace)
     label = f"{cfg.gpu_node_label_key}={cfg.gpu_node_label_value}"
     taint = f"{cfg.taint_key}={cfg.taint_value}:{cfg.taint_effect}"
@@ -254,7 +316,8 @@ def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) ->
                 "policies.kyverno.io/description": (
                     f"A Pod whose containers or initContainers set a non-zero {cfg.gpu_resource} limit gets a "
                     f"toleration for the GPU taint {taint} and a required node affinity {label}, added to every "
-                    "required node-selector term it already has. Pods without GPUs are never sent to Kyverno."
+                    "required node-selector term it already has; one asking for more than one GPU also requires "
+                    f"{NODE_LABEL} to be a whole profile. Pods without GPUs are never sent to Kyverno."
                 ),
                 # Autogen off: rewriting Deployments and Jobs would make Pulumi-managed workloads drift.
                 # Their pods are still mutated, at pod CREATE.
@@ -274,6 +337,63 @@ def build_gpu_steering_policy(cfg: KyvernoConfig, *, operator_namespace: str) ->
                 "matchConditions": gpu_pod_match_conditions(cfg, excluded),
             },
             # CREATE only: node affinity is immutable on a running pod, so an UPDATE patch would be refused.
-            "rules": _steering_rules(cfg, excluded),
+            "rules": _steering_rules(cfg, excluded, whole),
+        },
+    }
+
+
+def build_multi_gpu_policy(cfg: KyvernoConfig, *, operator_namespace: str, whole: WholeCards) -> dict[str, Any]:
+    """ClusterPolicy refusing (Enforce) a pod that asks for more GPUs than any whole domain has cards: a mutation can
+    only add the affinity, and a pod no node can honestly hold should fail at admission, not sit Pending."""
+    excluded = excluded_namespaces(cfg, operator_namespace)
+    gpus = gpu_total_expression(cfg.gpu_resource)
+    return {
+        "apiVersion": "kyverno.io/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {
+            "name": MULTI_GPU_POLICY_NAME,
+            "labels": managed_labels(),
+            "annotations": {
+                "policies.kyverno.io/title": "Multi-GPU pods need whole cards",
+                "policies.kyverno.io/category": "GPU",
+                "policies.kyverno.io/subject": "Pod",
+                "policies.kyverno.io/minversion": MINIMUM_KYVERNO_VERSION,
+                "policies.kyverno.io/description": (
+                    f"Refuses a Pod asking for more {cfg.gpu_resource} than any domain with whole (not time-sliced) "
+                    f"cards has: at most {whole.limit}."
+                ),
+                AUTOGEN_ANNOTATION: "none",
+            },
+        },
+        "spec": {
+            "admission": True,
+            "background": False,
+            "webhookConfiguration": {
+                "failurePolicy": cfg.failure_policy,
+                "timeoutSeconds": cfg.webhook_timeout_seconds,
+                "matchConditions": gpu_pod_match_conditions(cfg, excluded),
+            },
+            "rules": [
+                {
+                    "name": MULTI_GPU_RULE_NAME,
+                    "match": {"any": [{"resources": {"kinds": ["Pod"], "operations": ["CREATE"]}}]},
+                    "exclude": {
+                        "any": [
+                            {"resources": {"namespaces": excluded}},
+                            {
+                                "resources": {
+                                    "namespaces": [whole.smoke_namespace],
+                                    "selector": {"matchLabels": smoke_label()},
+                                }
+                            },
+                        ]
+                    },
+                    "validate": {
+                        "failureAction": "Enforce",
+                        "message": f"asks for {var(gpus)} {cfg.gpu_resource}{whole.refusal_text(cfg.gpu_resource)}",
+                        "deny": {"conditions": {"all": [condition(gpus, "GreaterThan", whole.limit)]}},
+                    },
+                }
+            ],
         },
     }

@@ -24,6 +24,7 @@ TYPED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("v1", "Namespace"): (),
     ("v1", "ConfigMap"): (),
     ("v1", "ServiceAccount"): (),
+    ("coordination.k8s.io/v1", "Lease"): ("v1beta1",),
     ("v1", "ResourceQuota"): (),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): ("v1alpha1", "v1beta1"),
     ("rbac.authorization.k8s.io/v1", "Role"): ("v1alpha1", "v1beta1"),

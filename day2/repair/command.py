@@ -39,6 +39,7 @@ from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
 from day2.node_stack import as_flags, expected_of
 from day2.pool import facts_of, read_stack
+from day2.repair.breaker import reset_breaker
 from day2.repair.decide import (
     TIME_FORMAT,
     Decision,
@@ -57,7 +58,9 @@ HELP = "power-cycle a faulted card's VM through Proxmox, one failure domain at a
 
 
 def add_arguments(repair: argparse.ArgumentParser) -> None:
-    repair.add_argument("node", metavar="NODE", help="the GPU node (a failure domain's hostname)")
+    repair.add_argument(
+        "node", metavar="NODE", nargs="?", help="the GPU node (a failure domain's hostname); none with --reset-breaker"
+    )
     repair.add_argument("--stack", metavar="NAME", required=True, help="read Pulumi.NAME.yaml")
     repair.add_argument("--stack-dir", metavar="DIR", default=".", help="folder holding Pulumi.NAME.yaml")
     source = repair.add_argument_group("what the decision reads (default: the stack's cluster, node-check over SSH)")
@@ -77,6 +80,12 @@ def add_arguments(repair: argparse.ArgumentParser) -> None:
     repair.add_argument("--yes", action="store_true", help="run the repair (without it: print the plan only)")
     repair.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
     repair.add_argument("--now", type=timestamp, metavar="TIME", help="judge the daily budget at this RFC 3339 time")
+    repair.add_argument(
+        "--reset-breaker",
+        action="store_true",
+        help="close the unattended repair's breaker in the stack's cluster (recorded with who and when), after "
+        "looking at the hardware of the repairs that did not fix",
+    )
 
 
 @dataclass(frozen=True)
@@ -321,6 +330,14 @@ def read_host(
 
 def run(args: argparse.Namespace, io: Io) -> ExitStatus:
     out, err, now = io.out, io.err, args.now or io.clock()
+    if args.reset_breaker:
+        if args.node or args.yes or args.dump or args.node_check or args.proxmox_from:
+            raise Day2Error("--reset-breaker takes --stack (and --stack-dir, --kubeconfig, --context) only: no NODE")
+        stack = _with_cluster(read_stack(args.stack, Path(args.stack_dir)), args.kubeconfig, args.context)
+        reset_breaker(stack, args.stack, out, now)
+        return ExitStatus.SUCCESS
+    if args.node is None:
+        raise Day2Error("repair needs NODE (a GPU node of the stack), or --reset-breaker")
     if args.yes and (args.dump or args.proxmox_from):
         saved = [
             *(["--from (a dump is for a look at the plan)"] if args.dump else []),

@@ -16,9 +16,10 @@ import kubernetes_validate
 import pytest
 
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
+from components.gpu_platform.multi_gpu import WholeCards
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_resource_quota
-from components.gpu_platform.steering_policy import build_gpu_steering_policy
+from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from tests.contract import crd_schemas
@@ -41,6 +42,10 @@ def validator(crd_schema: dict[str, Any]) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(crd_schemas.strict(crd_schema))
 
 
+# Two whole profiles, so the multi-GPU steering rule and the refusal are both in the documents checked.
+WHOLE = WholeCards(profiles=("whole", "whole-a100"), domains=(("gpu-a", 2), ("gpu-b", 1)), smoke_namespace="gpu-smoke")
+
+
 def _policies() -> dict[str, dict[str, Any]]:
     quota_policy = build_gpu_quota_generate_policy(GpuQuotasConfig.model_validate({"selectors": [KUBEFLOW, TEAM]}))
     assert quota_policy is not None
@@ -54,11 +59,13 @@ def _policies() -> dict[str, dict[str, Any]]:
     )
     assert cpu_guard is not None
     return {
-        "steering": build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator"),
+        "steering": build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator", whole=WHOLE),
         "steering, custom": build_gpu_steering_policy(
             KyvernoConfig.model_validate({"failurePolicy": "Ignore", "taintEffect": "NoExecute"}),
             operator_namespace="nvidia",
+            whole=WholeCards(profiles=(), domains=(), smoke_namespace="gpu-smoke-test"),
         ),
+        "multi-gpu refusal": build_multi_gpu_policy(KyvernoConfig(), operator_namespace="gpu-operator", whole=WHOLE),
         "quota generate": quota_policy,
         "quota generate, explicit namespaces": with_explicit,
         "cpu guard": cpu_guard,

@@ -69,4 +69,4 @@ def test_every_custom_resource_validates_strictly_against_its_crd(
             assert not problems, f"{name}: {problems}"
             checked += 1
     if STACK == "prod":
-        assert checked == 3  # steering policy, quota generating policy, alert rules
+        assert checked == 4  # steering policy, multi-GPU refusal, quota generating policy, alert rules

@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME as CPU_GUARD_POLICY_NAME
+from components.gpu_platform.multi_gpu import POLICY_NAME as MULTI_GPU_POLICY_NAME
+from components.gpu_platform.multi_gpu import STEERING_RULE_NAME as WHOLE_CARDS_RULE
+from components.gpu_platform.multi_gpu import WholeCards, smoke_label
 from components.gpu_platform.quota_policy import QUOTA_POLICY_NAME
 from components.shared.node_marking import GpuNodeMarking
 from config.gpu_quotas import NamespaceQuotaRule
@@ -28,6 +31,16 @@ EMPTY_REQUIRED = "require-gpu-node-empty-required-terms"
 EVERY_TERM = "require-gpu-node-in-every-term"
 STEERING_RULES = [NEW_TOLERATIONS, APPEND_TOLERATION, NEW_AFFINITY, NEW_NODE_AFFINITY, NEW_REQUIRED, EMPTY_REQUIRED]
 STEERING_RULES += [EVERY_TERM]
+# Pods that hold more than one GPU while running (issue 37 item 4), and the smoke Job's pod that asks for several but
+# is exempt; the rest hold one (or none).
+SEVERAL_GPUS = (
+    "gpu-limit-number",
+    "gpu-two-containers",
+    "gpu-sidecar-and-app",
+    "gpu-several-own-terms",
+    "smoke-namespace-unlabelled-two-gpus",
+)
+SMOKE_EXEMPT = "smoke-job-two-gpus"
 # Pods that ask for no GPU: the steering policy must never touch them.
 NO_GPU = ("gpu-limit-zero", "no-gpu")
 
@@ -81,6 +94,19 @@ def excluded_namespaces(stack: Previewed) -> list[str]:
     return sorted({*stack.config.kyverno.excluded_namespaces, stack.config.gpu_operator.namespace})
 
 
+def whole_cards(stack: Previewed) -> WholeCards:
+    return WholeCards.of(stack.config)
+
+
+def steering_rules(stack: Previewed) -> list[str]:
+    """The steering ClusterPolicy's rules, in order: the multi-GPU one only where the stack has a whole domain."""
+    return STEERING_RULES + ([WHOLE_CARDS_RULE] if whole_cards(stack).profiles else [])
+
+
+def labelled(body: Obj, labels: dict[str, str]) -> Obj:
+    return validated({**body, "metadata": {**body["metadata"], "labels": labels}})
+
+
 def steering_pods(stack: Previewed) -> dict[str, Obj]:
     """The shapes of test_steering_policy_semantics.py, for this stack's label, taint and GPU resource, plus one GPU
     pod in each namespace the stack excludes."""
@@ -91,6 +117,7 @@ def steering_pods(stack: Previewed) -> dict[str, Obj]:
 
     same = marking.toleration
     hostname = "kubernetes.io/hostname"
+    smoke = stack.config.smoke_test.namespace
     pods = [
         pod("gpu-plain", gpu()),
         pod("gpu-init-only", container(), init=[gpu("warmup")]),
@@ -152,6 +179,22 @@ def steering_pods(stack: Previewed) -> dict[str, Obj]:
             },
         ),
         *(pod(f"excluded-in-{ns}", gpu(), namespace=ns) for ns in excluded_namespaces(stack)),
+        # Several GPUs (issue 37 item 4): counted over containers and sidecars; a plain init container runs first.
+        pod("gpu-two-containers", gpu("a"), gpu("b")),
+        pod("gpu-init-then-app", gpu(), init=[gpu("warmup")]),
+        pod("gpu-sidecar-and-app", gpu(), init=[{**gpu("proxy"), "restartPolicy": "Always"}]),
+        pod(
+            "gpu-several-own-terms",
+            gpu(count="2"),
+            affinity=required(
+                {"matchExpressions": [zone("dc1")]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["rke2-worker-dc3-gpu-a"]}]},
+                {},
+            ),
+        ),
+        # The smoke Job's exemption takes its namespace and its label, both.
+        labelled(pod(SMOKE_EXEMPT, gpu(count="2"), namespace=smoke), smoke_label()),
+        pod("smoke-namespace-unlabelled-two-gpus", gpu(count="2"), namespace=smoke),
     ]
     return {p["metadata"]["name"]: p for p in pods}
 
@@ -264,6 +307,11 @@ class Runs:
         first = self.steered(stack)
         pods = [first.mutated(name) for name in steering_pods(stack)]
         return self._once(stack, "twice", lambda work: self._apply(work, steering_policy(stack), pods))
+
+    def refused(self, stack: Previewed) -> Applied:
+        """The multi-GPU refusal ClusterPolicy on every pod of the steering table."""
+        path, pods = policy_path(stack, MULTI_GPU_POLICY_NAME), list(steering_pods(stack).values())
+        return self._once(stack, "refused", lambda work: self._apply(work, path, pods))
 
     def quotas(self, stack: Previewed) -> Applied:
         """The quota generate policy's rules on every namespace of `quota_namespaces`."""

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from components.gpu_platform.cpu_guard_policy import POLICY_NAME as CPU_GUARD_POLICY_NAME
+from components.gpu_platform.multi_gpu import POLICY_NAME as MULTI_GPU_POLICY_NAME
 from offline.runner import PROJECT, read_stack_file
 from tests.e2e.kube import PULUMI_FIELD_MANAGER, Kubectl, load_documents
 from tests.e2e.kyverno_cases import (
     NO_GPU,
+    SEVERAL_GPUS,
     Obj,
     Runs,
     cpu_guard_pods,
@@ -107,6 +109,29 @@ def test_every_namespace_gets_the_quotas_from_the_generating_policies_that_the_c
     assert ours and ours == generated_quotas(twin, ["gpu-quota-for-labelled-namespaces"])
 
 
+def test_the_validating_policy_refuses_exactly_the_multi_gpu_pods_the_clusterpolicy_refuses_with_its_message(
+    prod_stack: Previewed, clusterpolicy_stack: Previewed, runs: Runs, kyverno: Kyverno, tmp_path: Path
+) -> None:
+    pods = steering_pods(prod_stack)
+    cel = kyverno.apply(
+        tmp_path / "apply", [manifest(prod_stack, "ValidatingPolicy", MULTI_GPU_POLICY_NAME)], [*pods.values()]
+    )
+    twin = runs.refused(clusterpolicy_stack)
+    refused = failing(cel, pods)
+    assert refused == failing(twin, pods) == set(SEVERAL_GPUS)
+    for name in refused:
+        namespace = pods[name]["metadata"]["namespace"]
+        (ours,) = (
+            m for r, m in cel.messages("Pod", name, namespace).items() if cel.rules("Pod", name, namespace)[r] == FAIL
+        )
+        (theirs,) = (
+            m for r, m in twin.messages("Pod", name, namespace).items() if twin.rules("Pod", name, namespace)[r] == FAIL
+        )
+        # The same words from both: the count and the whole domains (each engine may frame them its own way).
+        core = ours[ours.index("asks for ") :].rstrip(".")
+        assert core and core in theirs, (ours, theirs)
+
+
 def cpu_guard_stack(api: str, work: Path) -> Previewed:
     raw = read_stack_file("prod")
     raw[f"{PROJECT}:kyverno"] = {**raw.get(f"{PROJECT}:kyverno", {}), "minCpuPerGpu": "1", "policyApi": api}
@@ -151,9 +176,9 @@ def test_the_api_server_accepts_every_cel_policy_as_the_program_applies_it(
     paths = [
         *sorted((prod_stack.out / "manifests").glob("mutatingpolicy-*.yaml")),
         *sorted((prod_stack.out / "manifests").glob("generatingpolicy-*.yaml")),
-        *sorted((guard.out / "manifests").glob("validatingpolicy-*.yaml")),
+        *sorted((guard.out / "manifests").glob("validatingpolicy-*.yaml")),  # its refusal and its CPU guard
     ]
-    assert len(paths) == 3
+    assert len(paths) == 4  # steering, quota, multi-GPU refusal, CPU guard
     for path in paths:
         done = kubectl.run(
             "apply",

@@ -146,3 +146,91 @@ def test_a_namespace_gaining_the_quota_label_gets_its_quota_kept_until_it_loses_
         eventually("the quota gone with the label", lambda: found() is None)
     finally:
         kubectl("delete", "namespace", QUOTA_NAMESPACE, "--wait=true", "--timeout=120s")
+
+
+def gpu_pod(name: str, namespace: str, gpus_per_container: list[str], labels: dict[str, str] | None = None) -> Any:
+    """A pod that Pod Security `restricted` admits (the smoke namespace enforces it), asking for GPUs per container."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": f"c{i}",
+                    "image": "registry.example/trainer:1",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+                for i, gpus in enumerate(gpus_per_container)
+            ],
+        },
+    }
+
+
+def test_a_pod_asking_for_more_gpus_than_any_whole_domain_has_is_refused_by_the_api_server_naming_both(
+    policy_api: str, deployed: Deployed, workload_namespace: str
+) -> None:
+    # prod's one whole domain, dc3, has one card: two GPUs in two containers is more than any honest placement.
+    kubectl = deployed.plane.kubectl
+    name = f"trainer-2-gpus-{policy_api}"
+    done = kubectl.run("create", "-f", "-", stdin=json.dumps(gpu_pod(name, workload_namespace, ["1", "1"])))
+    assert done.returncode != 0, done.stdout
+    assert "asks for 2 nvidia.com/gpu" in done.stderr and "the whole domains are dc3 (1 card)" in done.stderr
+    assert kubectl.run("-n", workload_namespace, "get", "pod", name).returncode != 0, "nothing was stored"
+
+
+def test_a_smoke_job_pod_asking_for_several_gpus_is_admitted_without_the_whole_card_rule_and_only_it(
+    policy_api: str, deployed: Deployed
+) -> None:
+    # Server-side dry run: every admission step (Kyverno's webhooks declare no side effects on dry run), nothing
+    # stored in the namespace whose pods doctor reads.
+    kubectl = deployed.plane.kubectl
+    smoke = deployed.base.get(f"{PROJECT}:smokeTest", {}).get("namespace", "gpu-smoke-test")
+    marking = deployed.cluster.marking
+    label = {"app.kubernetes.io/name": "cuda-smoke-test"}
+
+    def dry_run(pod: dict[str, Any]) -> Any:
+        return kubectl.run("create", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(pod))
+
+    admitted = dry_run(gpu_pod(f"smoke-2-gpus-{policy_api}", smoke, ["2"], label))
+    assert admitted.returncode == 0, admitted.stderr
+    stored = json.loads(admitted.stdout)
+    terms = stored["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": marking.label_key, "operator": "In", "values": [marking.label_value]}]}
+    ]
+    # The namespace alone does not exempt a pod: without the smoke Job's label it is refused.
+    unlabelled = dry_run(gpu_pod(f"not-smoke-2-gpus-{policy_api}", smoke, ["2"]))
+    assert unlabelled.returncode != 0 and "asks for 2 nvidia.com/gpu" in unlabelled.stderr
+
+
+def test_an_explicit_quota_namespace_labelled_for_a_rule_keeps_exactly_its_one_gpu_quota(
+    policy_api: str, deployed: Deployed
+) -> None:
+    # Issue 37 item 5: an explicit gpuQuotas.namespaces entry wins; the generating policy skips it. A control
+    # namespace labelled after it gets its generated quota: the background controller has been through both.
+    kubectl = deployed.plane.kubectl
+    quotas = deployed.base[f"{PROJECT}:gpuQuotas"]
+    (explicit, *_) = sorted(quotas["namespaces"])
+    (rule,) = quotas["selectors"]
+    generated_name = f"{quotas.get('quotaName', 'gpu-quota')}-{rule['name']}"
+    labels = [f"{k}={v}" for k, v in rule["matchLabels"].items()]
+    unlabel = [f"{k}-" for k in rule["matchLabels"]]
+
+    def gpu_quotas(namespace: str) -> list[str]:
+        found = kubectl.json("-n", namespace, "get", "resourcequota")["items"]
+        return sorted(q["metadata"]["name"] for q in found if "requests.nvidia.com/gpu" in q["spec"].get("hard", {}))
+
+    before = gpu_quotas(explicit)
+    assert len(before) == 1 and generated_name not in before, before
+    kubectl.ensure_namespace(QUOTA_NAMESPACE)
+    try:
+        kubectl("label", "namespace", explicit, *labels, "--overwrite")
+        kubectl("label", "namespace", QUOTA_NAMESPACE, *labels, "--overwrite")
+        eventually("the control namespace's generated quota", lambda: gpu_quotas(QUOTA_NAMESPACE) == [generated_name])
+        assert gpu_quotas(explicit) == before, "the rule generated a second GPU quota beside the explicit one"
+    finally:
+        kubectl("label", "namespace", explicit, *unlabel)
+        kubectl("delete", "namespace", QUOTA_NAMESPACE, "--wait=true", "--timeout=120s")

@@ -21,13 +21,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.gpu_platform.multi_gpu import POLICY_NAME as MULTI_GPU_POLICY_NAME
+from components.gpu_platform.multi_gpu import RULE_NAME as MULTI_GPU_RULE
+from components.gpu_platform.steering_policy import whole_cards_expression
 from tests.day2.k8s_objects import validated
 from tests.e2e.kube import Kubectl
 from tests.e2e.kyverno_cases import (
     NEW_AFFINITY,
     NEW_TOLERATIONS,
     NO_GPU,
-    STEERING_RULES,
+    SEVERAL_GPUS,
+    SMOKE_EXEMPT,
     USER_NAMESPACE,
     Obj,
     Runs,
@@ -35,12 +39,16 @@ from tests.e2e.kyverno_cases import (
     excluded_namespaces,
     gpu_expression,
     is_excluded,
+    policy_path,
     required,
     steering_pods,
     steering_policy,
+    steering_rules,
     the_policy,
+    whole_cards,
+    zone,
 )
-from tests.e2e.kyverno_cli import PASS, SKIP, Kyverno, rules_only
+from tests.e2e.kyverno_cli import FAIL, PASS, SKIP, Applied, Kyverno, rules_only
 from tests.e2e.match_conditions import Probe, ensure_pod_namespace, webhook_rule
 from tests.e2e.stacks import Previewed
 from tests.gpu_platform import kyverno_admission
@@ -76,7 +84,7 @@ def test_a_gpu_pod_without_tolerations_or_affinity_gets_exactly_the_gpu_tolerati
     # Two rules did it; every other one saw its preconditions false.
     passed = {NEW_TOLERATIONS, NEW_AFFINITY}
     assert applied.rules("Pod", "gpu-plain", USER_NAMESPACE) == {
-        r: PASS if r in passed else SKIP for r in STEERING_RULES
+        r: PASS if r in passed else SKIP for r in steering_rules(stack)
     }
 
 
@@ -96,7 +104,7 @@ def test_a_pod_asking_for_no_gpu_or_zero_gpus_is_left_untouched_by_every_rule(
 ) -> None:
     applied = runs.steered(stack)
     assert applied.mutated(name) == steering_pods(stack)[name]
-    assert applied.rules("Pod", name, USER_NAMESPACE) == dict.fromkeys(STEERING_RULES, SKIP)
+    assert applied.rules("Pod", name, USER_NAMESPACE) == dict.fromkeys(steering_rules(stack), SKIP)
 
 
 def test_gpu_pods_in_excluded_namespaces_are_left_untouched_and_match_no_rule(stack: Previewed, runs: Runs) -> None:
@@ -225,13 +233,79 @@ def test_the_python_model_of_the_rules_predicts_exactly_what_kyverno_does_to_eve
 
 
 # --------------------------------------------------------------------------------------------------------
+# Multi-GPU pods (issue 37 item 4): steered to whole domains, refused when none has that many cards
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_a_pod_holding_several_gpus_also_requires_a_whole_domain_in_each_of_its_terms(
+    stack: Previewed, runs: Runs
+) -> None:
+    whole = whole_cards(stack)
+    assert whole.profiles, f"{stack.name} has no whole domain: nothing to steer to"
+    gpu, several = gpu_expression(stack.marking), whole_cards_expression(whole)
+    applied, pods = runs.steered(stack), steering_pods(stack)
+    for name in SEVERAL_GPUS:
+        affinity = applied.mutated(name)["spec"]["affinity"]
+        if name == "gpu-several-own-terms":
+            fields = pods[name]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            assert affinity == required(
+                {"matchExpressions": [zone("dc1"), gpu, several]},
+                {**fields["nodeSelectorTerms"][1], "matchExpressions": [gpu, several]},
+                {},
+            )
+        else:
+            assert affinity == required({"matchExpressions": [gpu, several]}), name
+        assert applied.rules("Pod", name, pods[name]["metadata"]["namespace"])[steering_rules(stack)[-1]] == PASS
+    # One GPU at a time (a plain init container runs before the app), and the smoke Job's pod: no whole-card rule.
+    for name in ("gpu-plain", "gpu-init-then-app", SMOKE_EXEMPT):
+        assert applied.mutated(name)["spec"]["affinity"] == required({"matchExpressions": [gpu]}), name
+
+
+def refused(applied: Applied, pods: dict[str, Obj]) -> dict[str, str]:
+    """Pod name -> Kyverno's message, for each pod a rule failed."""
+    found = {}
+    for name, pod in pods.items():
+        namespace = pod["metadata"]["namespace"]
+        results, messages = applied.rules("Pod", name, namespace), applied.messages("Pod", name, namespace)
+        failed = [messages[rule] for rule, result in results.items() if result == FAIL]
+        if failed:
+            found[name] = " / ".join(failed)
+    return found
+
+
+def test_kyverno_refuses_exactly_the_pods_asking_for_more_gpus_than_a_whole_domain_has_naming_count_and_domains(
+    stack: Previewed, runs: Runs
+) -> None:
+    whole, resource = whole_cards(stack), stack.config.kyverno.gpu_resource
+    pods = steering_pods(stack)
+    got = refused(runs.refused(stack), pods)
+    # Every stack here has one whole domain of one card: every pod holding several GPUs but the smoke Job's.
+    assert whole.limit == 1
+    assert set(got) == set(SEVERAL_GPUS)
+    names = ", ".join(f"{name} ({cards} card{'s' if cards > 1 else ''})" for name, cards in whole.domains)
+    assert (
+        f"asks for 2 {resource}" in got["gpu-two-containers"]
+        and f"the whole domains are {names}" in got["gpu-two-containers"]
+    )
+    # The model agrees, pod by pod, message included.
+    policy = the_policy(policy_path(stack, MULTI_GPU_POLICY_NAME))
+    modelled = {
+        name: kyverno_admission.denials(policy, kyverno_admission.pod_request(p, namespace=p["metadata"]["namespace"]))
+        for name, p in pods.items()
+    }
+    assert {name for name, messages in modelled.items() if messages} == set(got)
+    assert all(modelled[name][0] in got[name] for name in got), {n: (modelled[n], got[n]) for n in got}
+    assert [r["name"] for r in policy["spec"]["rules"]] == [MULTI_GPU_RULE]
+
+
+# --------------------------------------------------------------------------------------------------------
 # The steering policy: which pods the API server sends to Kyverno
 # --------------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def pod_probe(stack: Previewed, kubectl: Kubectl) -> Probe:
-    for name in sorted({USER_NAMESPACE, *excluded_namespaces(stack)}):
+    for name in sorted({p["metadata"]["namespace"] for p in steering_pods(stack).values()}):
         ensure_pod_namespace(kubectl, name)
     return Probe(kubectl)
 

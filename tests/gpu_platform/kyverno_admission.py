@@ -7,7 +7,9 @@ the fast suite, this is a small, strict model of the parts of Kyverno the polici
 - Kyverno matches each rule (kinds, operations, namespaces), resolves its `{{ }}` variables with JMESPath
   (`jmespath`, standard functions only), evaluates the preconditions, and applies `patchesJson6902`
   (`jsonpatch`), chaining rules so each sees the pod as the previous rule left it; `foreach` entries get
-  `element` / `elementIndex` per list item.
+  `element` / `elementIndex` per list item;
+- a `validate` rule with `deny.conditions` and `failureAction: Enforce` refuses the pod (after mutation, as the
+  validating webhook sees it) with its message, whose `{{ }}` variables are substituted (a non-string as JSON).
 Anything outside that subset raises `UnsupportedConstruct`, so the policy cannot drift into constructs the
 model would silently misread.
 """
@@ -15,6 +17,7 @@ model would silently misread.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -145,7 +148,9 @@ def _context(request: dict[str, Any], resource: dict[str, Any]) -> dict[str, Any
 
 
 def apply_rule(rule: Mapping[str, Any], request: dict[str, Any], resource: dict[str, Any]) -> dict[str, Any]:
-    _only(rule, {"name", "match", "exclude", "preconditions", "mutate"}, f"rule {rule.get('name')}")
+    _only(rule, {"name", "match", "exclude", "preconditions", "mutate", "validate"}, f"rule {rule.get('name')}")
+    if "validate" in rule:  # the mutating webhook runs mutate rules only
+        return resource
     if not preconditions_pass(rule.get("preconditions"), _context(request, resource)):
         return resource
     mutate = rule["mutate"]
@@ -197,6 +202,54 @@ def run_rules(policy: Mapping[str, Any], request: dict[str, Any]) -> dict[str, A
         if rule_matches(rule, current):
             resource = apply_rule(rule, current, resource)
     return resource
+
+
+_ANY_VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}", re.DOTALL)
+
+
+def substitute(text: str, context: dict[str, Any]) -> str:
+    """A message: each embedded `{{ JMESPath }}` replaced by its result, a string as it is, anything else as JSON
+    (Kyverno marshals a non-string; a whole number is a float64 there, which marshals without a decimal point)."""
+
+    def one(match: re.Match[str]) -> str:
+        result = jmespath.search(match.group(1), context)
+        if result is None:
+            raise UnresolvedVariable(f"{match.group(1)!r} resolved to null")
+        if isinstance(result, float) and result.is_integer():
+            result = int(result)
+        return result if isinstance(result, str) else json.dumps(result)
+
+    return _ANY_VARIABLE.sub(one, text)
+
+
+def denials(policy: Mapping[str, Any], request: dict[str, Any]) -> list[str]:
+    """Kyverno's validating side: the messages of the Enforce rules that deny the request's object."""
+    _only(policy["spec"], {"admission", "background", "webhookConfiguration", "rules"}, "spec")
+    messages = []
+    for rule in policy["spec"]["rules"]:
+        if "validate" not in rule or not rule_matches(rule, request):
+            continue
+        _only(rule, {"name", "match", "exclude", "preconditions", "validate"}, f"rule {rule.get('name')}")
+        validate = rule["validate"]
+        _only(validate, {"failureAction", "message", "deny"}, "validate")
+        _only(validate["deny"], {"conditions"}, "validate.deny")
+        context = _context(request, request["object"])
+        if validate["failureAction"] != "Enforce":
+            raise UnsupportedConstruct(f"failureAction {validate['failureAction']!r}")
+        if preconditions_pass(rule.get("preconditions"), context) and preconditions_pass(
+            validate["deny"]["conditions"], context
+        ):
+            messages.append(substitute(validate["message"], context))
+    return messages
+
+
+def refusal(policy: Mapping[str, Any], pod: dict[str, Any], *, namespace: str = "default") -> str | None:
+    """Why the API server refuses the pod (the first denying rule's message), or None when the policy admits it."""
+    request = pod_request(pod, namespace=namespace)
+    if not webhook_called(policy, request):
+        return None
+    messages = denials(policy, request)
+    return messages[0] if messages else None
 
 
 def pod_request(pod: dict[str, Any], *, namespace: str = "default", operation: str = "CREATE") -> dict[str, Any]:

@@ -91,7 +91,12 @@ def test_cel_policies_on_a_kyverno_without_the_cel_types_are_refused_naming_poli
         "clusterpolicies.kyverno.io",
     )
     problems = crd_problems(needed_crds(cfg_of(prod_config)), crd_listing(present))
-    assert len(problems) == 2 and "no mutatingpolicies.policies.kyverno.io CRD" in problems[0]
+    # The steering MutatingPolicy, the quota GeneratingPolicy and the multi-GPU refusal ValidatingPolicy.
+    assert len(problems) == 3 and "no mutatingpolicies.policies.kyverno.io CRD" in problems[0]
+    assert (
+        "no validatingpolicies.policies.kyverno.io CRD, but gpu-pool:kyverno.enabled is true (the multi-GPU"
+        in (problems[2])
+    )
     assert "set gpu-pool:kyverno.policyApi: clusterpolicy" in problems[0]
 
 

@@ -9,6 +9,7 @@ import jmespath
 import pytest
 import yaml
 
+from components.gpu_platform.multi_gpu import WholeCards
 from components.gpu_platform.steering_policy import AUTOGEN_ANNOTATION, build_gpu_steering_policy
 from config.kyverno import KyvernoConfig
 from knowledge.kyverno import MINIMUM_KYVERNO_VERSION
@@ -27,6 +28,8 @@ from tests.gpu_platform.kyverno_admission import (
 )
 
 OPERATOR_NAMESPACE = "gpu-operator"
+# Every domain time-sliced: no multi-GPU steering (test_multi_gpu_policy.py covers it), so these pods are the base.
+NO_WHOLE_DOMAIN = WholeCards(profiles=(), domains=(), smoke_namespace="gpu-smoke-test")
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 GPU_EXPRESSION = {"key": "nodepool", "operator": "In", "values": ["gpu"]}
 GPU_NODE_AFFINITY = {
@@ -153,7 +156,7 @@ NO_GPU = {"gpu limit zero", "no gpu"}
 
 @pytest.fixture(scope="module")
 def policy() -> dict[str, Any]:
-    return build_gpu_steering_policy(KyvernoConfig(), operator_namespace=OPERATOR_NAMESPACE)
+    return build_gpu_steering_policy(KyvernoConfig(), operator_namespace=OPERATOR_NAMESPACE, whole=NO_WHOLE_DOMAIN)
 
 
 def _required_terms(admitted: dict[str, Any]) -> list[dict[str, Any]]:
@@ -300,7 +303,7 @@ def test_gpu_pods_in_excluded_namespaces_are_neither_sent_to_kyverno_nor_mutated
 
 def test_the_operator_namespace_is_excluded_even_when_the_config_omits_it() -> None:
     cfg = KyvernoConfig.model_validate({"excludedNamespaces": ["kube-system"]})
-    policy = build_gpu_steering_policy(cfg, operator_namespace="nvidia-gpu")
+    policy = build_gpu_steering_policy(cfg, operator_namespace="nvidia-gpu", whole=NO_WHOLE_DOMAIN)
     request = pod_request(PODS["gpu in a container"], namespace="nvidia-gpu")
     assert not webhook_called(policy, request)
     assert run_rules(policy, request) == PODS["gpu in a container"]
@@ -322,7 +325,7 @@ def test_the_configured_label_taint_and_resource_are_what_the_policy_adds() -> N
             "gpuResource": "example.org/gpu",
         }
     )
-    policy = build_gpu_steering_policy(cfg, operator_namespace=OPERATOR_NAMESPACE)
+    policy = build_gpu_steering_policy(cfg, operator_namespace=OPERATOR_NAMESPACE, whole=NO_WHOLE_DOMAIN)
     body = pod(container(resources={"limits": {"example.org/gpu": "1"}}))
     admitted = admit(policy, body)
     assert admitted["spec"]["tolerations"] == [
@@ -357,7 +360,9 @@ def test_the_policy_runs_at_admission_only_and_fails_closed_by_default(policy: d
 
 def test_failure_policy_and_timeout_come_from_the_config() -> None:
     cfg = KyvernoConfig.model_validate({"failurePolicy": "Ignore", "webhookTimeoutSeconds": 5})
-    hook = build_gpu_steering_policy(cfg, operator_namespace=OPERATOR_NAMESPACE)["spec"]["webhookConfiguration"]
+    hook = build_gpu_steering_policy(cfg, operator_namespace=OPERATOR_NAMESPACE, whole=NO_WHOLE_DOMAIN)["spec"][
+        "webhookConfiguration"
+    ]
     assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Ignore", 5)
 
 
@@ -402,6 +407,6 @@ def test_the_model_refuses_a_rule_field_it_does_not_implement(policy: dict[str, 
 
 
 def test_deleting_a_gpu_pod_never_reaches_the_fail_closed_webhook() -> None:
-    policy = build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator")
+    policy = build_gpu_steering_policy(KyvernoConfig(), operator_namespace="gpu-operator", whole=NO_WHOLE_DOMAIN)
     request = {"operation": "DELETE", "namespace": "team-a", "object": None}
     assert webhook_called(policy, request) is False

@@ -175,6 +175,9 @@ ROWS = [
         ops={
             "dc3-node-labels": "update",
             "gpu-platform-alert-rules": "update",
+            # dc3 was the one whole domain: no multi-GPU steering target left, and the refusal says so.
+            "gpu-platform-gpu-steering-policy": "update",
+            "gpu-platform-gpu-multi-gpu-policy": "update",
             **wave(3, **{"device-plugin-restart": "create", "gpu-ready": "update"}),
         },
         info=["dc3-gpu-ready waits until rke2-worker-dc3-gpu-a advertises 4 GPUs"],
@@ -268,6 +271,7 @@ ROWS = [
             "gpu-platform-dcgm-metrics": "replace",
             "gpu-platform-time-slicing-config": "replace",
             "gpu-platform-gpu-steering-policy": "update",
+            "gpu-platform-gpu-multi-gpu-policy": "update",  # it excludes the operator's namespace too
             "gpu-platform-alert-rules": "update",
             **{f"dc{i}-gpu-ready": "update" for i in (1, 2, 3)},
         },
@@ -277,7 +281,12 @@ ROWS = [
     Row(
         "a new domain creates its whole chain and touches no other domain",
         add_domain,
-        ops={**{name: "create" for name in DC4}, "gpu-platform-alert-rules": "update"},
+        # dc4 is whole like dc3: the multi-GPU refusal names it among the whole domains.
+        ops={
+            **{name: "create" for name in DC4},
+            "gpu-platform-alert-rules": "update",
+            "gpu-platform-gpu-multi-gpu-policy": "update",
+        },
     ),
     Row(
         "a removed domain would delete its protected VM, which pulumi up refuses",
@@ -285,6 +294,9 @@ ROWS = [
         ops={
             **{name.replace("dc4", "dc3"): "delete" for name in DC4},
             "gpu-platform-alert-rules": "update",
+            # dc3 was the one whole domain (see the sharing change above).
+            "gpu-platform-gpu-steering-policy": "update",
+            "gpu-platform-gpu-multi-gpu-policy": "update",
         },
         dangers=["dc3-vm is protected: the preview that `pulumi up` runs first fails on its delete"],
         info=[

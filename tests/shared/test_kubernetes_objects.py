@@ -34,6 +34,7 @@ SDK_MODULE = {
     "rbac.authorization.k8s.io": "rbac",
     "batch": "batch",
     "apiextensions.k8s.io": "apiextensions",
+    "coordination.k8s.io": "coordination",
 }
 # Where a request names the code that registered it: differs by construction, means nothing to the engine.
 SOURCE_ONLY = ("sourcePosition", "stackTrace")
@@ -41,6 +42,7 @@ METADATA = {"name": "gpu-pool-sample", "labels": {"app.kubernetes.io/part-of": "
 # One object of each kind, with the fields the program's builders give it.
 BODIES: dict[str, dict[str, Any]] = {
     "Namespace": {},
+    "Lease": {"spec": {"leaseDurationSeconds": 3600}},
     "ConfigMap": {"data": {"any.yaml": "version: v1\n"}, "binaryData": {"blob": "AAEC"}},
     "ServiceAccount": {},
     "ResourceQuota": {"spec": {"hard": {"requests.nvidia.com/gpu": "2"}}},

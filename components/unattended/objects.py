@@ -1,0 +1,119 @@
+"""The unattended repair's Kubernetes objects, as plain dicts: the watcher's namespace (Pod Security restricted),
+its ServiceAccount, and the namespaced access to what only it reads and writes there: the Proxmox token's Secret,
+the breaker's ConfigMap and the repair Lease, each by `resourceNames`, so no other object of the namespace is
+within its reach and no other ServiceAccount of gpu-pool's can read the token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.repair import UnattendedConfig
+from knowledge.kubernetes import pod_security_labels
+
+NAME = "gpu-pool-repair"
+SECRET_NAME = "gpu-pool-repair-proxmox"
+BREAKER_CONFIGMAP = "gpu-pool-repair-breaker"
+LEASE_NAME = "gpu-pool-repair"
+RBAC = "rbac.authorization.k8s.io"
+
+
+def labels() -> dict[str, str]:
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-pool"}
+
+
+def meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": name, "labels": labels()}
+    if namespace is not None:
+        data["namespace"] = namespace
+    return data
+
+
+def namespace_object(cfg: UnattendedConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": cfg.namespace, "labels": {**labels(), **pod_security_labels("restricted")}},
+    }
+
+
+def own_namespace_rules() -> list[dict[str, Any]]:
+    """What the watcher may do in its own namespace, each by name."""
+    return [
+        # The token, read per repair (a replaced token takes effect at the next repair).
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]},
+        # The breaker's state: read before each repair, written when a repair did not fix.
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [BREAKER_CONFIGMAP],
+            "verbs": ["get", "update"],
+        },
+        # Held while a repair runs: a second replica (a Recreate rollout gone wrong) waits instead of repairing too.
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [LEASE_NAME],
+            "verbs": ["get", "update"],
+        },
+    ]
+
+
+def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, the breaker ConfigMap and Lease (created closed and free, so the watcher needs no
+    `create`), and the Role and RoleBinding for them and the token's Secret."""
+    namespace = cfg.namespace
+    return [
+        namespace_object(cfg),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, namespace)},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(BREAKER_CONFIGMAP, namespace),
+            "data": {"state": "closed", "failures": "[]"},
+        },
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta(LEASE_NAME, namespace),
+            "spec": {"leaseDurationSeconds": 3600},
+        },
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(NAME, namespace), "rules": own_namespace_rules()},
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(NAME, namespace),
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        },
+    ]
+
+
+def build_watcher_rbac(
+    cfg: UnattendedConfig, cluster_rules: list[dict[str, Any]], namespaced: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The ClusterRole and the Roles the repair turn's steps need (components/unattended/rbac.py), each bound to the
+    watcher's ServiceAccount; a Role per namespace the steps touch, named apart from the watcher's own Role."""
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}]
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta(NAME), "rules": cluster_rules},
+        {
+            "apiVersion": f"{RBAC}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": meta(NAME),
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": NAME},
+            "subjects": subject,
+        },
+    ]
+    for namespace, rules in namespaced.items():
+        name = f"{NAME}-turn"
+        objects += [
+            {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(name, namespace), "rules": rules},
+            {
+                "apiVersion": f"{RBAC}/v1",
+                "kind": "RoleBinding",
+                "metadata": meta(name, namespace),
+                "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+                "subjects": subject,
+            },
+        ]
+    return objects
