@@ -399,7 +399,11 @@ def _logins(at: _Scope) -> list[Step]:
             at,
             name,
             does,
-            Command(login_check_command(), interpreter=None, triggers=at.key),
+            Command(
+                login_check_command(at.domain.kernel if name == StepName.KERNEL_LOGIN else None),
+                interpreter=None,
+                triggers=at.key,
+            ),
             waits_for=(StepName.VM,),
             after_previous_batch=True,
             turn_step=True,
@@ -602,7 +606,7 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             at,
             StepName.KERNEL_LOGIN,
             "prove the SSH login and passwordless sudo the kernel install needs",
-            Command(login_check_command(), update=unchanged, interpreter=None, triggers=triggers),
+            Command(login_check_command(kernel), update=unchanged, interpreter=None, triggers=triggers),
             waits_for=after,
         ),
         LocalStep(
