@@ -140,7 +140,7 @@ E2E_BIN := $(TOOLS)/e2e/bin
 ENGINE ?= auto
 ENGINE_TOOLS := $(TOOLS)/engine
 ENGINE_BIN := $(ENGINE_TOOLS)/bin
-.PHONY: e2e-tools engine-tools device-tools e2e real-preview
+.PHONY: e2e-tools engine-tools device-tools node-tools gpu-node-carry e2e real-preview
 
 engine-tools:
 	ENGINE=$(ENGINE) bash e2e/select-engine.sh $(ENGINE_TOOLS)
@@ -153,6 +153,16 @@ e2e-tools: engine-tools
 # docs/verification.md, "On a real GPU".
 device-tools:
 	bash e2e/build-device-tools.sh $(E2E_BIN)
+
+# A whole GPU node (kubelet, control plane, containerd, runc, CNI, the NVIDIA Container Toolkit, the device plugin
+# v0.20.0 from its tag in DP_SRC) and its carry for one call of the device tool: docs/verification.md, "On a real
+# GPU: a real kubelet runs the program's pods".
+NODE_BIN := $(TOOLS)/node/bin
+node-tools:
+	bash e2e/build-node-tools.sh $(NODE_BIN)
+
+gpu-node-carry: node-tools $(DEV)
+	bash e2e/gpunode/prepare-carry.sh $(NODE_BIN)
 
 e2e: e2e-tools $(DEV)
 	$(NO_ECHO_IF_SECRET)GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from config.base import ConfigModel
 from config.smoke_test import PINNED_IMAGE
 from config.validators import dns_label
+from config.window import WINDOW, window_hours
 
 # The Docker official image: python3 and the standard library, which is all the health check runs on (the
 # stack hands it its code in a ConfigMap), so no image has to be built.
@@ -95,16 +96,7 @@ class HealthCheckConfig(ConfigModel):
 # Xid whose catalogue action resets the GPU); `gpu-pool repair` runs with exit 0 on no other decision.
 PowerCycleFloor = Literal["node:pci", "node:nvml", "node:health"]
 POWER_CYCLE_FLOORS: tuple[PowerCycleFloor, ...] = get_args(PowerCycleFloor)
-# `breakerWindow`: whole hours or days, as a person reads a breaker ("2 failures in 24h").
-WINDOW = re.compile(r"^(?P<count>[1-9][0-9]*)(?P<unit>[hd])$")
 WATCHER_IMAGE = HEALTH_CHECK_IMAGE
-
-
-def window_hours(text: str) -> int:
-    match = WINDOW.match(text)
-    if match is None:
-        raise ValueError(f"{text!r} is not a window of whole hours or days")
-    return int(match["count"]) * (24 if match["unit"] == "d" else 1)
 
 
 class UnattendedConfig(ConfigModel):
@@ -112,7 +104,11 @@ class UnattendedConfig(ConfigModel):
     repair turn as `gpu-pool repair`, behind guard rails and a pool-wide circuit breaker, with a Proxmox token the
     stack creates that can only power-cycle and read the GPU domains' VMs and read their PCI mappings."""
 
-    enabled: bool = Field(default=False, description="deploy the repair watcher and its Proxmox token (off by default)")
+    enabled: bool = Field(
+        default=False,
+        description="deploy the repair watcher and its Proxmox token; not in this version: `pulumi preview` and "
+        "`up` refuse true while the watcher is not built (docs/day2.md)",
+    )
     decisions: list[PowerCycleFloor] = Field(
         default_factory=lambda: list(POWER_CYCLE_FLOORS),
         min_length=1,

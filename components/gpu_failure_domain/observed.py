@@ -2,7 +2,7 @@
 
 The day-2 plan (plan.py) is a function of this and of the stack file. The same reader takes the live answer at
 preview and, offline, a saved answer (`make diff NODES=<file>`) or the Nodes an earlier stack file's `up` leaves
-(`settled_nodes`, written by `make diff` as `nodes.json` so that a user can edit one and pass it back).
+(`settled_nodes` in settled.py, written by `make diff` as `nodes.json` so that a user can edit one and pass it back).
 
 The Node's annotations are the contract between a wave and the next preview:
 - ROLLOUT_ANNOTATION: what the worker was last rolled to and gated on (written by the turn's last step).
@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from components.gpu_failure_domain.node_metadata import node_labels
-from components.shared.node_marking import GpuNodeMarking
-from config.stack import StackConfig
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubernetes import HOSTNAME_LABEL
+
+# Type-only: the unattended repair's watcher runs this reader in the cluster (the health check's
+# code packaging, components/shared/payload.py, leaves TYPE_CHECKING imports out), so nothing here may need the
+# pydantic-bound config at run time; nodes_by_domain reads the stack's fields by name.
+if TYPE_CHECKING:
+    from config.stack import StackConfig
 
 ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
@@ -198,26 +201,3 @@ def node_document(
             },
         },
     }
-
-
-def settled_nodes(stack: StackConfig, rollout: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-    """The Nodes a stack's `up` leaves: every worker serving, its labels and taint, its kubelet on the pinned RKE2
-    and its kernel on the pin (empty where none), the state rolled out to (`rollout`, by domain) recorded."""
-    marking = GpuNodeMarking.from_kyverno(stack.kyverno)
-    items = [
-        node_document(
-            domain.hostname,
-            labels=node_labels(domain, marking),
-            annotations={
-                ROLLOUT_ANNOTATION: json.dumps(dict(rollout[domain.name]), sort_keys=True, separators=(",", ":"))
-            },
-            kubelet=stack.rke2.version,
-            kernel=domain.kernel or "",
-            gpus=stack.slots(domain),
-            taints=[
-                {"key": marking.taint_key, "value": marking.taint_value, "effect": marking.taint_effect},
-            ],
-        )
-        for domain in stack.failure_domains
-    ]
-    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}

@@ -41,7 +41,6 @@ from components.gpu_failure_domain.observed import (
     WAVE_STOPPED_ANNOTATION,
     ObservedNode,
     nodes_by_domain,
-    settled_nodes,
 )
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
 from components.gpu_failure_domain.rollout import (
@@ -56,6 +55,7 @@ from components.gpu_failure_domain.rollout import (
     rollout_state,
     wave_drain_command,
 )
+from components.gpu_failure_domain.settled import settled_nodes
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
 from components.gpu_failure_domain.steps import (
     CloudInitStep,

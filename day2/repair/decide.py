@@ -25,15 +25,20 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from components.gpu_failure_domain.observed import ACTIVE_TURN_STATES, ObservedNode
-from config.failure_domain import FailureDomainConfig
-from config.stack import StackConfig
 from day2.discover.cards import Device, parse_answer
 from day2.doctor.walk import Diagnosis
 from day2.errors import Day2Error
 from day2.node_check.floors import Floor
+
+# Type-only: `decide` and what the unattended guard rails take from here run in the cluster's watcher without the
+# pydantic-bound config (components/shared/payload.py leaves TYPE_CHECKING imports out of its zip); the functions
+# that take the stack read its fields by name.
+if TYPE_CHECKING:
+    from config.failure_domain import FailureDomainConfig
+    from config.stack import StackConfig
 
 DAY = datetime.timedelta(hours=24)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

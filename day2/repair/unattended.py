@@ -10,6 +10,10 @@ pool is held by a wave or a person's repair (not just `rollout.maxUnavailable`);
 `repair.unattended.decisions` lists; `repair.maxPerDay` per domain; and a pool-wide breaker that opens when
 `breakerFailures` repairs within `breakerWindow` did not fix, and stays open until a person closes it
 (`gpu-pool repair --reset-breaker --stack S`, recorded with who and when).
+
+What the guard rails need of the stack is UnattendedFacts, computed from the config at preview and read back
+from JSON: the watcher runs this module (and `decide`) without the pydantic-bound config, with the health check's
+code packaging (components/shared/payload.py: the import closure and PyYAML's pure-Python modules).
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from components.gpu_failure_domain.observed import ObservedNode
-from config.repair import window_hours
-from config.stack import StackConfig
+from config.window import window_hours
 from day2.repair.decide import TIME_FORMAT, Decision, parse_time, power_cycles_within_a_day
+
+# Type-only (see the module's docstring): UnattendedFacts.of reads the stack's fields by name at preview.
+if TYPE_CHECKING:
+    from config.stack import StackConfig
 
 # The holder the watcher writes on a node it repairs (observed.TURN_HOLDER_ANNOTATION): its own, so that a
 # person's `gpu-pool repair` (repair:<user>@<host>) and a wave (up:<stack>) are told apart from it.
@@ -59,6 +67,67 @@ class Verdict:
         return tuple(r.reason for r in self.refusals)
 
 
+# ---------------------------------------------------------------------------------------------------- the facts
+
+
+@dataclass(frozen=True)
+class DomainFacts:
+    name: str
+    hostname: str
+    proxmox_node: str
+
+
+@dataclass(frozen=True)
+class UnattendedFacts:
+    """What the guard rails and the breaker read of the stack: `repair.unattended` and `repair.maxPerDay`, and each
+    GPU domain's name, Node and Proxmox node, in failureDomains order."""
+
+    decisions: tuple[str, ...]
+    max_per_day: int
+    breaker_failures: int
+    breaker_window: str
+    domains: tuple[DomainFacts, ...]
+
+    @classmethod
+    def of(cls, stack: StackConfig) -> UnattendedFacts:
+        cfg = stack.repair.unattended
+        return cls(
+            decisions=tuple(cfg.decisions),
+            max_per_day=stack.repair.max_per_day,
+            breaker_failures=cfg.breaker_failures,
+            breaker_window=cfg.breaker_window,
+            domains=tuple(DomainFacts(d.name, d.hostname, d.proxmox_node) for d in stack.failure_domains),
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "decisions": list(self.decisions),
+            "maxPerDay": self.max_per_day,
+            "breakerFailures": self.breaker_failures,
+            "breakerWindow": self.breaker_window,
+            "domains": [{"name": d.name, "hostname": d.hostname, "proxmoxNode": d.proxmox_node} for d in self.domains],
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> UnattendedFacts:
+        """The facts as as_json wrote them; a missing or mistyped field raises (KeyError, TypeError, ValueError):
+        the document is the stack's own, so a watcher that cannot read it must not repair."""
+        facts = cls(
+            decisions=tuple(str(d) for d in document["decisions"]),
+            max_per_day=int(document["maxPerDay"]),
+            breaker_failures=int(document["breakerFailures"]),
+            breaker_window=str(document["breakerWindow"]),
+            domains=tuple(
+                DomainFacts(str(d["name"]), str(d["hostname"]), str(d["proxmoxNode"])) for d in document["domains"]
+            ),
+        )
+        window_hours(facts.breaker_window)
+        return facts
+
+    def domain(self, name: str) -> DomainFacts:
+        return next(d for d in self.domains if d.name == name)
+
+
 # ---------------------------------------------------------------------------------------------------- the breaker
 
 
@@ -88,10 +157,9 @@ def within(failures: Sequence[Failure], window: str, now: datetime.datetime) -> 
     return [f for f in failures if (at := parse_time(f.at)) is not None and start < at <= now]
 
 
-def record_failure(breaker: Breaker, stack: StackConfig, failure: Failure, now: datetime.datetime) -> Breaker:
+def record_failure(breaker: Breaker, cfg: UnattendedFacts, failure: Failure, now: datetime.datetime) -> Breaker:
     """The breaker after a repair that did not fix: open once `breakerFailures` fall within `breakerWindow`. An
     open breaker stays open whatever the window: only a person closes it."""
-    cfg = stack.repair.unattended
     recent = within([*breaker.failures, failure], cfg.breaker_window, now)
     opens = breaker.open or len(recent) >= cfg.breaker_failures
     return replace(
@@ -154,10 +222,9 @@ def _floor_of(decision: Decision) -> str:
     return decision.reason.split(": ", 1)[0]
 
 
-def verdict(stack: StackConfig, domain_name: str, decision: Decision, pool: Pool, now: datetime.datetime) -> Verdict:
+def verdict(cfg: UnattendedFacts, domain_name: str, decision: Decision, pool: Pool, now: datetime.datetime) -> Verdict:
     """Whether the watcher repairs `domain_name` now, and every reason it does not (all of them, not the first)."""
-    cfg = stack.repair.unattended
-    domain = next(d for d in stack.failure_domains if d.name == domain_name)
+    domain = cfg.domain(domain_name)
     refusals: list[Refusal] = []
     if not decision.repair:
         reason = Reason.NO_REPAIR_NEEDED if decision.reason.startswith("no repair") else Reason.NOT_A_POWER_CYCLE_FIX
@@ -183,9 +250,7 @@ def verdict(stack: StackConfig, domain_name: str, decision: Decision, pool: Pool
             )
         )
     others_out = [
-        d.name
-        for d in stack.failure_domains
-        if d.name != domain_name and ((n := pool.nodes.get(d.name)) is None or n.out)
+        d.name for d in cfg.domains if d.name != domain_name and ((n := pool.nodes.get(d.name)) is None or n.out)
     ]
     if others_out:
         refusals.append(
@@ -197,7 +262,7 @@ def verdict(stack: StackConfig, domain_name: str, decision: Decision, pool: Pool
         )
     held = [
         (d.hostname, n.turn_holder)
-        for d in stack.failure_domains
+        for d in cfg.domains
         if (n := pool.nodes.get(d.name)) is not None and n.held and not n.turn_holder.startswith(WATCHER_HOLDER_PREFIX)
     ]
     if held:
@@ -211,12 +276,12 @@ def verdict(stack: StackConfig, domain_name: str, decision: Decision, pool: Pool
     node = pool.nodes.get(domain_name)
     if node is not None:
         cycles = power_cycles_within_a_day(node, now)
-        if len(cycles) >= stack.repair.max_per_day:
+        if len(cycles) >= cfg.max_per_day:
             refusals.append(
                 Refusal(
                     Reason.DAILY_BUDGET_SPENT,
                     f"{domain.name}'s VM was power-cycled {len(cycles)} times in 24 hours ({', '.join(cycles)}) and "
-                    f"gpu-pool:repair.maxPerDay is {stack.repair.max_per_day}: look at the hardware of "
+                    f"gpu-pool:repair.maxPerDay is {cfg.max_per_day}: look at the hardware of "
                     f"{domain.proxmox_node}",
                 )
             )

@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.stack_check import validate_stack
+from components.stack_check import WATCHER_NOT_BUILT, validate_stack
 from components.unattended.credential import (
     api_token,
     credential_dangers,
@@ -23,18 +23,15 @@ from components.unattended.credential import (
 )
 from components.unattended.objects import NAME, SECRET_NAME, build_watcher_access
 from knowledge.proxmox_access import MAPPING_PATH, WATCHER_CALLS
-from offline.recording import Recording, is_secret, reveal
+from offline.recording import Recording, RecordingMonitor, is_secret, reveal
 from offline.runner import read_stack_file
+from tests.config.refusal import refused
+from tests.unattended.registered import register_unattended
 
 ROLE = "proxmoxve:index/roleLegacy:RoleLegacy"
 ACL = "proxmoxve:index/acl:Acl"
 TOKEN = "proxmoxve:user/token:Token"
 SCHEMA = "pulumi-schemas/proxmoxve/8.3.0/schema.json"
-
-
-def enabled(raw_config: dict[str, Any]) -> dict[str, Any]:
-    raw_config["gpu-pool:repair"] = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
-    return raw_config
 
 
 def stack(extra: dict[str, Any] | None = None) -> Any:
@@ -123,16 +120,15 @@ def test_raising_the_token_generation_names_a_new_token() -> None:
     assert credential_plan(raw_next, "prod").token_name != first
 
 
-def _registered(run_stack_program: Any, prod_config: dict[str, Any]) -> Recording:
-    recording: Recording = run_stack_program(enabled(prod_config))
-    return recording
+def _registered(monitor: RecordingMonitor) -> Recording:
+    return register_unattended(monitor, stack())
 
 
 def test_the_program_registers_the_roles_token_and_acls_valid_against_the_providers_schema(
-    run_stack_program: Any, prod_config: dict[str, Any], upstream: Path
+    monitor: RecordingMonitor, upstream: Path
 ) -> None:
     schema = json.loads((upstream / SCHEMA).read_text(encoding="utf-8"))
-    recording = _registered(run_stack_program, prod_config)
+    recording = _registered(monitor)
 
     for type_ in (ROLE, ACL, TOKEN):
         registrations = recording.by_type(type_)
@@ -150,16 +146,16 @@ def test_the_program_registers_the_roles_token_and_acls_valid_against_the_provid
     )
 
 
-def test_the_token_is_replaced_when_its_generation_changes(run_stack_program: Any, prod_config: dict[str, Any]) -> None:
-    token = _registered(run_stack_program, prod_config).by_type(TOKEN)[0]
+def test_the_token_is_replaced_when_its_generation_changes(monitor: RecordingMonitor) -> None:
+    token = _registered(monitor).by_type(TOKEN)[0]
 
     assert "tokenName" in token.replace_on_changes
 
 
 def test_the_token_reaches_the_cluster_only_as_a_secret_in_a_secret_only_the_watcher_reads(
-    run_stack_program: Any, prod_config: dict[str, Any]
+    monitor: RecordingMonitor,
 ) -> None:
-    recording = _registered(run_stack_program, prod_config)
+    recording = _registered(monitor)
     secret = recording.by_type("kubernetes:core/v1:Secret")
     assert len(secret) == 1
     token = secret[0].inputs["stringData"]
@@ -188,6 +184,22 @@ def test_nothing_of_the_unattended_repair_is_registered_unless_enabled(
     recording = run_stack_program(prod_config)
 
     assert not recording.by_type(TOKEN) and not recording.by_type(ACL) and not recording.by_type(ROLE)
+
+
+def test_the_program_refuses_enabled_naming_the_key_and_registers_nothing(
+    run_stack_program: Any, prod_config: dict[str, Any], monitor: RecordingMonitor
+) -> None:
+    # With another problem in the same stack: both are reported by the one run.
+    prod_config["gpu-pool:repair"] = {
+        "healthCheck": {"enabled": True},
+        "unattended": {"enabled": "true"},
+        "maxPerDay": 0,
+    }
+
+    message = refused(run_stack_program, prod_config, monitor)
+
+    assert WATCHER_NOT_BUILT in message and "repair.maxPerDay" in message
+    assert "repair.unattended.enabled: false" in message and "--reset-breaker" in message
 
 
 def test_the_watchers_objects_validate_strictly_against_the_kubernetes_schema() -> None:

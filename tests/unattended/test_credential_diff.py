@@ -6,22 +6,28 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from components.stack_check import validate_stack
 from knowledge.proxmox_access import wider_than_the_watcher_needs
-from offline.diff import diff_configs
 from offline.plan_diff import REPAIR_ACL, REPAIR_ROLE, compare
-from offline.recording import Registration
+from offline.recording import RecordingMonitor, Registration
 from offline.runner import read_stack_file
+from tests.unattended.registered import register_unattended
 
 
 def prod() -> dict[str, Any]:
     return copy.deepcopy(read_stack_file("prod"))
 
 
-def test_turning_it_on_shows_the_roles_privileges_and_every_acl_path_without_a_danger() -> None:
-    before, after = prod(), prod()
-    after["gpu-pool:repair"] = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
-
-    changes = diff_configs("prod", before, after)
+def test_the_components_roles_and_acls_show_their_privileges_and_every_acl_path_without_a_danger(
+    monitor: RecordingMonitor,
+) -> None:
+    # make diff's comparison of each registration, on the component the program would register (the program
+    # refuses repair.unattended.enabled while the watcher is not built: tests/unattended/test_credential.py).
+    cfg = validate_stack(
+        {k.split(":", 1)[1]: v for k, v in prod().items()}
+        | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}}
+    )
+    changes = [compare(None, r) for r in register_unattended(monitor, cfg).registrations]
     info = "\n".join(line for change in changes for line in change.info)
 
     assert "VM.Audit, VM.PowerMgmt" in info and "Mapping.Audit" in info
@@ -49,9 +55,7 @@ def test_one_vm_or_one_mapping_without_propagation_is_what_the_watcher_needs() -
     assert wider_than_the_watcher_needs(None, "/vms/4101/x", False) != []
 
 
-def test_the_offline_preview_names_the_tokens_roles_and_paths_and_writes_its_secret_masked(
-    tmp_path: Any, capsys: Any
-) -> None:
+def test_the_offline_preview_refuses_enabled_naming_the_key_and_writes_no_manifest(tmp_path: Any, capsys: Any) -> None:
     import yaml
 
     from offline.preview import main
@@ -61,11 +65,9 @@ def test_the_offline_preview_names_the_tokens_roles_and_paths_and_writes_its_sec
     document["config"]["gpu-pool:repair"] = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
     (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
 
-    assert main(["--stack", "prod", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
-    printed = capsys.readouterr().out
-    assert "GpuPoolRepairVm-prod: VM.Audit, VM.PowerMgmt" in printed and "/mapping/pci/gpu-dc3" in printed
-    secret = yaml.safe_load(
-        (tmp_path / "out/manifests/secret-gpu-pool-repair-gpu-pool-repair-proxmox.yaml").read_text()
-    )
-    # The SDK's Secret makes the whole of stringData a secret: masked as one.
-    assert secret["stringData"] in ("[secret]", {"token": "[secret]"})
+    code = main(["--stack", "prod", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--quiet"])
+
+    captured = capsys.readouterr()
+    assert code != 0 and "repair.unattended.enabled" in captured.out + captured.err
+    assert "not in this version" in captured.out + captured.err
+    assert not list((tmp_path / "out").glob("manifests/*gpu-pool-repair*"))

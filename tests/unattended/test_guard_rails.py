@@ -5,6 +5,7 @@ only by a person. A property test drives random pools through the verdict and ch
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from day2.repair.unattended import (
     Failure,
     Pool,
     Reason,
+    UnattendedFacts,
     breaker_data,
     breaker_of,
     record_failure,
@@ -31,10 +33,13 @@ NOW = datetime.datetime(2026, 12, 5, 3, 0, tzinfo=datetime.UTC)
 XID = Decision(True, "node:health: Xid 79 on 0000:01:00.0 (fallen off the bus)")
 
 
-def stack(**unattended: Any) -> Any:
+def stack(**unattended: Any) -> UnattendedFacts:
+    """The prod stack's facts as the watcher reads them: computed from the validated config, through JSON."""
     raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
     repair = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True, **unattended}}
-    return validate_stack(raw | {"repair": repair})
+    return UnattendedFacts.from_json(
+        json.loads(json.dumps(UnattendedFacts.of(validate_stack(raw | {"repair": repair})).as_json()))
+    )
 
 
 CFG = stack()
@@ -42,7 +47,7 @@ SERVING = ObservedNode(rollout={"driver": "x"})
 
 
 def pool(**nodes: ObservedNode | None) -> Pool:
-    return Pool({d.name: nodes.get(d.name, SERVING) for d in CFG.failure_domains})
+    return Pool({d.name: nodes.get(d.name, SERVING) for d in CFG.domains})
 
 
 def at(hours_ago: float) -> str:
@@ -144,7 +149,7 @@ node_states = st.builds(
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(
-    nodes=st.fixed_dictionaries({d.name: st.one_of(st.none(), node_states) for d in CFG.failure_domains}),
+    nodes=st.fixed_dictionaries({d.name: st.one_of(st.none(), node_states) for d in CFG.domains}),
     breaker_open=st.booleans(),
 )
 def test_the_watcher_repairs_exactly_when_no_guard_rail_holds(
@@ -155,7 +160,7 @@ def test_the_watcher_repairs_exactly_when_no_guard_rail_holds(
     others_out = any(n is None or n.out for name, n in nodes.items() if name != "dc1")
     held = any(n is not None and n.held and not n.turn_holder.startswith(WATCHER_HOLDER_PREFIX) for n in nodes.values())
     me = nodes["dc1"]
-    spent = me is not None and sum(1 for r in me.repairs if r["at"] > at(24)) >= CFG.repair.max_per_day
+    spent = me is not None and sum(1 for r in me.repairs if r["at"] > at(24)) >= CFG.max_per_day
     assert result.repair == (not others_out and not held and not spent and not breaker_open)
     assert (Reason.ANOTHER_DOMAIN_OUT in result.reasons) == others_out
     assert (Reason.NODE_HELD in result.reasons) == held

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from config.repair import POWER_CYCLE_FLOORS, RepairConfig, UnattendedConfig, window_hours
+from config.repair import POWER_CYCLE_FLOORS, RepairConfig, UnattendedConfig
+from config.window import window_hours
 from day2.node_check.floors import FLOOR_NAMES
 from tests.config.refusal import Run, refused
 

@@ -20,8 +20,9 @@ from components.unattended.rbac import (
     turn_uses,
     watcher_rules,
 )
-from offline.recording import reveal
+from offline.recording import RecordingMonitor, reveal
 from offline.runner import read_stack_file
+from tests.unattended.registered import register_unattended
 
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
@@ -50,15 +51,12 @@ def test_every_kubectl_call_of_the_repair_turn_has_its_api_requests_known() -> N
     assert requests_of(uses)[1] == []
 
 
-def test_the_roles_grant_exactly_what_the_steps_use_and_nothing_more(
-    run_stack_program: Any, prod_config: dict[str, Any]
-) -> None:
+def test_the_roles_grant_exactly_what_the_steps_use_and_nothing_more(monitor: RecordingMonitor) -> None:
     cfg = stack()
     requests, _ = requests_of(turn_uses(cfg))
     where = {"operator": "gpu-operator", "smoke": "gpu-smoke-test", "events": "default", "node": "node"}
     expected = {(g, r, v, where.get(s, s)) for g, r, v, s in requests}
-    prod_config["gpu-pool:repair"] = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
-    recording = run_stack_program(prod_config)
+    recording = register_unattended(monitor, cfg)
 
     cluster = [
         rule

@@ -1,0 +1,34 @@
+"""The unattended repair's component registered on its own under a test's Pulumi mocks, as the program would
+register it: the program itself refuses `repair.unattended.enabled: true` while the watcher is not built
+(components/stack_check.py WATCHER_NOT_BUILT), and the registration stays tested through the same component."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as kubernetes
+import pulumi_proxmoxve as proxmoxve
+
+from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
+from config.stack import StackConfig
+from offline.recording import Recording, RecordingMonitor
+from offline.runner import execute
+
+# The shape of the stack's own credential (an API token of its user): the repair token is that user's.
+STACK_TOKEN = "pulumi@pve!gpu-pool=1b2c3d4e-0000-0000-0000-000000000000"
+
+
+def register_unattended(monitor: RecordingMonitor, cfg: StackConfig, stack_name: str = "prod") -> Recording:
+    def program() -> None:
+        UnattendedRepair(
+            "unattended-repair",
+            UnattendedRepairArgs(
+                stack=cfg,
+                stack_name=stack_name,
+                proxmox_credential=pulumi.Output.secret(STACK_TOKEN),
+                proxmox_provider=proxmoxve.Provider("proxmox", endpoint="https://pve.example:8006/"),
+                kubernetes_provider=kubernetes.Provider("kubernetes"),
+            ),
+        )
+
+    execute(program)
+    return monitor.recording
