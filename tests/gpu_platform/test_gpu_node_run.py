@@ -259,7 +259,7 @@ def test_node_check_passed_its_floors_on_the_node_it_ran_on() -> None:
 @RECORDED
 def test_the_chart_deploys_the_toolkit_and_device_plugin_versions_the_node_ran() -> None:
     root, _ = upstream_dir()
-    values_file = None if root is None else root / "gpu-operator" / "v26.7.0" / "values.yaml"
+    values_file = None if root is None else root / "gpu-operator" / "v26.7.0" / "chart" / "values.yaml"
     if values_file is None or not values_file.exists():
         pytest.skip(NO_UPSTREAM)
     values = yaml.safe_load(values_file.read_text())

@@ -104,7 +104,7 @@ def test_the_newer_name_of_every_renamed_field_is_a_real_dcgm_field(upstream: Pa
 
 @pytest.mark.parametrize("chart", sorted(CHART_DCGM_EXPORTER_VERSION))
 def test_the_chart_default_exporter_version_is_the_one_its_values_ship(upstream: Path, chart: str) -> None:
-    values = yaml.safe_load((upstream / "gpu-operator" / chart / "values.yaml").read_text())
+    values = yaml.safe_load((upstream / "gpu-operator" / chart / "chart" / "values.yaml").read_text())
 
     assert values["dcgmExporter"]["version"] == CHART_DCGM_EXPORTER_VERSION[chart]
 
