@@ -184,9 +184,12 @@ def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up")
         f'if [ -n "$({kubectl} get node {quoted} -o jsonpath={held_path})" ]; then {_patch(kubectl, node, release)}; fi'
     )
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
-    stopped = shlex.quote(
-        f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
-        f"kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"
+    # kubectl's last `error:` line names the pods it refused (a bare pod: "cannot delete Pods that declare no
+    # controller (use --force to override): NS/NAME", kubectl pkg/drain/filters.go); it goes into the note as is,
+    # and the drain's stderr still reaches the step's log. `$why` is expanded, never parsed again by the shell.
+    stopped = (
+        f'"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: $why; '
+        f'kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"'
     )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
@@ -197,8 +200,12 @@ def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up")
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
-        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
-        f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; }}; "
+        "err=$(mktemp); "
+        f'if ! {_drain(kubectl, node)} 2>"$err"; then cat "$err" >&2; '
+        """why=$(grep '^error:' "$err" | tail -n 1 | cut -c 1-400); rm -f "$err"; """
+        f"{kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
+        f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; fi; "
+        'cat "$err" >&2; rm -f "$err"; '
         + ("" if repairing else f"{turn_state_command(node, kubectl, 'changing')}; ")
         + release_operator
     )
