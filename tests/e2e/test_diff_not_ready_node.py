@@ -14,14 +14,17 @@ import copy
 import json
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from components.gpu_failure_domain.observed import NODES_ENV
 from offline.diff import settled_nodes
 from offline.runner import read_stack_file
+from tests.e2e.engine import PulumiStack
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import KUBELET, LIFECYCLE_CONTROLLER, NOT_READY_TAINT
 from tests.ssh_keys import TEST_PUBLIC_KEY
@@ -52,10 +55,18 @@ def prod() -> dict[str, Any]:
     return config
 
 
-@pytest.fixture
-def served_nodes(kubectl: Kubectl) -> Iterator[dict[str, str]]:
-    """prod's three workers as its `up` leaves them, registered on the API server; dc2's kubelet gone quiet."""
-    nodes = settled_nodes(prod())["items"]
+def shared_twice() -> dict[str, Any]:
+    """prod with its A1000s shared twice instead of four times: a change every domain's turn rolls."""
+    config = prod()
+    config["gpu-pool:sharingProfiles"]["a1000-x4"]["replicas"] = 2
+    return config
+
+
+@contextmanager
+def serving(kubectl: Kubectl, config: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """The stack's three workers as `config`'s `up` leaves them, registered on the API server; dc2's kubelet gone
+    quiet."""
+    nodes = settled_nodes(config)["items"]
     hosts = {n["metadata"]["labels"]["topology.kubernetes.io/zone"]: n["metadata"]["name"] for n in nodes}
     try:
         for node in nodes:
@@ -80,12 +91,16 @@ def served_nodes(kubectl: Kubectl) -> Iterator[dict[str, str]]:
         kubectl.run("delete", "node", *hosts.values(), "--ignore-not-found")
 
 
+@pytest.fixture
+def served_nodes(kubectl: Kubectl) -> Iterator[dict[str, str]]:
+    with serving(kubectl, prod()) as hosts:
+        yield hosts
+
+
 def test_make_diff_against_the_api_servers_nodes_with_one_not_ready_counts_it_out_and_names_the_danger(
     kubectl: Kubectl, served_nodes: dict[str, str], tmp_path: Path
 ) -> None:
-    after = prod()
-    after["gpu-pool:sharingProfiles"]["a1000-x4"]["replicas"] = 2
-    before_file, after_file = stack_file(tmp_path / "before", prod()), stack_file(tmp_path / "after", after)
+    before_file, after_file = stack_file(tmp_path / "before", prod()), stack_file(tmp_path / "after", shared_twice())
     saved = tmp_path / "nodes.json"
     saved.write_text(kubectl("get", "nodes", "-o", "json"), encoding="utf-8")
     served = json.loads(saved.read_text())
@@ -118,3 +133,20 @@ def test_make_diff_against_the_api_servers_nodes_with_one_not_ready_counts_it_ou
     assert document["dangers"] >= 1
     assert document["wave"]["batches"][0] == [SICK]
     assert document["wave"]["capacity"][0]["out"] == [SICK]
+
+
+def test_pulumi_preview_under_the_real_engine_names_the_not_ready_node_as_a_danger_of_its_wave(
+    kubectl: Kubectl, prod_engine_stack: PulumiStack, tmp_path: Path
+) -> None:
+    """The real CLI, language host and program, planning prod against the API server's Nodes (read through
+    GPU_POOL_NODES, as `make preview` does offline), which were rolled out to a file that shared the cards twice:
+    every domain's turn rolls, and dc2, not Ready, is out and named."""
+    with serving(kubectl, shared_twice()):
+        saved = tmp_path / "nodes.json"
+        saved.write_text(kubectl("get", "nodes", "-o", "json"), encoding="utf-8")
+        done = prod_engine_stack.run("preview", "--diff", check=False, env={NODES_ENV: str(saved)})
+
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-5000:]
+    assert "Traceback" not in said
+    assert f"{SICK} is not Ready: its turn stops before the drain and the wave stops there" in said, said[-5000:]
