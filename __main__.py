@@ -17,7 +17,7 @@ import pulumi
 
 from components.gpu_failure_domain.cluster_state import read_cluster_state
 from components.gpu_failure_domain.component import GpuFailureDomain, GpuFailureDomainArgs
-from components.gpu_failure_domain.host_preflight import datastore_needs, run_preflight
+from components.gpu_failure_domain.host_preflight import datastore_needs, run_preflight, run_proxy_preflight
 from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
@@ -33,6 +33,7 @@ from config.cross_key import config_warnings
 from config.errors import ConfigError
 from config.gpu_quotas import quota_warnings
 from config.loader import load_config
+from config.proxy import installer_hosts
 from config.run_environment import environment_problems
 from config.secrets import proxmox_credential
 
@@ -84,6 +85,17 @@ try:
     )
 except PreflightError as error:
     refuse("preflight failed", error.messages)
+if not OFFLINE and cfg.preflight.enabled and cfg.preflight.host_check and cfg.proxy.enabled:
+    # The proxy from each Proxmox host: a CONNECT it refuses is a VM that never installs RKE2 (docs/air-gap.md).
+    for warning in run_proxy_preflight(
+        [domain.proxmox_node for domain in cfg.failure_domains],
+        proxy=cfg.proxy.https or cfg.proxy.http or "",
+        hosts=installer_hosts(cfg.proxy, cfg.rke2),
+        ssh_user=cfg.proxmox.ssh.username,
+        node_addresses=cfg.proxmox.ssh.node_addresses,
+        ssh_port=cfg.proxmox.ssh.port,
+    ):
+        pulumi.log.warn(warning)
 if cluster_preflight.adopting:
     pulumi.log.warn(cluster_preflight.summary)
 kubernetes_provider = build_kubernetes_provider(loaded)
@@ -146,6 +158,7 @@ for name in batched + [name for name in plans if name not in batched]:
             kubernetes_provider=kubernetes_provider,
             platform=platform.handles,
             ssh_private_key=loaded.secrets.get("sshPrivateKey"),
+            registry_auth=loaded.secrets.get("registryAuth"),
             wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
         ),
     )

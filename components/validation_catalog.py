@@ -5,7 +5,8 @@ renamed or removed in the code fails the import or the test, not silently the do
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from types import UnionType
+from typing import Any, Final, get_args
 
 from components.gpu_failure_domain.host_preflight import datastore_problems, host_check_problems, pci_problems
 from components.gpu_failure_domain.turns import rke2_problems
@@ -24,6 +25,16 @@ from config.stack import StackConfig
 from config.stack_yaml import DuplicateKeyError
 from config.validate import number_problems
 
+
+def _model_of(annotation: Any) -> Any:
+    """An optional key's model (`AptMirrorConfig | None` -> AptMirrorConfig): the code its rules live in."""
+    return (
+        next((arg for arg in get_args(annotation) if arg is not type(None)), annotation)
+        if isinstance(annotation, UnionType)
+        else annotation
+    )
+
+
 RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
     # How the stack file is written, before any key is read.
     "stack file": {
@@ -32,7 +43,9 @@ RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
         "unknown-key": validate_stack,
     },
     # One key at a time: each top-level key's model carries its own rules (config-reference.md has each key's).
-    "single key": {(field.alias or name): field.annotation for name, field in StackConfig.model_fields.items()},
+    "single key": {
+        (field.alias or name): _model_of(field.annotation) for name, field in StackConfig.model_fields.items()
+    },
     "across keys": dict(CROSS_KEY_RULES),
     "rendered plan": {rule.id: rule.check for rule in RULES},
     "secrets": {

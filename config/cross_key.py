@@ -21,7 +21,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.operator_schema import image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
-from config.proxy import ProxyConfig, registry_mirrors
+from config.proxy import AptMirrorConfig, ProxyConfig, registry_mirrors
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -56,6 +56,8 @@ class StackParts:
     rke2: Rke2Config | None = None
     proxy: ProxyConfig | None = None
     registry_mirrors: Mapping[str, list[str]] | None = None
+    apt_mirror: AptMirrorConfig | None = None
+    air_gapped: bool = False
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
@@ -81,6 +83,8 @@ def parts_of(cfg: StackConfig) -> StackParts:
         rke2=cfg.rke2,
         proxy=cfg.proxy,
         registry_mirrors=cfg.registry_mirrors,
+        apt_mirror=cfg.apt_mirror,
+        air_gapped=cfg.air_gapped,
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
@@ -185,6 +189,8 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         rke2=_parsed(Rke2Config.model_validate, raw["rke2"]) if "rke2" in raw else None,
         proxy=_parsed(ProxyConfig.model_validate, raw.get("proxy", {})),
         registry_mirrors=_mirrors(raw.get("registryMirrors", {})),
+        apt_mirror=_parsed(AptMirrorConfig.model_validate, raw["aptMirror"]) if "aptMirror" in raw else None,
+        air_gapped=raw.get("airGapped") is True,
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
@@ -554,6 +560,33 @@ def _kernel_of_the_guest_release(parts: StackParts) -> list[str]:
     return problems
 
 
+def _no_route_out(parts: StackParts) -> list[str]:
+    """`airGapped: true`: what needs the internet and has no mirror set cannot work, and the preview knows it."""
+    if not parts.air_gapped:
+        return []
+    problems = []
+    if parts.proxy is not None and parts.proxy.enabled:
+        problems.append(
+            "gpu-pool:airGapped: true says the lab has no route out, but gpu-pool:proxy is one: remove airGapped "
+            "(a lab behind a proxy downloads through it) or the proxy"
+        )
+        return problems
+    operator = parts.operator
+    if parts.apt_mirror is None and operator is not None and not operator.use_precompiled:
+        problems.append(
+            "gpu-pool:aptMirror: with gpu-pool:airGapped the driver container cannot download the kernel headers it "
+            "builds nvidia.ko against; set gpu-pool:aptMirror (an Ubuntu archive mirror, written to driver.repoConfig) "
+            "or gpu-pool:gpuOperator.usePrecompiled: true (precompiled driver images need no packages)"
+        )
+    if parts.rke2 is not None and parts.rke2.installer.artifacts is None:
+        problems.append(
+            "gpu-pool:rke2.installer: with gpu-pool:airGapped every VM's first boot would fetch the RKE2 installer "
+            "and release from get.rke2.io and GitHub; set rke2.installer.script and rke2.installer.artifacts to "
+            "your lab's copies (docs/air-gap.md)"
+        )
+    return problems
+
+
 def _extra_values_schema(parts: StackParts) -> list[str]:
     operator = parts.operator
     return schema_problems_of(operator.extra_values, operator.chart_version) if operator is not None else []
@@ -595,6 +628,7 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
     ("kernel-of-the-guest-release", _kernel_of_the_guest_release),
+    ("no-route-out-needs-mirrors", _no_route_out),
     ("extra-values-fit-the-clusterpolicy-schema", _extra_values_schema),
     ("extra-values-compose-image-references", _extra_values_images),
 )

@@ -78,6 +78,8 @@ GuestOs = Literal["ubuntu-22.04", "ubuntu-24.04", "ubuntu-26.04"]
 GUEST_OSES: tuple[str, ...] = get_args(GuestOs)
 # Ubuntu's cloud image file names say the release by codename (noble-server-cloudimg-amd64.img) or number.
 UBUNTU_CODENAMES = {"jammy": "ubuntu-22.04", "noble": "ubuntu-24.04"}
+# Each supported release's codename: its archive's suites (an apt mirror's sources, components/gpu_platform).
+CODENAME_OF: dict[str, str] = {"ubuntu-22.04": "jammy", "ubuntu-24.04": "noble", "ubuntu-26.04": "resolute"}
 _UBUNTU_NUMBER = re.compile(r"ubuntu[-_]?(\d{2}\.\d{2})", re.IGNORECASE)
 OTHER_DISTROS = ("debian", "rocky", "alma", "centos", "fedora", "rhel", "opensuse", "sles", "arch", "alpine")
 

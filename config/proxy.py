@@ -67,6 +67,37 @@ class ProxyConfig(ConfigModel):
         return bool(self.http or self.https)
 
 
+def _archive_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{value!r} is not an archive URL: write http://<host>/ubuntu, as an Ubuntu archive mirror serves it "
+            "(dists/ and pool/ below it)"
+        )
+    return value.rstrip("/")
+
+
+class AptMirrorConfig(ConfigModel):
+    """`gpu-pool:aptMirror`: the Ubuntu archive a lab serves itself (docs/air-gap.md): cloud-init's `apt:` primary
+    and security sources on every new VM, and the GPU Operator driver container's package sources
+    (`driver.repoConfig`, NVIDIA's air-gap guide), where it downloads the kernel headers it builds against."""
+
+    uri: str = Field(description="the archive mirror, e.g. http://apt.lab.internal/ubuntu (archive.ubuntu.com's)")
+    security_uri: str | None = Field(
+        default=None,
+        description="the security archive's mirror (security.ubuntu.com's); default: `uri`, where most mirrors "
+        "serve the -security suites too",
+    )
+
+    _urls = field_validator("uri", "security_uri")(classmethod(lambda cls, v: _archive_url(v)))
+
+    @property
+    def security(self) -> str:
+        return self.security_uri or self.uri
+
+
 def no_proxy_for(proxy: ProxyConfig, cidrs: Sequence[str], subnet: str | None, server_host: str | None) -> str:
     """NO_PROXY, in order, without repeats: the cluster's CIDRs, its names, the VM's subnet, the server, the user's."""
     entries = [*cidrs, *CLUSTER_NAMES, *([subnet] if subnet else []), *([server_host] if server_host else [])]
@@ -114,6 +145,20 @@ def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str |
     env = {name: url for name, url in names.items() if url}
     env["NO_PROXY"] = no_proxy_for(proxy, (rke2.cluster_cidr, rke2.service_cidr), subnet, server)
     return {**env, **{name.lower(): value for name, value in env.items()}}
+
+
+def installer_hosts(proxy: ProxyConfig, rke2: Rke2Config) -> list[tuple[str, int]]:
+    """The hosts the RKE2 installer downloads from through the proxy: the script's and the artifacts' (GitHub
+    where no mirror is set), with their ports; those NO_PROXY names reach directly are left out."""
+    urls = [rke2.installer.script, rke2.installer.artifacts or "https://github.com"]
+    hosts: list[tuple[str, int]] = []
+    for url in urls:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if any(host == entry or (entry.startswith(".") and host.endswith(entry)) for entry in proxy.no_proxy):
+            continue
+        hosts.append((host, parts.port or (443 if parts.scheme == "https" else 80)))
+    return list(dict.fromkeys(hosts))
 
 
 def subnet_of(ipv4: str) -> str | None:

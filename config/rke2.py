@@ -46,6 +46,42 @@ def containerd_problem(version: str) -> str | None:
     return f"ships containerd 1.7, and {need}; the first release on the {line} line with containerd 2.0 is {first}"
 
 
+# RKE2's install script, which the first boot and the upgrade step run (RKE2 docs, "Quick start").
+DEFAULT_INSTALL_SCRIPT = "https://get.rke2.io"
+
+
+def _download_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{value!r} is not a download URL: write https://<host>/<path>, as curl fetches it")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{value!r} has a query or fragment: the install script appends its own paths")
+    return value.rstrip("/")
+
+
+class Rke2InstallerConfig(ConfigModel):
+    """Where the first boot and the upgrade step get RKE2 from (docs/air-gap.md): the install script, and the
+    release files the pinned install script downloads (INSTALL_RKE2_ARTIFACT_URL, install.sh at v1.33.5+rke2r1:
+    `<artifacts>/<version, + as %2B>/sha256sum-<arch>.txt` and `rke2.linux-<arch>.tar.gz`, as GitHub's releases
+    lay them out; an agent pulls its images from the registries)."""
+
+    script: str = Field(
+        default=DEFAULT_INSTALL_SCRIPT,
+        description="URL of RKE2's install.sh (default https://get.rke2.io); a copy on a lab server for a lab with no "
+        "route out",
+    )
+    artifacts: str | None = Field(
+        default=None,
+        description="URL prefix of the RKE2 release files, laid out as github.com/rancher/rke2/releases/download: "
+        "<artifacts>/v1.33.5%2Brke2r1/sha256sum-amd64.txt and rke2.linux-amd64.tar.gz (INSTALL_RKE2_ARTIFACT_URL); "
+        "default: GitHub's releases",
+    )
+
+    _urls = field_validator("script", "artifacts")(classmethod(lambda cls, v: _download_url(v)))
+
+
 class Rke2Config(ConfigModel):
     server_url: str = Field(
         description="RKE2 supervisor URL the agents register with, https://<server>:9345",
@@ -64,6 +100,11 @@ class Rke2Config(ConfigModel):
     service_cidr: str = Field(
         default="10.43.0.0/16",
         description="the cluster's service CIDR, as the servers' service-cidr (RKE2's default); kept off the proxy",
+    )
+
+    installer: Rke2InstallerConfig = Field(
+        default_factory=Rke2InstallerConfig,
+        description="where the RKE2 install script and release files are downloaded from (an installer mirror)",
     )
 
     @field_validator("cluster_cidr", "service_cidr")

@@ -8,6 +8,7 @@ Never a value here: shapes are checked without showing one (config/secret_checks
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -91,6 +92,36 @@ def _private_key(value: str) -> str | None:
     return "is not a private key: expected the whole file, from -----BEGIN ... PRIVATE KEY----- to its END line"
 
 
+# What RKE2's registries.yaml takes under `configs.<host>.auth` (RKE2 docs, "Private Registry Configuration").
+REGISTRY_AUTH_FIELDS = ("username", "password", "auth", "identity_token")
+
+
+def _registry_auth(value: str) -> str | None:
+    """The secret is the `configs` mapping of registries.yaml as one line of JSON, written into the file as it is
+    (JSON is YAML): the preview then shows it as <secret gpu-pool:registryAuth>, as it shows the join token."""
+    example = '{"harbor.lab.internal": {"auth": {"username": "robot", "password": "..."}}}'
+    if "\n" in value or "\r" in value:
+        return f"has a line break: give the configs mapping as one line of JSON, e.g. {example}"
+    try:
+        configs = json.loads(value)
+    except ValueError:
+        return f"is not JSON: give RKE2's registries.yaml `configs` mapping as one line of JSON, e.g. {example}"
+    if not isinstance(configs, dict) or not configs:
+        return f"is not a JSON object of registry hosts: e.g. {example}"
+    for host, entry in configs.items():
+        auth = entry.get("auth") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or set(entry) != {"auth"} or not isinstance(auth, dict):
+            return f'{host}: give {{"auth": {{...}}}} alone (configs.<host>.auth of registries.yaml), e.g. {example}'
+        unknown = sorted(set(auth) - set(REGISTRY_AUTH_FIELDS))
+        if unknown or not auth or not all(isinstance(v, str) and v for v in auth.values()):
+            return f"{host}.auth: takes non-empty strings of {', '.join(REGISTRY_AUTH_FIELDS)}" + (
+                f", not {', '.join(unknown)}" if unknown else ""
+            )
+        if ("username" in auth) != ("password" in auth):
+            return f"{host}.auth: give username and password together"
+    return None
+
+
 # The placeholders take a digest (hex) of what they stand for: the secret's `secure:` ciphertext when the stack file
 # has one, so a rotated secret reads as changed in `make diff` while its value stays unknown (offline/runner.py).
 def _token_placeholder(digest: str) -> str:
@@ -104,6 +135,10 @@ def _rke2_placeholder(digest: str) -> str:
 def _key_placeholder(digest: str) -> str:
     body = f"offline-placeholder-{digest[:16]}"
     return f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def _registry_auth_placeholder(digest: str) -> str:
+    return json.dumps({"offline-placeholder": {"auth": {"username": "offline", "password": digest[:16]}}})
 
 
 def generic_placeholder(key: str, digest: str) -> str:
@@ -187,6 +222,17 @@ SECRETS: tuple[Secret, ...] = (
         provider_env=None,
         placeholder=_key_placeholder,
         key_file=True,
+    ),
+    Secret(
+        key="registryAuth",
+        description="the registry mirrors' credentials",
+        purpose="the credentials RKE2 pulls from the registry mirrors with (registries.yaml `configs`)",
+        needed="when a registry mirror asks for a login; one line of JSON: {host: {auth: {username, password}}}",
+        auth=None,
+        required=False,
+        shape=_registry_auth,
+        provider_env=None,
+        placeholder=_registry_auth_placeholder,
     ),
 )
 BY_KEY: Mapping[str, Secret] = {secret.key: secret for secret in SECRETS}

@@ -12,7 +12,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
-from config.proxy import ProxyConfig, registry_mirrors
+from config.proxy import AptMirrorConfig, ProxyConfig, registry_mirrors
 from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.rollout import RolloutConfig
@@ -36,6 +36,16 @@ class StackConfig(ConfigModel):
         default_factory=ProxyConfig,
         description="the HTTP(S) proxy a lab behind one downloads through: the RKE2 installer and agent, apt, the "
         "GPU Operator's driver container (docs/air-gap.md)",
+    )
+    apt_mirror: AptMirrorConfig | None = Field(
+        default=None,
+        description="the Ubuntu archive mirror every new VM's apt and the GPU Operator's driver container use "
+        "(docs/air-gap.md)",
+    )
+    air_gapped: bool = Field(
+        default=False,
+        description="the lab has no route out, not even a proxy: the preview refuses what needs one (the driver "
+        "build without an apt mirror, the RKE2 installer from the internet) (docs/air-gap.md)",
     )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description="the Kubernetes API the stack and its kubectl steps talk to"

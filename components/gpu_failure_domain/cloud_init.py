@@ -11,10 +11,10 @@ import yaml
 from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
-from config.proxy import ProxyConfig, proxy_environment, registries_yaml, subnet_of
-from config.rke2 import Rke2Config
+from config.proxy import AptMirrorConfig, ProxyConfig, proxy_environment, registries_yaml, subnet_of
+from config.rke2 import DEFAULT_INSTALL_SCRIPT, Rke2Config
 
-RKE2_INSTALL_URL = "https://get.rke2.io"
+RKE2_INSTALL_URL = DEFAULT_INSTALL_SCRIPT
 # Kernel packages held so no unattended upgrade swaps the kernel under the driver: a new kernel
 # without a rebuilt module is the article's "Unknown symbol __register_chrdev" trap.
 HELD_KERNEL_PACKAGES = ("linux-generic", "linux-image-generic", "linux-headers-generic", "linux-virtual")
@@ -30,6 +30,18 @@ RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname 
 RKE2_AGENT_ENV_FILE = "/etc/default/rke2-agent"
 # Where RKE2 reads its registry mirrors at start (it writes containerd's hosts.toml from it).
 RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
+# The file cloud-init's apt module writes its proxy keys to (cc_apt_configure's APT_PROXY_FN): a wave that adds
+# or changes the proxy on a VM that exists writes the same file, so apt (the kernel wave's) uses it.
+APT_PROXY_FILE = "/etc/apt/apt.conf.d/90cloud-init-aptproxy"
+# Every file the egress settings own on a VM: a turn writes those the stack asks for and removes the others.
+EGRESS_FILES = (RKE2_AGENT_ENV_FILE, RKE2_REGISTRIES_FILE, APT_PROXY_FILE)
+
+
+def artifact_env(rke2: Rke2Config) -> str:
+    """`INSTALL_RKE2_ARTIFACT_URL=<artifacts> ` for an installer mirror (install.sh: the release files from there
+    instead of GitHub), or nothing."""
+    artifacts = rke2.installer.artifacts
+    return f"INSTALL_RKE2_ARTIFACT_URL={shlex.quote(artifacts)} " if artifacts else ""
 
 
 def exports(env: Mapping[str, str]) -> str:
@@ -53,12 +65,23 @@ def rke2_agent_config(
     }
 
 
+def registries_file(mirrors: Mapping[str, list[str]] | None, registry_auth: str | None = None) -> str:
+    """registries.yaml's text. The credentials (gpu-pool:registryAuth, one line of JSON: JSON is YAML) go in as
+    written, so the preview's redaction of the secret's value hides them whole, as it hides the join token."""
+    text = yaml.safe_dump(registries_yaml(dict(mirrors or {})), sort_keys=True)
+    return text + (f"configs: {registry_auth}\n" if registry_auth else "")
+
+
 def _egress_settings(
-    env: Mapping[str, str], proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
-) -> tuple[list[dict[str, str]], dict[str, str]]:
+    env: Mapping[str, str],
+    proxy: ProxyConfig | None,
+    mirrors: Mapping[str, list[str]] | None,
+    registry_auth: str | None = None,
+    apt_mirror: AptMirrorConfig | None = None,
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """The files and apt settings a lab behind a proxy or with registry mirrors needs (docs/air-gap.md)."""
     write_files: list[dict[str, str]] = []
-    apt: dict[str, str] = {}
+    apt: dict[str, Any] = {}
     if env and proxy is not None:
         write_files.append(
             {
@@ -70,15 +93,29 @@ def _egress_settings(
         )
         # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
         apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
-    if mirrors:
+    if apt_mirror is not None:
+        # cloud-config's apt module writes the release's sources with these archives (cc_apt_configure:
+        # primary for the release and its updates, security for -security) before package_update.
+        apt["primary"] = [{"arches": ["default"], "uri": apt_mirror.uri}]
+        apt["security"] = [{"arches": ["default"], "uri": apt_mirror.security}]
+    if mirrors or registry_auth:
         write_files.append(
-            {
-                "path": RKE2_REGISTRIES_FILE,
-                "permissions": "0600",
-                "content": yaml.safe_dump(registries_yaml(dict(mirrors)), sort_keys=True),
-            }
+            {"path": RKE2_REGISTRIES_FILE, "permissions": "0600", "content": registries_file(mirrors, registry_auth)}
         )
     return write_files, apt
+
+
+def egress_files(
+    domain: FailureDomainConfig, rke2: Rke2Config, proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
+) -> list[dict[str, str]]:
+    """The egress files a domain's VM holds once set up: what cloud-init writes at first boot, plus apt's proxy file
+    that cloud-init's `apt:` keys become. The wave's files turn writes exactly these (rollout.node_files_command)."""
+    env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
+    files, apt = _egress_settings(env, proxy, mirrors)
+    if apt:
+        lines = "".join(f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items())
+        files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines})
+    return files
 
 
 def user_data_document(
@@ -88,6 +125,8 @@ def user_data_document(
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
     mirrors: Mapping[str, list[str]] | None = None,
+    registry_auth: str | None = None,
+    apt_mirror: AptMirrorConfig | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -114,12 +153,12 @@ def user_data_document(
         "update-initramfs -u",
         "modprobe -r nouveau || true",
         # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's.
-        f"curl -sfL {RKE2_INSTALL_URL} -o /run/install-rke2.sh",
-        f'INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh /run/install-rke2.sh',
+        f"curl -sfL {shlex.quote(rke2.installer.script)} -o /run/install-rke2.sh",
+        f'{artifact_env(rke2)}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh /run/install-rke2.sh',
         "systemctl enable --now qemu-guest-agent",
         "systemctl enable --now rke2-agent.service",
     ]
-    write_files, apt = _egress_settings(env, proxy, mirrors)
+    write_files, apt = _egress_settings(env, proxy, mirrors, registry_auth, apt_mirror)
     document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
@@ -157,9 +196,12 @@ def build_user_data(
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
     mirrors: Mapping[str, list[str]] | None = None,
+    registry_auth: str | None = None,
+    apt_mirror: AptMirrorConfig | None = None,
 ) -> str:
-    """The `#cloud-config` document. It holds the join token: callers must keep the result secret."""
-    document = user_data_document(domain, rke2, token, marking, proxy, mirrors)
+    """The `#cloud-config` document. It holds the join token and the registry credentials: callers must keep the
+    result secret."""
+    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

@@ -46,6 +46,8 @@ class GpuFailureDomainArgs:
     proxmox_provider: proxmoxve.Provider
     kubernetes_provider: pulumi_kubernetes.provider.Provider
     platform: PlatformHandles
+    # gpu-pool:registryAuth (registries.yaml's `configs`), where the stack sets it.
+    registry_auth: pulumi.Output[str] | None = None
     # The key the remote steps log in to the VM with; None uses the ssh-agent (SSH_AUTH_SOCK).
     ssh_private_key: pulumi.Output[str] | None = None
     # The previous batch's last steps, which this domain's turn waits for (empty: no wait across domains).
@@ -123,8 +125,13 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     name, **step.args, opts=self._options(step, args.proxmox_provider)
                 )
             case CloudInitStep():
-                # The user data carries the join token, so the whole snippet is a secret end to end.
-                user_data: pulumi.Output[str] = pulumi.Output.secret(args.rke2_token.apply(step.user_data))
+                # The user data carries the join token (and the registry credentials), so the whole snippet is a
+                # secret end to end.
+                render = step.user_data
+                auth = args.registry_auth if args.registry_auth is not None else pulumi.Output.from_input("")
+                user_data: pulumi.Output[str] = pulumi.Output.secret(
+                    pulumi.Output.all(args.rke2_token, auth).apply(lambda v: render(v[0], v[1] or None))
+                )
                 return proxmoxve.FileLegacy(
                     name,
                     **step.args,
@@ -162,6 +169,8 @@ class GpuFailureDomain(pulumi.ComponentResource):
             update=run.update,
             delete=run.delete,
             triggers=self._triggers(run),
+            # pulumi-command sends no stdin for none: the step's `cat` reads an empty input then.
+            stdin=self._args.registry_auth if run.registry_auth_stdin else None,
             opts=self._options(step),
         )
 

@@ -283,3 +283,65 @@ def run_preflight(
     if problems:
         raise PreflightError(problems)
     return report
+
+
+# ------------------------------------------------------------------------------ the proxy, from each Proxmox host
+
+# What curl prints after the request: the proxy's answer to CONNECT (000: none, the proxy was not reached).
+_CONNECT_MARK = "connect="
+
+
+def proxy_connect_remote(proxy: str, host: str, port: int) -> str:
+    """Read-only, run on a Proxmox host: an HTTPS request to the installer's host through the proxy, which curl
+    opens with CONNECT. Prints curl's error, if any, and the proxy's answer to CONNECT."""
+    url = f"https://{host}:{port}/"
+    return (
+        f"curl -sS -o /dev/null --max-time 15 --proxy {shlex.quote(proxy)} "
+        f"-w '{_CONNECT_MARK}%{{http_connect}}\\n' {shlex.quote(url)} 2>&1; true"
+    )
+
+
+def _over_ssh(ssh_user: str, address: str, port: int, remote: str) -> str:
+    target = shlex.quote(f"{ssh_user}@{address}")
+    return f"ssh -o BatchMode=yes -o ConnectTimeout=10 -p {port} {target} {shlex.quote(remote)}"
+
+
+def proxy_connect_warning(node: str, proxy: str, host: str, port: int, stdout: str) -> str | None:
+    """None where the proxy answered CONNECT with 200; else one line naming the host and what the proxy said."""
+    lines = [line.strip() for line in stdout.strip().splitlines() if line.strip()]
+    codes = [line.removeprefix(_CONNECT_MARK) for line in lines if line.startswith(_CONNECT_MARK)]
+    code = codes[-1] if codes else ""
+    if code == "200":
+        return None
+    said = "; ".join(line for line in lines if not line.startswith(_CONNECT_MARK)) or "nothing"
+    answer = f"the proxy answered CONNECT with {code}" if code not in ("", "000") else "no answer from the proxy"
+    return (
+        f"Proxmox node {node}: an HTTPS CONNECT through {proxy} to {host}:{port} failed ({answer}; curl: {said}): "
+        f"the VMs behind this proxy cannot download the RKE2 installer; allow {host}:{port} on the proxy, or set "
+        "gpu-pool:rke2.installer to a mirror (docs/air-gap.md)"
+    )
+
+
+def run_proxy_preflight(
+    nodes: Iterable[str],
+    *,
+    proxy: str,
+    hosts: Sequence[tuple[str, int]],
+    ssh_user: str,
+    node_addresses: Mapping[str, str],
+    ssh_port: int = 22,
+    run: Any = None,
+) -> list[str]:
+    """With preflight.hostCheck and a proxy: from each Proxmox host (on the VMs' network), a CONNECT through the
+    proxy to each installer host. Warnings, not refusals: the proxy may answer a VM where it does not answer the
+    host."""
+    runner = run if run is not None else (lambda script: run_quietly(script).stdout)
+    warnings = []
+    for node in dict.fromkeys(nodes):
+        address = node_addresses.get(node, node)
+        for host, port in hosts:
+            stdout = runner(_over_ssh(ssh_user, address, ssh_port, proxy_connect_remote(proxy, host, port)))
+            warning = proxy_connect_warning(node, proxy, host, port, stdout)
+            if warning is not None:
+                warnings.append(warning)
+    return warnings

@@ -46,7 +46,9 @@ from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
     device_plugin_restart_command,
+    domain_egress_files,
     node_cleanup_command,
+    node_files_command,
     retire_drain_command,
     rke2_upgrade_command,
     rollout_done_command,
@@ -226,7 +228,8 @@ def plan_domain(
     at = _Scope.of(domain, stack, turn, holder)
     identity = _identity(at)
     logins = _logins(at)
-    changes = [*_drain(at, _names(logins)), *_upgrade(at), *_plugin_restart(at)]
+    files = _files(at)
+    changes = [*_drain(at, _names(logins)), *files, *_upgrade(at, _names(files)), *_plugin_restart(at)]
     changed = _names(changes)
     node = _node(at, changed, node_check)
     # Ready for the GPU checks: labelled, tainted, the turn's changes made and, in a repair, the node checked.
@@ -321,8 +324,8 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token: build_user_data(
-            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors
+        user_data=lambda token, registry_auth: build_user_data(
+            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth, stack.apt_mirror
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
@@ -378,7 +381,13 @@ def _retire(at: _Scope) -> LocalStep:
 def _logins(at: _Scope) -> list[Step]:
     """The SSH logins the turn's remote steps need, proven before the drain (a failed login drains nothing)."""
     needed = [
-        (at.turn.install_rke2, StepName.RKE2_LOGIN, "prove the SSH login the RKE2 upgrade needs, before the drain"),
+        (
+            at.turn.install_rke2 or at.turn.write_files,
+            StepName.RKE2_LOGIN,
+            "prove the SSH login the RKE2 upgrade needs, before the drain"
+            if not at.turn.write_files
+            else "prove the SSH login that writing RKE2's egress files needs, before the drain",
+        ),
         (
             at.turn.drains and at.turn.install_kernel,
             StepName.KERNEL_LOGIN,
@@ -390,7 +399,11 @@ def _logins(at: _Scope) -> list[Step]:
             at,
             name,
             does,
-            Command(login_check_command(), interpreter=None, triggers=at.key),
+            Command(
+                login_check_command(at.domain.kernel if name == StepName.KERNEL_LOGIN else None),
+                interpreter=None,
+                triggers=at.key,
+            ),
             waits_for=(StepName.VM,),
             after_previous_batch=True,
             turn_step=True,
@@ -422,7 +435,29 @@ def _proxy_env(at: _Scope) -> dict[str, str]:
     return proxy_environment(at.stack.proxy, at.stack.rke2, subnet_of(at.domain.network.ipv4))
 
 
-def _upgrade(at: _Scope) -> list[Step]:
+def _files(at: _Scope) -> list[Step]:
+    """A changed proxy or registry mirrors on a VM that exists: cloud-init ran once, so the drained node gets the
+    files over SSH and its agent restarted (docs/air-gap.md)."""
+    if not at.turn.write_files:
+        return []
+    return [
+        _remote_step(
+            at,
+            StepName.RKE2_FILES,
+            "write the proxy and registry mirror files and restart rke2-agent",
+            Command(
+                node_files_command(domain_egress_files(at.domain, at.stack)),
+                interpreter=None,
+                triggers=at.key,
+                registry_auth_stdin=True,
+            ),
+            waits_for=(StepName.WAVE_DRAIN,),
+            turn_step=True,
+        )
+    ]
+
+
+def _upgrade(at: _Scope, files: tuple[str, ...] = ()) -> list[Step]:
     if not at.turn.install_rke2:
         return []
     version = at.stack.rke2.version
@@ -431,8 +466,13 @@ def _upgrade(at: _Scope) -> list[Step]:
             at,
             StepName.RKE2_UPGRADE,
             f"install RKE2 {version} and restart rke2-agent",
-            Command(rke2_upgrade_command(version, _proxy_env(at)), interpreter=None, triggers=at.key),
-            waits_for=(StepName.WAVE_DRAIN,),
+            Command(
+                rke2_upgrade_command(version, _proxy_env(at), at.stack.rke2.installer),
+                interpreter=None,
+                triggers=at.key,
+            ),
+            # After the files: the installer's restart then reads them too.
+            waits_for=(StepName.WAVE_DRAIN, *files),
             turn_step=True,
         )
     ]
@@ -566,7 +606,7 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             at,
             StepName.KERNEL_LOGIN,
             "prove the SSH login and passwordless sudo the kernel install needs",
-            Command(login_check_command(), update=unchanged, interpreter=None, triggers=triggers),
+            Command(login_check_command(kernel), update=unchanged, interpreter=None, triggers=triggers),
             waits_for=after,
         ),
         LocalStep(

@@ -8,12 +8,14 @@ what each worker runs (turns.py decides each domain's turn from it).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import posixpath
 import shlex
 from collections.abc import Mapping
 
-from components.gpu_failure_domain.cloud_init import RKE2_INSTALL_URL
+from components.gpu_failure_domain.cloud_init import EGRESS_FILES, RKE2_INSTALL_URL, RKE2_REGISTRIES_FILE, egress_files
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
@@ -26,6 +28,7 @@ from components.gpu_failure_domain.observed import (
 )
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
+from config.rke2 import Rke2InstallerConfig
 from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
 from knowledge.gpu_operator import (
@@ -43,6 +46,7 @@ CHANGE_WORDS: Mapping[str, str] = {
     "vm": "VM power cycle (cold-start settings or card)",
     "driver": "driver upgrade (the operator's, on the drained node only)",
     "sharing": "device plugin and GPU Feature Discovery restart (sharing profile)",
+    "files": "proxy and registry mirror files rewritten, rke2-agent restarted (cloud-init runs once)",
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
@@ -61,7 +65,46 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
         "vm": _digest([reboot_settings(domain), mapped_device(domain)]),
         "driver": stack.gpu_operator.driver_version,
         "sharing": f"{domain.sharing}@{_digest(stack.sharing_profiles[domain.sharing].model_dump(mode='json'))}",
+        # Only where the stack sets a proxy or mirrors: a Node recorded without the key has none, so a stack
+        # without them records (and plans) exactly what it did before the key existed.
+        **({"files": _digest(files)} if (files := domain_egress_files(domain, stack)) else {}),
     }
+
+
+def domain_egress_files(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
+    return egress_files(domain, stack.rke2, stack.proxy, stack.registry_mirrors)
+
+
+def node_files_command(files: list[dict[str, str]]) -> str:
+    """Runs on the VM over SSH (a drained node): the egress files the stack asks for written, the others it owns
+    removed (a proxy taken out of the stack leaves none behind), then rke2-agent restarted to read them (its unit
+    reads /etc/default/rke2-agent at start, and RKE2 turns registries.yaml into containerd's hosts at start).
+    The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file is written
+    beside its place and renamed, so a failed write never leaves half a file."""
+    wanted = {file["path"]: file for file in files}
+    # The registry credentials (gpu-pool:registryAuth) arrive on stdin, never in this text (registries_file).
+    parts = ["set -e", "auth=$(cat)"]
+    for path in EGRESS_FILES:
+        quoted, file = shlex.quote(path), wanted.get(path)
+        mkdir = f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}"
+        write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
+        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
+        move = f"sudo chmod {file['permissions'] if file else '0600'} {quoted}.new; sudo mv {quoted}.new {quoted}"
+        if file is not None:
+            encoded = base64.b64encode(file["content"].encode()).decode()
+            parts.append(f"{mkdir}; echo {encoded} | base64 -d | {write}")
+            if path == RKE2_REGISTRIES_FILE:
+                parts.append(f'if [ -n "$auth" ]; then {credentials}; fi')
+            parts.append(move)
+        elif path == RKE2_REGISTRIES_FILE:
+            # Credentials without mirrors: registries.yaml holds them alone.
+            empty = "printf 'mirrors: {}\\n'"
+            alone = f"{mkdir}; {empty} | {write}; {credentials}; {move}"
+            parts.append(f'if [ -n "$auth" ]; then {alone}; else sudo rm -f {quoted}; fi')
+        else:
+            parts.append(f"sudo rm -f {quoted}")
+    parts += ["sudo systemctl restart rke2-agent", "echo 'egress files written, rke2-agent restarted'"]
+    return "; ".join(parts)
 
 
 def _patch(kubectl: str, node: str, patch: Mapping[str, object]) -> str:
@@ -254,18 +297,23 @@ def device_plugin_restart_command(node: str, kubectl: str, namespace: str) -> st
     )
 
 
-def rke2_upgrade_command(version: str, env: Mapping[str, str] | None = None) -> str:
+def rke2_upgrade_command(
+    version: str, env: Mapping[str, str] | None = None, installer: Rke2InstallerConfig | None = None
+) -> str:
     """Runs on the VM over SSH: the official installer at the pinned release, as the first-boot join does
     (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it.
     `env`: the proxy's variables (cloud_init.proxy_environment), for curl and the installer's own downloads;
     passed through `sudo env`, since sudo's env_reset drops the caller's."""
     pinned = shlex.quote(version)
+    script = installer.script if installer is not None else RKE2_INSTALL_URL
+    artifacts = installer.artifacts if installer is not None else None
+    mirror = f"INSTALL_RKE2_ARTIFACT_URL={shlex.quote(artifacts)} " if artifacts else ""
     assigned = "".join(f"{name}={shlex.quote(value)} " for name, value in (env or {}).items())
     # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's (as cloud_init.py).
     return (
         "set -e; "
-        f"{assigned}curl -sfL {RKE2_INSTALL_URL} -o /tmp/install-rke2.sh; "
-        f"sudo {'env ' + assigned if assigned else ''}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} "
+        f"{assigned}curl -sfL {shlex.quote(script)} -o /tmp/install-rke2.sh; "
+        f"sudo {'env ' + assigned if assigned else ''}{mirror}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION={pinned} "
         "sh /tmp/install-rke2.sh; "
         "sudo systemctl restart rke2-agent; "
         f"echo {shlex.quote(f'rke2-agent restarted on {version}')}"

@@ -38,6 +38,8 @@ class StepName(StrEnum):
     WAVE_DRAIN = "wave-drain"
     KERNEL_DRAIN = "kernel-drain"
     RKE2_UPGRADE = "rke2-upgrade"
+    # A changed proxy or registry mirrors: the egress files written over SSH, rke2-agent restarted.
+    RKE2_FILES = "rke2-files"
     PLUGIN_RESTART = "device-plugin-restart"
     POWER_CYCLE = "power-cycle"
     NODE_READY = "node-ready"
@@ -83,6 +85,9 @@ class Command:
     triggers: tuple[str, ...] = ()
     # Steps whose resource id is a trigger too (node-ready runs again for a new VM).
     id_triggers: tuple[str, ...] = ()
+    # A remote step that reads the registry credentials (gpu-pool:registryAuth, a secret Output the component
+    # holds) on its standard input: a secret never travels in the command's text.
+    registry_auth_stdin: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,8 +133,9 @@ class CloudInitStep(_Step):
     kind: ClassVar[Literal["cloud-init"]] = "cloud-init"
     args: Mapping[str, Any]
     file_name: str
-    # The snippet's text from the join token (a secret the component holds as an Output).
-    user_data: Callable[[str], str] = field(compare=False, repr=False)
+    # The snippet's text from the join token and the registry credentials, if any (secrets the component holds as
+    # Outputs).
+    user_data: Callable[[str, str | None], str] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)

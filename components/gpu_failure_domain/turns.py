@@ -49,7 +49,7 @@ Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in
 # disrupt: drained first), or different while the node already runs what the stack asks (upgraded by hand).
 Record = Literal["-", "equal", "differs, to disrupt", "differs, already running"]
 # What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
-DISRUPTIVE = ("vm", "driver", "sharing")
+DISRUPTIVE = ("vm", "driver", "sharing", "files")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][^+]*?rke2r(\d+))?")
 
 
@@ -109,6 +109,8 @@ class Turn:
     changes: tuple[str, ...] = ()
     install_rke2: bool = False
     install_kernel: bool = False
+    # The egress files (proxy, registry mirrors) written over SSH and rke2-agent restarted: cloud-init ran once.
+    write_files: bool = False
     rebuild_driver: bool = False
     restart_plugins: bool = False
     # The turn ends with the node serving (the wave cordoned it) or, cordoned by someone else, still cordoned.
@@ -132,7 +134,7 @@ class Turn:
 
     @property
     def needs_ssh(self) -> bool:
-        return self.install_rke2 or self.install_kernel
+        return self.install_rke2 or self.install_kernel or self.write_files
 
     def why(self) -> str:
         """One line: why this domain has this turn, and how it ends."""
@@ -165,10 +167,12 @@ def _changes(desired: Mapping[str, str], observed: ObservedNode, domain: Failure
     kubelet_off = bool(observed.kubelet_version) and observed.kubelet_version != desired["rke2"]
     kernel_off = bool(domain.kernel) and observed.kernel_version != domain.kernel
     if recorded is None:
-        # A Node from before waves records nothing: it rolls only what it shows.
-        found = {"rke2": kubelet_off, "kernel": kernel_off}
+        # A Node from before waves records nothing: it rolls only what it shows, and the egress files the stack
+        # asks for (they cannot be seen from the cluster; writing them again changes nothing).
+        found = {"rke2": kubelet_off, "kernel": kernel_off, "files": "files" in desired}
     else:
-        found = {key: recorded.get(key) != desired[key] for key in CHANGE_KEYS}
+        # A key missing on either side is '' (a Node recorded before `files` existed, a stack without egress files).
+        found = {key: recorded.get(key, "") != desired.get(key, "") for key in CHANGE_KEYS}
         found["rke2"] = found["rke2"] or kubelet_off
         found["kernel"] = found["kernel"] or kernel_off
     return [key for key in CHANGE_KEYS if found.get(key)]
@@ -199,6 +203,7 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
         tuple(changes),
         install_rke2=install_rke2,
         install_kernel=install_kernel,
+        write_files="files" in changes,
         rebuild_driver=rebuild_driver,
         # A resumed turn cannot know which profile the plugin read last (a change may have been reverted since):
         # it restarts the plugin and GFD on the drained node, which costs nothing there.
@@ -420,6 +425,20 @@ def rke2_problems(
     # A kernel pin without a key is refused with the config (config/cross_key.py); an RKE2 upgrade only needs one
     # where the installer must run.
     no_key = [d.name for d in stack.failure_domains if turns[d.name].install_rke2 and not d.ssh_authorized_keys]
+    no_key_files = [
+        d.name
+        for d in stack.failure_domains
+        if turns[d.name].write_files and not turns[d.name].install_rke2 and not d.ssh_authorized_keys
+    ]
+    if no_key_files:
+        many = len(no_key_files) > 1
+        problems.append(
+            f"gpu-pool:failureDomains[{no_key_files[0]}].sshAuthorizedKeys: the changed gpu-pool:proxy or "
+            f"gpu-pool:registryMirrors are written on the VM over SSH, but domain{'s' if many else ''} "
+            f"{', '.join(no_key_files)} ha{'ve' if many else 's'} no key: a VM only trusts the keys "
+            "it was created with, so recreate those workers (their first boot writes the files) or keep the proxy "
+            "and mirrors they were created with"
+        )
     if no_key:
         problems.append(
             f"gpu-pool:failureDomains[{no_key[0]}].sshAuthorizedKeys: the RKE2 upgrade to {pin} runs the installer "

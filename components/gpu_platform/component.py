@@ -10,6 +10,7 @@ import pulumi_command as command
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules, prometheus_rule_labels
+from components.gpu_platform.apt_sources import APT_SOURCES_CONFIGMAP, build_apt_sources_configmap
 from components.gpu_platform.cel_policies import (
     build_cpu_guard_validating_policy,
     build_gpu_quota_generating_policies,
@@ -32,6 +33,7 @@ from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_t
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_helm_release, register_object
 from components.shared.platform_handles import PlatformHandles
+from config.proxmox import CODENAME_OF
 from config.proxy import proxy_environment
 from config.stack import StackConfig
 from knowledge.gpu_operator_chart import CHART_NAME
@@ -110,6 +112,20 @@ class GpuPlatform(pulumi.ComponentResource):
             build_dcgm_metrics_configmap(operator_cfg.namespace, deployed_exporter_version(operator_cfg)),
             self._after(namespace),
         )
+        # Before the release too: the operator fails the driver's pods on a repoConfig ConfigMap it cannot read.
+        apt_sources = (
+            [
+                self._object(
+                    "apt-sources",
+                    build_apt_sources_configmap(
+                        cfg.apt_mirror, CODENAME_OF[cfg.proxmox.guest_os or "ubuntu-24.04"], operator_cfg.namespace
+                    ),
+                    self._after(namespace),
+                )
+            ]
+            if cfg.apt_mirror is not None
+            else []
+        )
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
         # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
         crd_opts = pulumi.ResourceOptions.merge(self._k8s, pulumi.ResourceOptions(retain_on_delete=True))
@@ -117,7 +133,7 @@ class GpuPlatform(pulumi.ComponentResource):
         self.release = register_helm_release(
             f"{self._name}-gpu-operator",
             _release(cfg, crds_registered=bool(crds)),
-            self._after(namespace, time_slicing, dcgm_metrics, *crds),
+            self._after(namespace, time_slicing, dcgm_metrics, *apt_sources, *crds),
         )
         wait = operator_wait_command(
             kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
@@ -237,6 +253,7 @@ def _release(cfg: StackConfig, *, crds_registered: bool) -> dict[str, Any]:
             cfg.monitoring,
             crds_registered=crds_registered,
             driver_env=proxy_environment(cfg.proxy, cfg.rke2),
+            repo_config=APT_SOURCES_CONFIGMAP if cfg.apt_mirror is not None else None,
         ),
         # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the workloads is
         # left to the operator-ready step, which reports what it sees.

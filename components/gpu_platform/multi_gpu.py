@@ -78,7 +78,9 @@ def smoke_label() -> dict[str, str]:
 
 def gpu_total_expression(resource: str) -> str:
     """JMESPath: the GPUs the pod holds while it runs, as the scheduler counts them (module docstring)."""
-    values = f'resources.limits."{resource}" | [].to_number(@)'
+    # to_string first: a limit written as a number (a manifest applied from a file) reaches Kyverno's JMESPath as an
+    # integer, which its to_number turns into null, and sum() of a null fails the rule (kyverno apply v1.19.1).
+    values = f'resources.limits."{resource}" | [].to_number(to_string(@))'
     init = f"({SPEC}.initContainers || `[]`)"
     running = f"sum([`0`, {SPEC}.containers[].{values}, {init}[?restartPolicy=='Always'].{values}][])"
     return f"max([{running}, max([`0`, {init}[?restartPolicy!='Always'].{values}][])])"

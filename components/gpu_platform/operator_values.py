@@ -89,6 +89,7 @@ def build_gpu_operator_values(
     crds_registered: bool = False,
     service_monitor_labels: Mapping[str, str] | None = None,
     driver_env: Mapping[str, str] | None = None,
+    repo_config: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -144,6 +145,9 @@ def build_gpu_operator_values(
             # Behind a proxy the driver container downloads the kernel headers it builds against through it
             # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
             **({"env": [{"name": k, "value": v} for k, v in driver_env.items()]} if driver_env else {}),
+            # A lab's own Ubuntu archive (gpu-pool:aptMirror): the ConfigMap of package sources the operator mounts
+            # into the driver container (NVIDIA's air-gap guide; components/gpu_platform/apt_sources.py).
+            **({"repoConfig": {"configMapName": repo_config}} if repo_config else {}),
         },
         "toolkit": {"env": _toolkit_env(cfg.toolkit)},
         "devicePlugin": {

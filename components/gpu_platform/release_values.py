@@ -45,6 +45,7 @@ def release_values(
     *,
     crds_registered: bool | None = None,
     driver_env: Mapping[str, str] | None = None,
+    repo_config: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release, every key merged (extraValues last). Pure. `driver_env`: the
     proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads."""
@@ -59,4 +60,5 @@ def release_values(
         crds_registered=bool(registered_crds(operator)) if crds_registered is None else crds_registered,
         service_monitor_labels=monitoring.service_monitor_labels,
         driver_env=driver_env,
+        repo_config=repo_config,
     )

@@ -34,8 +34,9 @@ def test_both_stacks_cover_every_kind_of_object_the_program_writes(
 ) -> None:
     # The dry-run above is only as good as what it sends: each kind the program writes must be in it.
     common = {"ClusterRole", "ConfigMap", "Job", "Namespace", "Node", "PrometheusRule", "ResourceQuota"}
-    # prod writes Kyverno's CEL policy types; the options stack keeps the ClusterPolicies (policyApi clusterpolicy).
-    assert kinds(prod_stack) == common | {"MutatingPolicy", "GeneratingPolicy"}
+    # prod writes Kyverno's CEL policy types (the multi-GPU refusal a ValidatingPolicy); the options stack keeps
+    # the ClusterPolicies (policyApi clusterpolicy).
+    assert kinds(prod_stack) == common | {"MutatingPolicy", "GeneratingPolicy", "ValidatingPolicy"}
     # The options stack deploys the health check too: its account, RBAC and CronJob.
     health = {"ServiceAccount", "ClusterRoleBinding", "Role", "RoleBinding", "CronJob"}
     assert kinds(options_stack) == common | {"ClusterPolicy"} | health

@@ -4,12 +4,15 @@ test_plan.py)."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 
+from components.gpu_failure_domain.kernel_upgrade import login_check_command
 from offline.recording import Recording, is_secret, reveal
 from tests.ssh_keys import TEST_PUBLIC_KEY
 
@@ -115,3 +118,41 @@ def test_a_private_key_secret_reaches_the_kernel_install_as_a_secret(run_stack_p
     recording = run_stack_program(prod_config, {"sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----"})
     connection = recording.named("dc2-kernel-install").inputs["connection"]
     assert is_secret(connection) or is_secret(connection.get("privateKey"))
+
+
+def _login_on_a_fake_vm(tmp_path: Path, command: str, served: set[str]) -> subprocess.CompletedProcess[str]:
+    """The kernel login as its SSH session runs it, on a VM whose apt sources serve `served` (apt-cache answers as
+    apt-cache does: 0 for a package it knows, 100 for one it does not)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shims = {
+        "sudo": '#!/bin/sh\n[ "$1" = -n ] && shift\nexec env "$@"\n',
+        "apt-get": f'#!/bin/sh\necho "$@" >> {tmp_path}/apt-get.log\n',
+        "apt-cache": '#!/bin/sh\nfor last; do :; done\ngrep -qx "$last" ' + f"{tmp_path}/served || exit 100\n",
+    }
+    for name, text in shims.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "served").write_text("".join(f"{name}\n" for name in served))
+    return subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    )
+
+
+def test_the_kernel_login_proves_the_pinned_kernels_packages_exist_before_the_drain(tmp_path: Path) -> None:
+    kernel = "6.8.0-60-generic"
+    served = {f"linux-image-{kernel}", f"linux-modules-{kernel}"}
+    ok = _login_on_a_fake_vm(tmp_path, login_check_command(kernel), served)
+    assert ok.returncode == 0, ok.stderr
+    assert f"kernel {kernel} packages found" in ok.stdout
+    assert (tmp_path / "apt-get.log").read_text().startswith("update")
+
+
+def test_a_kernel_pin_the_vms_apt_sources_do_not_serve_fails_the_login_naming_the_package(tmp_path: Path) -> None:
+    kernel = "6.8.0-999-generic"
+    failed = _login_on_a_fake_vm(tmp_path, login_check_command(kernel), {f"linux-image-{kernel}"})
+    assert failed.returncode == 1
+    assert f"the VM's apt sources have no linux-modules-{kernel}, which the kernel pin {kernel} installs" in (
+        failed.stderr
+    )
+    assert "nothing was drained" in failed.stderr

@@ -69,6 +69,8 @@ CHANGES: dict[str, tuple[Callable[[Raw], None] | None, Callable[[Raw], None] | N
     "vm": (None, each_domain(cores=12)),
     "driver": (None, lambda raw: raw["gpuOperator"].update(driverVersion="580.173.02")),
     "sharing": (None, lambda raw: raw["sharingProfiles"]["a1000-x4"].update(replicas=2)),
+    # A proxy added to domains that exist: cloud-init ran once, so the turn writes the files over SSH.
+    "proxy": (None, lambda raw: raw.update(proxy={"https": "http://proxy.lab.internal:3128"})),
 }
 
 
@@ -169,6 +171,19 @@ EXPECTED |= {
     ("sharing", "serving, upgraded by hand"): ("roll", ["wave-drain", "device-plugin-restart", "wave-gate"]),
     ("sharing", "cordoned by someone else"): ("roll", ["wave-drain", "device-plugin-restart", "wave-gate"]),
     ("sharing", "from before waves"): ("none", []),
+    ("proxy", "serving"): ("roll", ["rke2-login", "wave-drain", "rke2-files", "wave-gate"]),
+    ("proxy", "serving, upgraded by hand"): ("roll", ["rke2-login", "wave-drain", "rke2-files", "wave-gate"]),
+    ("proxy", "cordoned by someone else"): ("roll", ["rke2-login", "wave-drain", "rke2-files", "wave-gate"]),
+    # Nothing on the cluster shows the files: a Node from before waves gets them written.
+    ("proxy", "from before waves"): ("roll", ["rke2-login", "wave-drain", "rke2-files", "wave-gate"]),
+    ("proxy", "a turn in progress"): (
+        "resume",
+        ["rke2-login", "wave-drain", "rke2-files", "device-plugin-restart", "wave-gate"],
+    ),
+    ("proxy", "a turn in progress, agent restarted"): (
+        "resume",
+        ["rke2-login", "wave-drain", "rke2-files", "device-plugin-restart", "wave-gate"],
+    ),
 }
 EXPECTED[("kernel", "serving, upgraded by hand")] = EXPECTED[("kernel", "serving")]
 # "upgraded by hand" is about the kubelet; a change that is not RKE2's still rolls on such a node, and the turn

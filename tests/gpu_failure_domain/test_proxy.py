@@ -5,6 +5,7 @@ checked by `cloud-init schema`), the RKE2 upgrade step and the GPU Operator's dr
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,23 +15,39 @@ import pytest
 import yaml
 
 from components.gpu_failure_domain.cloud_init import RKE2_AGENT_ENV_FILE, build_user_data, user_data_document
-from components.gpu_failure_domain.rollout import rke2_upgrade_command
+from components.gpu_failure_domain.plan import DomainPlan, nodes_by_domain, plan_domain, plan_wave, settled_nodes_of
+from components.gpu_failure_domain.rollout import CHANGE_KEYS, rke2_upgrade_command, rollout_state
+from components.gpu_failure_domain.steps import RemoteStep
+from components.gpu_failure_domain.turns import Wave
 from components.gpu_platform.release_values import release_values
 from components.stack_check import validate_stack
 from config.errors import ConfigError
 from config.proxy import proxy_environment, subnet_of
+from config.secrets import BY_KEY
 from config.stack import StackConfig
 from offline.runner import read_stack_file
+from tests.ssh_keys import TEST_PUBLIC_KEY
 
 PROXY = "http://proxy.lab.internal:3128"
 TOKEN = "K10" + "0" * 64 + "::server:test"
 
 
-def _stack(proxy: dict[str, Any] | None = None, **rke2: str) -> StackConfig:
+def _stack(
+    proxy: dict[str, Any] | None = None,
+    *,
+    keys: bool = False,
+    mirrors: dict[str, list[str]] | None = None,
+    rke2: dict[str, str] | None = None,
+) -> StackConfig:
     raw = {k.removeprefix("gpu-pool:"): copy.deepcopy(v) for k, v in read_stack_file("prod").items()}
     if proxy is not None:
         raw["proxy"] = proxy
-    raw["rke2"].update(rke2)
+    if mirrors is not None:
+        raw["registryMirrors"] = mirrors
+    if keys:
+        for domain in raw["failureDomains"]:
+            domain["sshAuthorizedKeys"] = [TEST_PUBLIC_KEY]
+    raw["rke2"].update(rke2 or {})
     return validate_stack(raw)
 
 
@@ -64,7 +81,7 @@ def test_the_agent_the_installer_and_apt_get_the_proxy_and_no_proxy_keeps_the_cl
 
 
 def test_the_clusters_own_cidrs_are_the_ones_the_stack_names() -> None:
-    stack = _stack({"https": PROXY}, clusterCidr="10.244.0.0/16", serviceCidr="10.96.0.0/12")
+    stack = _stack({"https": PROXY}, rke2={"clusterCidr": "10.244.0.0/16", "serviceCidr": "10.96.0.0/12"})
 
     env = proxy_environment(stack.proxy, stack.rke2)
 
@@ -119,7 +136,7 @@ def test_a_proxy_or_cidr_the_node_could_not_use_is_refused_naming_the_key(
     proxy: dict[str, Any], rke2: dict[str, str], said: str
 ) -> None:
     with pytest.raises(ConfigError) as caught:
-        _stack(proxy, **rke2)
+        _stack(proxy, rke2=rke2)
 
     assert any(m.startswith(said) for m in caught.value.messages), caught.value.messages
 
@@ -188,3 +205,125 @@ def test_a_mirror_rke2_could_not_use_is_refused_naming_the_key(mirrors: dict[str
     assert any(m.startswith("gpu-pool:registryMirrors") and said in m for m in caught.value.messages), (
         caught.value.messages
     )
+
+
+# ------------------------------------------------------------------------------ a proxy or mirrors added later
+
+
+def _run_on_a_fake_vm(command: str, root: Path, stdin: str = "") -> list[str]:
+    """Runs a files turn's command as its SSH session would (`stdin`: what pulumi-command sends, the registry
+    credentials), with /etc under `root`: `sudo` runs its command, `systemctl` records what it was asked."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {root}/systemctl.log\n')
+    for shim in ("sudo", "systemctl"):
+        (bin_dir / shim).chmod(0o755)
+    said = subprocess.run(
+        ["bash", "-c", command.replace("/etc/", f"{root}/etc/")],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    assert said.returncode == 0, said.stderr
+    return (root / "systemctl.log").read_text().splitlines()
+
+
+def _files_turn(before: StackConfig, after: StackConfig) -> tuple[Wave, DomainPlan]:
+    wave = plan_wave(after, nodes_by_domain(after, settled_nodes_of(before)))
+    return wave, plan_domain(after.failure_domains[0], after, wave.turns[after.failure_domains[0].name])
+
+
+def test_mirrors_and_a_proxy_added_to_existing_domains_are_a_wave_that_writes_the_files_and_restarts_the_agent(
+    tmp_path: Path,
+) -> None:
+    before = _stack(keys=True)
+    after = _stack({"https": PROXY}, keys=True, mirrors={"docker.io": ["https://mirror.lab.internal:5000"]})
+
+    wave, plan = _files_turn(before, after)
+
+    assert wave.batches == [[d.name] for d in after.failure_domains]
+    assert plan.turn.kind == "roll" and plan.turn.changes == ("files",)
+    step = plan.step_of("rke2-files", RemoteStep)
+    assert step.waits_for == ("wave-drain",)
+    assert _run_on_a_fake_vm(step.command.create, tmp_path) == ["restart rke2-agent"]
+    expected = user_data_document(
+        after.failure_domains[0], after.rke2, TOKEN, proxy=after.proxy, mirrors=after.registry_mirrors
+    )
+    for file in expected["write_files"]:
+        if file["path"] in (RKE2_AGENT_ENV_FILE, "/etc/rancher/rke2/registries.yaml"):
+            written = tmp_path / file["path"].lstrip("/")
+            assert written.read_text() == file["content"]
+            assert oct(written.stat().st_mode & 0o777) == "0o600"
+    apt = (tmp_path / "etc/apt/apt.conf.d/90cloud-init-aptproxy").read_text()
+    assert apt == f'Acquire::https::Proxy "{PROXY}";\n'
+
+
+def test_a_proxy_taken_out_of_the_stack_is_a_turn_that_removes_its_files(tmp_path: Path) -> None:
+    before = _stack({"https": PROXY}, keys=True)
+    _, plan = _files_turn(before, _stack(keys=True))
+
+    assert plan.turn.changes == ("files",)
+    left = tmp_path / "etc/default/rke2-agent"
+    left.parent.mkdir(parents=True)
+    left.write_text("HTTPS_PROXY=old\n")
+    _run_on_a_fake_vm(plan.step_of("rke2-files", RemoteStep).command.create, tmp_path)
+    assert not left.exists()
+
+
+def test_a_stack_without_a_proxy_or_mirrors_records_and_plans_what_it_did_before() -> None:
+    stack = _stack(keys=True)
+    # The record written on the Node has no `files` key, so Nodes recorded before it existed see no change.
+    assert set(rollout_state(stack.failure_domains[0], stack)) == set(CHANGE_KEYS) - {"files"}
+    wave, _ = _files_turn(stack, stack)
+    assert not wave.changes
+
+
+AUTH = '{"mirror.lab.internal:5000": {"auth": {"username": "robot", "password": "s3cr\'et \\"x\\""}}}'
+
+
+def test_registry_credentials_land_under_configs_in_the_snippet_and_the_files_turn_as_rke2_reads_them(
+    tmp_path: Path,
+) -> None:
+    mirrors = {"docker.io": ["https://mirror.lab.internal:5000"]}
+    before, after = _stack(keys=True), _stack(keys=True, mirrors=mirrors)
+    document = user_data_document(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+    [file] = [f for f in document["write_files"] if f["path"] == "/etc/rancher/rke2/registries.yaml"]
+    expected = {"mirrors": {"docker.io": {"endpoint": mirrors["docker.io"]}}, "configs": json.loads(AUTH)}
+    assert yaml.safe_load(file["content"]) == expected
+    # The secret's value appears whole in the text, so the preview's redaction of it hides it whole.
+    assert AUTH in build_user_data(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+
+    _, plan = _files_turn(before, after)
+    step = plan.step_of("rke2-files", RemoteStep)
+    assert step.command.registry_auth_stdin and "robot" not in step.command.create
+    _run_on_a_fake_vm(step.command.create, tmp_path, stdin=AUTH)
+    written = tmp_path / "etc/rancher/rke2/registries.yaml"
+    assert written.read_text() == file["content"]
+    assert oct(written.stat().st_mode & 0o777) == "0o600"
+
+
+def test_registry_credentials_without_mirrors_are_written_alone_by_a_files_turn(tmp_path: Path) -> None:
+    _, plan = _files_turn(_stack(keys=True), _stack({"https": PROXY}, keys=True))
+    _run_on_a_fake_vm(plan.step_of("rke2-files", RemoteStep).command.create, tmp_path, stdin=AUTH)
+    assert yaml.safe_load((tmp_path / "etc/rancher/rke2/registries.yaml").read_text()) == {
+        "mirrors": {},
+        "configs": json.loads(AUTH),
+    }
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("robot:password", "is not JSON"),
+        ('{"h": {"username": "u", "password": "p"}}', 'h: give {"auth": {...}} alone'),
+        ('{"h": {"auth": {"user": "u"}}}', "h.auth: takes non-empty strings of username, password, auth, "),
+        ('{"h": {"auth": {"username": "u"}}}', "h.auth: give username and password together"),
+        ('{"h":\n {"auth": {"auth": "x"}}}', "has a line break"),
+    ],
+)
+def test_registry_credentials_rke2_could_not_read_are_refused_without_showing_them(value: str, said: str) -> None:
+    problem = BY_KEY["registryAuth"].shape(value)
+    assert problem is not None and problem.startswith(said), problem
+    assert "password" not in value or '"p"' not in problem

@@ -302,3 +302,20 @@ def test_make_diff_against_a_node_that_is_not_ready_counts_it_out_and_names_the_
     document = json.loads((tmp_path / "diff.json").read_text())
     assert document["wave"]["batches"][0] == ["dc2"]
     assert document["wave"]["capacity"][0]["out"] == ["dc2"]
+
+
+def test_make_diff_plans_registry_mirrors_added_to_existing_domains_as_a_wave_that_writes_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cloud-init runs once: a mirror added later reaches the VMs that exist only through a turn of the wave."""
+    from offline.diff import main
+
+    after = prod()
+    after["gpu-pool:registryMirrors"] = {"docker.io": ["https://mirror.lab.internal:5000"]}
+    before, later = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", after)
+    assert main(["--before", str(before), "--after", str(later), "--out", str(tmp_path)]) == 0
+    wave = json.loads((tmp_path / "diff.json").read_text())["wave"]
+    assert wave["batches"] == [["dc1"], ["dc2"], ["dc3"]]
+    assert wave["domains"]["dc2"]["changes"] == ["files"]
+    assert wave["domains"]["dc2"]["steps"] == ["rke2-login", "wave-drain", "rke2-files", "wave-gate", "rollout"]
+    assert "proxy and registry mirror files rewritten, rke2-agent restarted" in capsys.readouterr().out
