@@ -231,8 +231,9 @@ def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up")
     # controller (use --force to override): NS/NAME", kubectl pkg/drain/filters.go); it goes into the note as is,
     # and the drain's stderr still reaches the step's log. `$why` is expanded, never parsed again by the shell.
     stopped = (
-        f'"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: $why; '
-        f'kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"'
+        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: ")
+        + '"$why"'
+        + shlex.quote(f"; kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A")
     )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "

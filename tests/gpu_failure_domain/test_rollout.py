@@ -57,8 +57,9 @@ def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_alway
     # A drain that does not finish leaves the node cordoned, saying why.
     assert (
         '--timeout=15m 2>"$err"; then cat "$err" >&2; why=$(grep \'^error:\' "$err" | tail -n 1 | cut -c 1-400); '
-        'rm -f "$err"; kubectl annotate node n1 --overwrite "gpu-pool.dev/wave-stopped=drain did not finish '
-        'within 15m: $why; kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A" >/dev/null; '
+        'rm -f "$err"; kubectl annotate node n1 --overwrite \'gpu-pool.dev/wave-stopped=drain did not finish '
+        "within 15m: '\"$why\"'; kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' "
+        ">/dev/null; "
         "kubectl label node n1 --overwrite gpu-pool.dev/turn-state=stopped >/dev/null; exit 1; fi"
     ) in drain
 
