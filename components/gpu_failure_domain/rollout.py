@@ -170,6 +170,28 @@ def take_hold_command(node: str, kubectl: str, holder: str, state: str) -> str:
     )
 
 
+def _drain_or_stop(kubectl: str, node: str) -> str:
+    """The drain; if it fails, the node says why and the turn stops there."""
+    quoted = shlex.quote(node)
+    # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
+    # kubectl's last `error:` line names the pods it refused (a bare pod: "cannot delete Pods that declare no
+    # controller (use --force to override): NS/NAME", kubectl pkg/drain/filters.go); it goes into the note as is,
+    # and the drain's stderr still reaches the step's log. `$why` is expanded, never parsed again by the shell.
+    stopped = (
+        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: ")
+        + '"$why"'
+        + shlex.quote(f"; kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A")
+    )
+    return (
+        "err=$(mktemp); "
+        f'if ! {_drain(kubectl, node)} 2>"$err"; then cat "$err" >&2; '
+        """why=$(grep '^error:' "$err" | tail -n 1 | cut -c 1-400); rm -f "$err"; """
+        f"{kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
+        f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; fi; "
+        'cat "$err" >&2; rm -f "$err"; '
+    )
+
+
 def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up") -> str:
     """A turn's start: one patch cordons the node and marks it as the wave's (only when it was schedulable: a node
     someone else cordoned stays theirs) and records when the turn started (a turn in progress until its last
@@ -226,11 +248,6 @@ def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up")
     release_operator = (
         f'if [ -n "$({kubectl} get node {quoted} -o jsonpath={held_path})" ]; then {_patch(kubectl, node, release)}; fi'
     )
-    # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
-    stopped = shlex.quote(
-        f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: "
-        f"kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A"
-    )
     return (
         "set -e; started=$(date -u +%Y-%m-%dT%H:%M:%SZ); "
         + take_hold_command(node, kubectl, holder, "repairing" if repairing else "draining")
@@ -240,8 +257,7 @@ def wave_drain_command(node: str, kubectl: str, domain: str, holder: str = "up")
         f'patch=$(printf {shlex.quote(mine)} "$started"); '
         f'else patch=$(printf {shlex.quote(theirs)} "$started"); fi; '
         f'{kubectl} patch node {quoted} --type=merge -p "$patch" >/dev/null; '
-        f"{_drain(kubectl, node)} || {{ {kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
-        f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; }}; "
+        + _drain_or_stop(kubectl, node)
         + ("" if repairing else f"{turn_state_command(node, kubectl, 'changing')}; ")
         + release_operator
     )

@@ -56,9 +56,11 @@ def test_the_drain_marks_the_node_as_the_waves_only_when_it_cordons_it_and_alway
     assert drain.index("patch node n1") < drain.index("drain n1 --ignore-daemonsets --delete-emptydir-data")
     # A drain that does not finish leaves the node cordoned, saying why.
     assert (
-        "--timeout=15m || { kubectl annotate node n1 --overwrite 'gpu-pool.dev/wave-stopped=drain did not finish "
-        "within 15m: kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' >/dev/null; "
-        "kubectl label node n1 --overwrite gpu-pool.dev/turn-state=stopped >/dev/null; exit 1; }"
+        '--timeout=15m 2>"$err"; then cat "$err" >&2; why=$(grep \'^error:\' "$err" | tail -n 1 | cut -c 1-400); '
+        'rm -f "$err"; kubectl annotate node n1 --overwrite \'gpu-pool.dev/wave-stopped=drain did not finish '
+        "within 15m: '\"$why\"'; kubectl get pods -A --field-selector spec.nodeName=n1; kubectl get pdb -A' "
+        ">/dev/null; "
+        "kubectl label node n1 --overwrite gpu-pool.dev/turn-state=stopped >/dev/null; exit 1; fi"
     ) in drain
 
 
@@ -147,6 +149,13 @@ elif args[0] == "annotate":
     notes[key] = value
 elif args[0] == "drain":
     if os.environ.get("DRAIN_FAILS"):
+        # kubectl drain's own words for a bare pod (kubectl pkg/drain/filters.go unreplicatedFilter, drain.go).
+        print('error: unable to drain node "n1" due to error: cannot delete Pods that declare no controller '
+              '(use --force to override): team-a/bare-gpu, continuing command...', file=sys.stderr)
+        print("There are pending nodes to be drained:", file=sys.stderr)
+        print(" n1", file=sys.stderr)
+        print("error: cannot delete Pods that declare no controller (use --force to override): team-a/bare-gpu",
+              file=sys.stderr)
         sys.exit(1)
 json.dump(node, open(path, "w"))
 """
@@ -238,7 +247,11 @@ def test_a_drain_that_fails_keeps_the_operator_held_off_and_a_resumed_drain_rele
     assert code == 1
     assert after["metadata"]["labels"]["nvidia.com/gpu-driver-upgrade.skip"] == "true"
     assert after["metadata"]["annotations"]["gpu-pool.dev/driver-upgrade-held"] == "dc1"
-    assert after["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION].startswith("drain did not finish within 15m")
+    stopped = after["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION]
+    assert stopped.startswith(
+        "drain did not finish within 15m: error: cannot delete Pods that declare no controller "
+        "(use --force to override): team-a/bare-gpu; kubectl get pods -A --field-selector spec.nodeName=n1"
+    )
 
     # The resumed turn's drain, on the node as the failed one left it (the label the wave's, by its mark).
     (tmp_path / "again").mkdir()
