@@ -96,6 +96,15 @@ def a1000_host(iommu_group: int = 14, slot: str = "0000:01:00") -> list[PciFunct
     ]
 
 
+def h200_host(iommu_group: int = 40, slot: str = "0000:41:00") -> list[PciFunction]:
+    """A host with the lent H200 at 41:00 (examples/day2/Pulumi.h200-lab.yaml's dc2, tests/fixtures/node_check/h200):
+    the card alone in its IOMMU group, and the host's NIC."""
+    return [
+        PciFunction(f"{slot}.0", "0x030200", "0x10de", "0x2335", "0x10de", "0x18bf", iommu_group, "GH100 [H200 SXM]"),
+        PciFunction("0000:00:1f.6", "0x020000", "0x8086", "0x0dc7", "0x8086", "0x0000", 9, "Ethernet I219-LM"),
+    ]
+
+
 @dataclass
 class Vm:
     vmid: int

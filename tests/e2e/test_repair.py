@@ -46,7 +46,7 @@ from tests.e2e.control_plane import ControlPlane, eventually
 from tests.e2e.engine_stacks import SECRETS
 from tests.e2e.kube import Kubectl
 from tests.e2e.operand_daemonsets import device_plugin_daemonset, driver_daemonset, ready_hosts
-from tests.e2e.proxmox_api import Vm, a1000_host
+from tests.e2e.proxmox_api import Vm, a1000_host, h200_host
 from tests.e2e.proxmox_standin import ProxmoxStandIn, start_proxmox
 from tests.e2e.servers import Cluster, Tools
 
@@ -181,7 +181,9 @@ def lab(
     operator's driver and device-plugin pods Ready on each; the stack file in a folder of its own, the token where
     the preview reads it. With `indirect` True, dc2 is reached over SSH (the stand-in's sshd on this machine)."""
     ssh_to_dc2 = bool(getattr(request, "param", False))
-    with start_proxmox(tmp_path / "pve", {node: a1000_host() for node in PROXMOX_NODES}, TOKEN) as pve:
+    with start_proxmox(
+        tmp_path / "pve", {node: h200_host() if node == "pve-dc2" else a1000_host() for node in PROXMOX_NODES}, TOKEN
+    ) as pve:
         raw = lab_config(pve, control_plane.cluster, ssh_to_dc2=ssh_to_dc2)
         if ssh_to_dc2:
             known = tmp_path / "known_hosts"
