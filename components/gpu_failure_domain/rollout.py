@@ -156,7 +156,10 @@ def take_hold_command(node: str, kubectl: str, holder: str, state: str) -> str:
         f"gpu-pool repair {node} --stack STACK --yes); a holder that is gone is released with: kubectl label node "
         f"{node} --overwrite {TURN_STATE_LABEL}=done"
     )
+    # A 409 from anything else that wrote the Node (the kubelet's status reports and the operator's labels move its
+    # resourceVersion too) reads it again and checks the hold again: only another holder stops the turn.
     return (
+        "attempt=0; while :; do attempt=$((attempt + 1)); "
         f"current=$({kubectl} get node {quoted} -o jsonpath={path}); "
         "rv=${current%%|*}; rest=${current#*|}; state=${rest%%|*}; holder=${rest#*|}; "
         'case "$state" in ""|done) ;; *) '
@@ -164,9 +167,11 @@ def take_hold_command(node: str, kubectl: str, holder: str, state: str) -> str:
         f'{{ [ "$state" != stopped ] || [ "${{holder%%:*}}" = repair -a {mine} = up ]; }}; then '
         f'echo "{held}" >&2; exit 1; fi;; esac; '
         f'take=$(printf {shlex.quote(take)} "$rv" "$started"); '
-        f'{kubectl} patch node {quoted} --type=merge -p "$take" >/dev/null || '
-        f'{{ echo "gpu-pool: {node} changed while its hold was taken (another holder?): kubectl get node {node} '
-        f'-L {TURN_STATE_LABEL}" >&2; exit 1; }}; '
+        f'if refused=$({kubectl} patch node {quoted} --type=merge -p "$take" 2>&1 >/dev/null); then break; fi; '
+        'case "$refused" in *"the object has been modified"*|*Conflict*) [ "$attempt" -lt 10 ] && continue;; esac; '
+        'echo "$refused" >&2; '
+        f'echo "gpu-pool: {node} changed while its hold was taken (another holder?): kubectl get node {node} '
+        f'-L {TURN_STATE_LABEL}" >&2; exit 1; done; '
     )
 
 
