@@ -180,20 +180,23 @@ def _drain_or_stop(kubectl: str, node: str) -> str:
     quoted = shlex.quote(node)
     # A node a drain leaves cordoned says why: a PodDisruptionBudget that never allowed, a pod that will not leave.
     # kubectl's last `error:` line names the pods it refused (a bare pod: "cannot delete Pods that declare no
-    # controller (use --force to override): NS/NAME", kubectl pkg/drain/filters.go); it goes into the note as is,
-    # and the drain's stderr still reaches the step's log. `$why` is expanded, never parsed again by the shell.
+    # controller (use --force to override): NS/NAME", kubectl pkg/drain/filters.go); it goes into the note as is.
+    # The drain's stderr reaches the step's log as it is written (through tee, kept for the note): a drain that
+    # waits on a PodDisruptionBudget says so while it waits, not 15 minutes later. POSIX sh has no pipefail, so
+    # the drain's exit status travels through a file. `$why` is expanded, never parsed again by the shell.
     stopped = (
         shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: ")
         + '"$why"'
         + shlex.quote(f"; kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A")
     )
     return (
-        "err=$(mktemp); "
-        f'if ! {_drain(kubectl, node)} 2>"$err"; then cat "$err" >&2; '
-        """why=$(grep '^error:' "$err" | tail -n 1 | cut -c 1-400); rm -f "$err"; """
+        "err=$(mktemp); status=$(mktemp); "
+        f'{{ {{ {_drain(kubectl, node)} 2>&1 1>&3 3>&-; echo $? >"$status"; }} | tee "$err" >&2; }} 3>&1; '
+        'if [ "$(cat "$status")" != 0 ]; then '
+        """why=$(grep '^error:' "$err" | tail -n 1 | cut -c 1-400); rm -f "$err" "$status"; """
         f"{kubectl} annotate node {quoted} --overwrite {stopped} >/dev/null; "
         f"{turn_state_command(node, kubectl, 'stopped')}; exit 1; fi; "
-        'cat "$err" >&2; rm -f "$err"; '
+        'rm -f "$err" "$status"; '
     )
 
 
