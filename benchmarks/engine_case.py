@@ -146,7 +146,12 @@ class Project:
         config: dict[str, Any],
         floor: bool,
         env: dict[str, str] | None = None,
+        *,
+        program: str | None = None,
+        files: dict[str, str] | None = None,
     ) -> None:
+        """`program`: the text of the project's `__main__.py` in place of this program's (the floor's when
+        `floor`); `files`: more files written into the project (a floor's list of registrations)."""
         self.extra_env = env or {}
         self.dir = work / name / "project"
         self.state = work / name / "state"
@@ -155,10 +160,12 @@ class Project:
         for d in (self.dir, self.state, self.home):
             d.mkdir(parents=True)
         for entry in PROGRAM_ENTRIES:
-            if floor and entry == "__main__.py":
-                (self.dir / entry).write_text(FLOOR_PROGRAM)
+            if entry == "__main__.py" and (floor or program is not None):
+                (self.dir / entry).write_text(program if program is not None else FLOOR_PROGRAM)
             else:
                 (self.dir / entry).symlink_to(ROOT / entry)
+        for name_, text in (files or {}).items():
+            (self.dir / name_).write_text(text)
         (self.dir / "Pulumi.bench.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
         self.run("stack", "init", "--secrets-provider", "passphrase")
         for key, value in SECRETS.items():
