@@ -23,7 +23,11 @@ from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
 from components.shared.kubectl import kubectl_prefix
-from components.shared.language_host import freeze_for_exit, send_sdk_debug_messages_in_background
+from components.shared.language_host import (
+    freeze_for_exit,
+    send_sdk_debug_messages_in_background,
+    settle_outputs_before_the_sdk_waits,
+)
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
 from components.stack_check import validate_program_stack
@@ -42,6 +46,8 @@ OFFLINE = os.environ.get("GPU_POOL_OFFLINE") == "1"
 # The SDK's four blocking debug messages per resource held up every registration behind them
 # (components/shared/language_host.py).
 send_sdk_debug_messages_in_background()
+# The SDK's wait for outstanding outputs costs the square of the pool's size (components/shared/language_host.py).
+settle_outputs_before_the_sdk_waits()
 
 
 def refuse(title: str, messages: list[str]) -> NoReturn:

@@ -25,8 +25,8 @@ TRIVIAL_COMMAND = "command:local:Command"
 # One registration of a floor: type token, name, inputs (camelCase, as the engine receives them).
 Registration = tuple[str, str, dict[str, Any]]
 
-FLOOR_PROGRAM = '''"""A floor of the scaled real-engine bench (benchmarks/engine_floors.py): the three providers prod uses, with
-prod's settings, and the registrations in floor-resources.json, untyped, with no dependencies."""
+FLOOR_PROGRAM = '''"""A floor of the scaled real-engine bench (benchmarks/engine_floors.py): the three providers
+prod uses, with prod's settings, and the registrations in floor-resources.json, untyped, with no dependencies."""
 import json
 from pathlib import Path
 

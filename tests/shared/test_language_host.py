@@ -8,21 +8,26 @@ sleeps. `tests/e2e/test_engine_preview.py` checks the same promise under the rea
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import gc
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
-from pulumi.runtime import mocks, settings
+from pulumi.runtime import mocks, settings, stack
 from pulumi.runtime.proto import engine_pb2, engine_pb2_grpc
+from pulumi.runtime.rpc_manager import RPCManager
 
 from components.shared import language_host
 from components.shared.language_host import (
     BackgroundDebugLog,
+    OutputsSettledFirst,
     freeze_for_exit,
     send_sdk_debug_messages_in_background,
+    settle_outputs_before_the_sdk_waits,
 )
 
 HELD_SECONDS = 20
@@ -228,3 +233,92 @@ def test_the_offline_preview_and_the_tests_freeze_nothing() -> None:
     # They run the program many times in one process: frozen objects would never be collected.
     assert freeze_for_exit() is False
     assert gc.get_freeze_count() == 0
+
+
+# A pool's outputs: enough that a wait per completion shows, few enough for a quick test.
+OUTPUTS = 300
+
+
+def _waits_to_settle(wait: Callable[[], Any], monkeypatch: pytest.MonkeyPatch, failing: int | None = None) -> int:
+    """How many `asyncio.wait` calls `wait` makes while OUTPUTS tracked outputs finish one per loop iteration (the
+    SDK's registrations answer one at a time), output number `failing` with an error (which `wait` must raise)."""
+    calls: list[int] = []
+    real_wait = asyncio.wait
+
+    async def counting_wait(*args: Any, **kwargs: Any) -> Any:
+        calls.append(len(args[0]))
+        return await real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "wait", counting_wait)
+    # The SDK's state of this test alone (the mocks of other tests leave theirs).
+    monkeypatch.setattr(settings.SETTINGS, "rpc_manager", RPCManager())  # type: ignore[no-untyped-call]
+    monkeypatch.setattr(settings.SETTINGS, "outputs", set())
+
+    async def program() -> None:
+        loop = asyncio.get_running_loop()
+        outputs = [loop.create_future() for _ in range(OUTPUTS)]
+        with settings.SETTINGS.lock:
+            settings.SETTINGS.outputs.update(outputs)
+
+        async def engine_answers() -> None:
+            for index, output in enumerate(outputs):
+                await asyncio.sleep(0)
+                if index == failing:
+                    output.set_exception(ValueError(f"output {index} failed"))
+                    return
+                output.set_result(index)
+
+        answers = asyncio.ensure_future(engine_answers())
+        try:
+            await asyncio.wait_for(wait(), timeout=HELD_SECONDS)
+        finally:
+            await answers
+            for output in outputs:
+                output.cancel()
+
+    # Not asyncio.run: it would leave the thread without an event loop, which the SDK's mocks of later tests need.
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(program())
+    finally:
+        loop.close()
+    return len(calls)
+
+
+def test_the_sdks_own_wait_for_outputs_waits_once_per_completion(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cost this module removes: a wait over everything still pending after each completion.
+    assert _waits_to_settle(stack.wait_for_rpcs, monkeypatch) >= OUTPUTS // 2
+
+
+def test_settled_first_the_sdks_wait_finds_every_output_done_after_one_wait_per_generation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _waits_to_settle(OutputsSettledFirst(stack.wait_for_rpcs), monkeypatch) <= 2
+
+
+@pytest.mark.parametrize("failing", [0, OUTPUTS // 2, OUTPUTS - 1])
+def test_an_output_that_fails_is_raised_by_the_sdks_own_wait_as_before(
+    failing: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The outputs after the failed one never finish: the wait must still end, with the failure.
+    with pytest.raises(ValueError, match=f"output {failing} failed"):
+        _waits_to_settle(OutputsSettledFirst(stack.wait_for_rpcs), monkeypatch, failing=failing)
+
+
+def test_the_real_engine_gets_the_settled_wait_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    client = engine_pb2_grpc.EngineStub(UnusedChannel())
+    monkeypatch.setattr(settings, "get_engine", lambda: client)
+    sdk_wait = stack.wait_for_rpcs
+    monkeypatch.setattr(stack, "wait_for_rpcs", sdk_wait)  # restored after the test
+    first = settle_outputs_before_the_sdk_waits()
+    assert isinstance(first, OutputsSettledFirst)
+    assert first.sdk is sdk_wait
+    assert stack.wait_for_rpcs is first
+    assert settle_outputs_before_the_sdk_waits() is first
+
+
+@pytest.mark.usefixtures("monitor")
+def test_the_offline_preview_keeps_the_sdks_own_wait() -> None:
+    sdk_wait = stack.wait_for_rpcs
+    assert settle_outputs_before_the_sdk_waits() is None
+    assert stack.wait_for_rpcs is sdk_wait
