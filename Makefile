@@ -120,12 +120,18 @@ TEST_WORKERS ?= auto
 test: lint
 	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync pytest -n $(TEST_WORKERS) $(ARGS)
 
-# Measures into build/BENCHMARKS.md; `make bench-update` rewrites the tracked BENCHMARKS.md.
+# Measures into build/BENCHMARKS.md; `make bench-update` rewrites the tracked BENCHMARKS.md. BENCH_RUNS: measured
+# runs of every case (medians of at least 5 for the record; `make bench BENCH_RUNS=1` for a quick look while
+# developing). BENCH_SCALE_DOMAINS: the sizes of the scaled real-engine case. Exits 1 when a held ratio regressed.
+BENCH_RUNS ?= 5
+BENCH_SCALE_DOMAINS ?= 30,100
+BENCH_FLAGS = --runs $(BENCH_RUNS) --engine-runs $(BENCH_RUNS) --engine-scale-runs $(BENCH_RUNS) \
+  --engine-scale-domains $(BENCH_SCALE_DOMAINS)
 bench: $(DEV)
-	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output build/BENCHMARKS.md $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output build/BENCHMARKS.md $(BENCH_FLAGS) $(ARGS)
 
 bench-update: $(DEV)
-	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(ARGS)
+	$(NO_ECHO_IF_SECRET)$(UV) run --no-sync python -m benchmarks.run --output BENCHMARKS.md $(BENCH_FLAGS) $(ARGS)
 
 clean:
 	rm -rf build .venv $(TOOLS) $(UPSTREAM_DEST)

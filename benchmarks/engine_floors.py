@@ -103,7 +103,7 @@ def _file(inputs: Mapping[str, Any]) -> dict[str, Any]:
         "contentType": inputs["contentType"],
         "datastoreId": inputs["datastoreId"],
         "nodeName": inputs["nodeName"],
-        "sourceRaw": {"data": "#cloud-config\n", "fileName": raw.get("fileName", "user-data.yaml")},
+        "sourceRaw": {"data": "#\n", "fileName": raw.get("fileName", "user-data.yaml")},
     }
 
 

@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,7 @@ def measure_engine_scale(work: Path, sizes: list[int], runs: int, log: Callable[
     if chart is None:
         return None
     kubeconfig = _kubeconfig(work / "kubeconfig")
+    began = time.perf_counter()
     result = ScaleResult(
         engine=subprocess.run([str(engine / "pulumi"), "version"], capture_output=True, text=True).stdout.strip(),
         runs=runs,
@@ -213,4 +215,5 @@ def measure_engine_scale(work: Path, sizes: list[int], runs: int, log: Callable[
             size.traces[case] = read_rpc_trace(grpc, wall)
             grpc.unlink()
     result.load_after = os.getloadavg()
+    result.seconds = time.perf_counter() - began
     return result

@@ -14,7 +14,10 @@ from pathlib import Path
 from benchmarks.cases import Measurement
 from benchmarks.cold_setup import WARM_TEST, ColdRun
 from benchmarks.engine_case import EngineRow, Trace
+from benchmarks.engine_scale import ScaleResult
+from benchmarks.engine_scale_report import render_engine_scale
 from benchmarks.profile_summary import WAITING, Profile
+from benchmarks.regression import Ratio, render_held
 from benchmarks.settings import (
     BYTECODE_CACHED,
     MAX_COLD_PREVIEW_S,
@@ -97,6 +100,10 @@ class Report:
     cold: list[ColdRun]
     profiles: list[Profile]
     imports: list[tuple[str, list[tuple[str, float]]]]
+    engine_scale: ScaleResult | None
+    # The ratios this run measured that BENCHMARKS.md holds, and the regressions against its recorded values.
+    held: list[Ratio]
+    regressions: list[str]
     load_before: tuple[float, float, float]
     load_after: tuple[float, float, float]
     started: str
@@ -118,12 +125,33 @@ def render(report: Report) -> str:
         *_render_scale(report),
         *_render_critical_path(report),
         *render_engine(report.engine),
+        *render_engine_scale(report.engine_scale),
+        *_render_held(report),
         *_render_test_suite(report),
         *_render_first_contact(report),
         *_render_targets(report),
         *render_profiles(report),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _render_held(report: Report) -> list[str]:
+    if not report.held:
+        return []
+    lines = [
+        "",
+        "## Held ratios",
+        "",
+        "`make bench` reports a ratio more than 10% above the value below, or more than the run-to-run spread of",
+        "that ratio (the range of its per-turn values over their median) where that is larger, as a regression",
+        "naming the case (`benchmarks/regression.py`); `make bench-update` records the new values.",
+        "",
+        *render_held(report.held),
+    ]
+    if report.regressions:
+        lines += ["", "Regressions against the BENCHMARKS.md this run started from:", ""]
+        lines += [f"- {message}" for message in report.regressions]
+    return lines
 
 
 def _render_intro(report: Report) -> list[str]:

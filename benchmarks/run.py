@@ -31,12 +31,16 @@ from pathlib import Path
 from benchmarks.cases import Case, Measurement, discover_sdk_modules, generated_case, measure, run_once
 from benchmarks.child import run_child
 from benchmarks.cold_setup import cold_setup
-from benchmarks.engine_case import measure_engine
+from benchmarks.engine_case import EngineRow, measure_engine
+from benchmarks.engine_scale import ScaleResult, measure_engine_scale
+from benchmarks.engine_scale_report import scale_ratios
 from benchmarks.profile_summary import Profile, import_costs, summarise_profile
+from benchmarks.regression import Ratio, ratio_of_turns, read_held, regressions
 from benchmarks.report import Report, render
 from benchmarks.settings import (
     BYTECODE_AS_CONFIGURED,
     DEFAULT_DOMAINS,
+    ENGINE_SCALE_DOMAINS,
     MAX_LARGEST_OVER_SMALLEST,
     MAX_LARGEST_RSS_MB,
     MIN_RUNS,
@@ -78,6 +82,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--engine-runs", type=int, default=MIN_RUNS, help=f"real-engine previews per case (default {MIN_RUNS})"
     )
+    parser.add_argument(
+        "--engine-scale-runs",
+        type=int,
+        default=MIN_RUNS,
+        help=f"turns of the scaled real-engine case (default {MIN_RUNS}; 0 skips it)",
+    )
+    parser.add_argument(
+        "--engine-scale-domains",
+        type=_domains,
+        default=list(ENGINE_SCALE_DOMAINS),
+        help="domain counts of the scaled real-engine case, default 30,100",
+    )
     parser.add_argument("--output", type=Path, default=OUTPUT, help="where to write the report (BENCHMARKS.md)")
     # Internal: the measured child process.
     parser.add_argument("--child", choices=["preview", "baseline"], help=argparse.SUPPRESS)
@@ -96,6 +112,28 @@ def _log(message: str) -> None:
 def scale_missed(scale: Sequence[Measurement]) -> bool:
     smallest, largest = scale[0], scale[-1]
     return largest.wall / smallest.wall > MAX_LARGEST_OVER_SMALLEST or largest.rss_mb >= MAX_LARGEST_RSS_MB
+
+
+def held_ratios(engine: EngineRow | None, scaled: ScaleResult | None) -> list[Ratio]:
+    held = []
+    if engine is not None:
+        held.append(ratio_of_turns("real engine, prod (3 domains): prod / floor", engine.prod, engine.floor))
+    return held + (scale_ratios(scaled) if scaled is not None else [])
+
+
+def _real_engine(
+    args: argparse.Namespace, work: Path, modules: list[str]
+) -> tuple[EngineRow | None, ScaleResult | None]:
+    """prod under the real engine against its floors, then the same at scale (issue 42)."""
+    if args.skip_engine:
+        return None, None
+    (work / "engine").mkdir()
+    engine = measure_engine(work / "engine", max(args.engine_runs, 3), modules, _log)
+    scaled = None
+    if args.engine_scale_runs > 0:
+        (work / "engine-scale").mkdir()
+        scaled = measure_engine_scale(work / "engine-scale", args.engine_scale_domains, args.engine_scale_runs, _log)
+    return engine, scaled
 
 
 def bench(args: argparse.Namespace) -> Report:
@@ -137,10 +175,7 @@ def bench(args: argparse.Namespace) -> Report:
             ]  # fmt: skip
             _log(f"{len(as_configured)} cases with bytecode as configured, {args.uncached_runs} runs each")
             uncached = measure(as_configured, work, args.uncached_runs, 0, _log)
-        engine = None
-        if not args.skip_engine:
-            (work / "engine").mkdir()
-            engine = measure_engine(work / "engine", max(args.engine_runs, 3), modules, _log)
+        engine, scaled_engine = _real_engine(args, work, modules)
         tests = [] if args.skip_tests else time_test_suite(_log)
         cold = [] if args.skip_cold else cold_setup(_log, e2e=args.e2e_cold)
         profiles: list[Profile] = []
@@ -166,6 +201,9 @@ def bench(args: argparse.Namespace) -> Report:
         scale=scaled,
         uncached=uncached,
         engine=engine,
+        engine_scale=scaled_engine,
+        held=held_ratios(engine, scaled_engine),
+        regressions=[],
         tests=tests,
         cold=cold,
         profiles=profiles,
@@ -188,11 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as error:
         print(f"bench failed: {error}", file=sys.stderr)
         return 1
+    # Against the BENCHMARKS.md this run started from (`bench-update` overwrites it below).
+    recorded = read_held(OUTPUT.read_text(encoding="utf-8")) if OUTPUT.exists() else {}
+    report = replace(report, regressions=regressions(recorded, report.held))
     text = render(report)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text, encoding="utf-8")
     print(text, end="")
-    return 0
+    for message in report.regressions:
+        print(message, file=sys.stderr)
+    return 1 if report.regressions else 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ SDK_MODULES_ENV = "GPU_POOL_BENCH_SDK_MODULES"
 SDK_MODULE = re.compile(r"^(pulumi|pydantic)(_[a-z0-9]+)*(\.|$)")
 SDK_DISTRIBUTIONS = ("pulumi", "pulumi-kubernetes", "pulumi-proxmoxve", "pulumi-command", "pydantic")
 DEFAULT_DOMAINS = (3, 30, 100)
+# The scaled real-engine case (issue 42): prod against its floors at these sizes.
+ENGINE_SCALE_DOMAINS = (30, 100)
 BYTECODE_CACHED = "cached"
 BYTECODE_AS_CONFIGURED = "as configured"
 MIN_RUNS = 5

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.engine_case import read_trace
+from benchmarks.engine_scale import read_rpc_trace
 from benchmarks.settings import BenchError
 
 
@@ -68,3 +69,46 @@ def test_a_log_without_the_programs_run_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(BenchError, match="no Run of the language host"):
         read_trace(log, wall=1.0)
+
+
+def _call(method: str, at: str, who: dict[str, str], seconds: float, urn: str | None = None) -> str:
+    entry = json.loads(_entry(method, "response_completed", at, who, int(seconds * 1e9)))
+    if urn is not None:
+        entry["request"] = {"urn": urn, "news": {"create": "..."}}
+    return json.dumps(entry)
+
+
+def test_the_scaled_case_reads_each_providers_calls_by_method_and_by_the_type_of_the_resource(
+    tmp_path: Path,
+) -> None:
+    command = {"kind": "resource", "mode": "client", "name": "command"}
+    vm = "urn:pulumi:bench::gpu-pool::gpu-pool:proxmox:GpuFailureDomain$proxmoxve:index/vmLegacy:VmLegacy::dc1-vm"
+    step = "urn:pulumi:bench::gpu-pool::gpu-pool:proxmox:GpuFailureDomain$command:local:Command::dc1-power-cycle"
+    proxmox = {"kind": "resource", "mode": "client", "name": "proxmoxve"}
+    log = tmp_path / "grpc.json"
+    log.write_text(
+        "\n".join(
+            [
+                _entry("LanguageRuntime/Run", "request_started", "2026-12-04T18:32:05.000000Z", LANGUAGE),
+                _call("ResourceProvider/Check", "2026-12-04T18:32:06Z", proxmox, 0.25, vm),
+                _call("ResourceProvider/Create", "2026-12-04T18:32:06.1Z", proxmox, 0.5, vm),
+                _call("ResourceProvider/Check", "2026-12-04T18:32:06.2Z", command, 0.125, step),
+                _call("ResourceProvider/Check", "2026-12-04T18:32:06.3Z", command, 0.125, step),
+                _call("ResourceProvider/Configure", "2026-12-04T18:32:06.4Z", command, 0.5),
+                _entry("LanguageRuntime/Run", "response_completed", "2026-12-04T18:32:09.000000Z", LANGUAGE, 4 * 10**9),
+            ]
+        )
+    )
+
+    trace = read_rpc_trace(log, wall=5.0)
+
+    assert trace.run == pytest.approx(4.0)
+    assert trace.by_method[("command", "Check")][0] == 2
+    assert trace.by_method[("command", "Check")][1] == pytest.approx(0.25)
+    assert trace.by_method[("command", "Configure")][0] == 1
+    assert trace.by_method[("command", "Configure")][1] == pytest.approx(0.5)
+    assert trace.by_type[("proxmoxve:index/vmLegacy:VmLegacy", "Create")][0] == 1
+    assert trace.by_type[("proxmoxve:index/vmLegacy:VmLegacy", "Create")][1] == pytest.approx(0.5)
+    assert trace.by_type[("command:local:Command", "Check")][0] == 2
+    assert trace.by_type[("command:local:Command", "Check")][1] == pytest.approx(0.25)
+    assert all(method != "Configure" for _, method in trace.by_type)
