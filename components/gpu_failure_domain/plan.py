@@ -803,10 +803,12 @@ def _rollout(at: _Scope, after: tuple[str, ...]) -> LocalStep:
         does="record the rollout" + ends if turn.gated else "record what the node runs",
         waits_for=after,
         # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
-        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate.
+        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a
+        # resumed turn that rolls a change runs the step for its new record, and a token there stayed behind in the
+        # state, so the next `up` showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
         command=Command(
             rollout_done_command(at.host, at.kubectl, rollout_state(at.domain, at.stack)),
-            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token else {},
+            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {},
         ),
     )
 
