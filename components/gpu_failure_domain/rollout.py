@@ -185,7 +185,7 @@ def _drain_or_stop(kubectl: str, node: str) -> str:
     # waits on a PodDisruptionBudget says so while it waits, not 15 minutes later. POSIX sh has no pipefail, so
     # the drain's exit status travels through a file. `$why` is expanded, never parsed again by the shell.
     stopped = (
-        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: ")
+        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=the drain failed (it waits up to {DRAIN_TIMEOUT} for evictions): ")
         + '"$why"'
         + shlex.quote(f"; kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A")
     )
