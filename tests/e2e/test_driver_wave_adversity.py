@@ -103,8 +103,6 @@ class Story:
     def phase(self, name: str) -> Phase:
         if name in self.failed:
             pytest.fail(f"phase {name} failed: {self.failed[name]}")
-        if name not in self.phases:
-            pytest.fail(f"phase {name} did not run: an earlier phase failed: {self.failed}")
         return self.phases[name]
 
 
@@ -378,9 +376,8 @@ def story(deployed: Deployed) -> Iterator[Story]:
         for name, run in phases.items():
             try:
                 told.phases[name] = run(deployed, told, reconciles)
-            except Exception as error:  # each test reports the phase it needs; the rest are not run
+            except Exception as error:  # each test reports the phase it needs; the next phases still run
                 told.failed[name] = f"{type(error).__name__}: {error}"[:4000]
-                break
         yield told
     finally:
         restore(deployed, told)
