@@ -435,6 +435,9 @@ def test_a_bare_gpu_pod_stops_the_wave_at_its_own_drain_naming_the_pod_and_the_n
     assert not phase.errors, phase.errors[:3]
     metadata = phase.seen["dc1"]["metadata"]
     stopped = metadata["annotations"].get(WAVE_STOPPED_ANNOTATION, "")
+    print("e2e-summary (b):", len(phase.moments), "samples;", phase.seen["reconciles"], "reconciles;", stopped)
+    print("e2e-summary (b) states:", {d: states_of(phase.moments, d) for d in story.hosts})
+    assert never_failed(phase) == {}, "a node went upgrade-failed while the wave was stopped"
     assert f"{DEBUG}/{BARE_POD}" in stopped, stopped
     # kubectl's own refusal, and no claim of a timeout: it refused at once.
     assert stopped.startswith("the drain failed") and "declare no controller" in stopped, stopped
@@ -443,9 +446,7 @@ def test_a_bare_gpu_pod_stops_the_wave_at_its_own_drain_naming_the_pod_and_the_n
     assert metadata["labels"].get(DRIVER_UPGRADE_SKIP_LABEL) == "true"
     assert metadata["labels"].get(DRIVER_UPGRADE_STATE_LABEL) == REQUIRED
     assert phase.seen["dc1"]["spec"].get("unschedulable") is True
-    print("e2e-summary (b):", len(phase.moments), "samples;", phase.seen["reconciles"], "reconciles;", stopped)
     assert phase.seen["reconciles"] >= RECONCILES
-    assert never_failed(phase) == {}, "a node went upgrade-failed while the wave was stopped"
     # The other domains were never drained: the wave stopped at dc1.
     for domain in ("dc2", "dc3"):
         assert not any(m[domain].unschedulable for m in phase.moments), domain
