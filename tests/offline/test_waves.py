@@ -318,4 +318,4 @@ def test_make_diff_plans_registry_mirrors_added_to_existing_domains_as_a_wave_th
     assert wave["batches"] == [["dc1"], ["dc2"], ["dc3"]]
     assert wave["domains"]["dc2"]["changes"] == ["files"]
     assert wave["domains"]["dc2"]["steps"] == ["rke2-login", "wave-drain", "rke2-files", "wave-gate", "rollout"]
-    assert "proxy and registry mirror files rewritten, rke2-agent restarted" in capsys.readouterr().out
+    assert "proxy, registry and apt mirror files rewritten, rke2-agent restarted" in capsys.readouterr().out
