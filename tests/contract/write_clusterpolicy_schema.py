@@ -13,8 +13,16 @@ from pathlib import Path
 
 import yaml
 
-from knowledge.clusterpolicy_schema import DATA_FILE, crd_spec_schema, values_to_spec
+from knowledge.clusterpolicy_schema import DATA_FILE, crd_spec_schema, values_to_spec, written_only_when_set
 from tests.contract.write_values_keys import CHART_VERSIONS
+
+
+def _default(values: object, path: str) -> object:
+    for part in path.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(part)
+    return values
 
 
 def render(upstream: Path) -> str:
@@ -23,8 +31,15 @@ def render(upstream: Path) -> str:
     for version in CHART_VERSIONS:
         chart = upstream / "gpu-operator" / version / "chart"
         crd = yaml.safe_load((chart / "crds" / "nvidia.com_clusterpolicies.yaml").read_text(encoding="utf-8"))
-        table = values_to_spec((chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8"))
-        entry = {"values_to_spec": {k: list(v) for k, v in table.items()}, "spec": crd_spec_schema(crd)}
+        template = (chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8")
+        table = values_to_spec(template)
+        defaults = yaml.safe_load((chart / "values.yaml").read_text(encoding="utf-8"))
+        dropped = [path for path in written_only_when_set(template) if _default(defaults, path) is True]
+        entry = {
+            "values_to_spec": {k: list(v) for k, v in table.items()},
+            "spec": crd_spec_schema(crd),
+            "dropped_when_false": dropped,
+        }
         lines.append(json.dumps(version) + ":" + json.dumps(entry, sort_keys=True, separators=(",", ":")))
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
