@@ -83,7 +83,9 @@ def test_a_value_at_each_values_path_of_the_table_lands_at_its_spec_path(
     # The chart writes these only when true (templates/clusterpolicy.yaml: `{{- if .Values.sandboxDevicePlugin.enabled
     # }}` around the field), so `false` never reaches the ClusterPolicy and the CRD's default applies: true must land.
     for path in WRITTEN_ONLY_WHEN_TRUE:
-        assert landed[path] is None, f"{path}: false is written after all; the template parser (knowledge/clusterpolicy_schema.py) misread it"
+        assert landed[path] is None, (
+            f"{path}: false is written after all; the template parser (knowledge/clusterpolicy_schema.py) misread it"
+        )
         values = {}
         _set(values, path, True)
         landed[path] = sentinels[path] = _get(_render(e2e_tools, tmp_path, archive, values), table[path][0])
