@@ -50,7 +50,7 @@ _ONE_LINE_RELEASES = ("ubuntu-22.04",)
 _COMPONENTS = "main universe restricted multiverse"
 _KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 # Marks the file as gpu-pool's: a person reading it on the VM knows which key writes it.
-_SOURCES_HEADER = "## Written by gpu-pool (gpu-pool:aptMirror) as cloud-init's apt module writes it at first boot.\n"
+SOURCES_HEADER = "## Written by gpu-pool (gpu-pool:aptMirror) as cloud-init's apt module writes it at first boot.\n"
 
 
 def artifact_env(rke2: Rke2Config) -> str:
@@ -131,7 +131,7 @@ def apt_sources_file(mirror: AptMirrorConfig, guest_os: str) -> dict[str, str]:
         lines = [
             f"deb {uri} {suite} {_COMPONENTS}\n" for uri, suite in [*suites, (mirror.security, f"{codename}-security")]
         ]
-        return {"path": ONE_LINE_SOURCES_FILE, "permissions": "0644", "content": _SOURCES_HEADER + "".join(lines)}
+        return {"path": ONE_LINE_SOURCES_FILE, "permissions": "0644", "content": SOURCES_HEADER + "".join(lines)}
     stanzas = [
         (mirror.uri, f"{codename} {codename}-updates {codename}-backports"),
         (mirror.security, f"{codename}-security"),
@@ -140,7 +140,7 @@ def apt_sources_file(mirror: AptMirrorConfig, guest_os: str) -> dict[str, str]:
         f"Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {_COMPONENTS}\nSigned-By: {_KEYRING}\n"
         for uri, suites in stanzas
     )
-    return {"path": DEB822_SOURCES_FILE, "permissions": "0644", "content": _SOURCES_HEADER + text}
+    return {"path": DEB822_SOURCES_FILE, "permissions": "0644", "content": SOURCES_HEADER + text}
 
 
 def egress_files(

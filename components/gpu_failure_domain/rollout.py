@@ -19,6 +19,7 @@ from components.gpu_failure_domain.cloud_init import (
     EGRESS_FILES,
     RKE2_INSTALL_URL,
     RKE2_REGISTRIES_FILE,
+    SOURCES_HEADER,
     UBUNTU_ARCHIVE,
     apt_sources_file,
     egress_files,
@@ -93,38 +94,56 @@ def archive_sources(stack: StackConfig) -> dict[str, str]:
     return apt_sources_file(UBUNTU_ARCHIVE, guest_os(stack))
 
 
-def node_files_command(files: list[dict[str, str]], archive: dict[str, str] | None = None) -> str:
+# The first lines of the release's sources as gpu-pool's files turn and cloud-init's apt module write them: a file
+# with neither was written by hand, and a turn without a mirror leaves it alone.
+GENERATED_SOURCES_MARKS = (SOURCES_HEADER.splitlines()[0], "## Note, this file is written by cloud-init on first boot")
+
+
+def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> str:
     """Runs on the VM over SSH (a drained node): the egress files the stack asks for written, the others it owns
     removed (a proxy taken out of the stack leaves none behind), then rke2-agent restarted to read them (its unit
     reads /etc/default/rke2-agent at start, and RKE2 turns registries.yaml into containerd's hosts at start).
-    The release's apt sources are never removed (apt would have none): `archive`, Ubuntu's own, replaces a mirror
-    the stack no longer names. The content travels base64-encoded: a proxy password's quotes reach the file as
-    written. Each file is written beside its place and renamed, so a failed write never leaves half a file."""
+    The release's apt sources are never removed (apt would have none): without a mirror, `archive` (Ubuntu's own,
+    as a new VM's cloud-init writes it) replaces a file gpu-pool or cloud-init wrote, and a hand-written one is
+    left alone. The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file
+    is written beside its place and renamed, so a failed write never leaves half a file."""
     wanted = {file["path"]: file for file in files}
-    owned = [*EGRESS_FILES, *([archive["path"]] if archive else [])]
     # The registry credentials (gpu-pool:registryAuth) arrive on stdin, never in this text (registries_file).
     parts = ["set -e", "auth=$(cat)"]
-    for path in owned:
-        quoted, file = shlex.quote(path), wanted.get(path) or (archive if archive and path == archive["path"] else None)
-        mkdir = f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}"
-        write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
-        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
-        move = f"sudo chmod {file['permissions'] if file else '0600'} {quoted}.new; sudo mv {quoted}.new {quoted}"
+    for path in EGRESS_FILES:
+        file, quoted = wanted.get(path), shlex.quote(path)
         if file is not None:
-            encoded = base64.b64encode(file["content"].encode()).decode()
-            parts.append(f"{mkdir}; echo {encoded} | base64 -d | {write}")
-            if path == RKE2_REGISTRIES_FILE:
-                parts.append(f'if [ -n "$auth" ]; then {credentials}; fi')
-            parts.append(move)
+            parts.append(_write(file))
         elif path == RKE2_REGISTRIES_FILE:
             # Credentials without mirrors: registries.yaml holds them alone.
-            empty = "printf 'mirrors: {}\\n'"
-            alone = f"{mkdir}; {empty} | {write}; {credentials}; {move}"
+            alone = _write({"path": path, "permissions": "0600", "content": "mirrors: {}\n"})
             parts.append(f'if [ -n "$auth" ]; then {alone}; else sudo rm -f {quoted}; fi')
         else:
             parts.append(f"sudo rm -f {quoted}")
+    mirror, quoted = wanted.get(archive["path"]), shlex.quote(archive["path"])
+    marks = " ".join(f"-e {shlex.quote('^' + mark)}" for mark in GENERATED_SOURCES_MARKS)
+    left = shlex.quote(f"{archive['path']} was written by hand: left as it is")
+    parts.append(
+        _write(mirror)
+        if mirror is not None
+        else f"if [ ! -e {quoted} ] || grep -q {marks} {quoted}; then {_write(archive)}; else echo {left}; fi"
+    )
     parts += ["sudo systemctl restart rke2-agent", "echo 'egress files written, rke2-agent restarted'"]
     return "; ".join(parts)
+
+
+def _write(file: Mapping[str, str]) -> str:
+    """One file written beside its place, then renamed over it; registries.yaml gets the credentials from stdin."""
+    path = file["path"]
+    quoted = shlex.quote(path)
+    encoded = base64.b64encode(file["content"].encode()).decode()
+    write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
+    steps = [f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}", f"echo {encoded} | base64 -d | {write}"]
+    if path == RKE2_REGISTRIES_FILE:
+        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
+        steps.append(f'if [ -n "$auth" ]; then {credentials}; fi')
+    steps += [f"sudo chmod {file['permissions']} {quoted}.new", f"sudo mv {quoted}.new {quoted}"]
+    return "; ".join(steps)
 
 
 def apt_mirror_check_command(sources: Mapping[str, str], proxy: ProxyConfig | None) -> str:

@@ -252,6 +252,27 @@ def test_an_apt_mirror_taken_out_of_the_stack_gives_the_vm_ubuntus_archive_back_
     assert "apt-get" not in plan.step_of("rke2-login", RemoteStep).command.create
 
 
+def test_a_files_turn_without_a_mirror_leaves_a_sources_file_written_by_hand_alone(tmp_path: Path) -> None:
+    # A proxy added: a files turn, no mirror in the stack. Only a file gpu-pool or cloud-init wrote is replaced by
+    # Ubuntu's archive; one a person wrote (no generated header) keeps its lines.
+    before, after = _keyed(), _keyed(proxy={"https": "http://proxy.lab.internal:3128"})
+    root = tmp_path / "vm"
+    sources = root / "etc/apt/sources.list.d/ubuntu.sources"
+    sources.parent.mkdir(parents=True)
+    by_hand = "Types: deb\nURIs: http://apt.own.lab/ubuntu\nSuites: noble\nComponents: main\n"
+    sources.write_text(by_hand)
+
+    step = _turn(before, after).step_of("rke2-files", RemoteStep)
+    said = run_on_a_fake_vm(step.command.create, root)
+
+    assert sources.read_text() == by_hand
+    assert "ubuntu.sources was written by hand: left as it is" in said.stdout
+    # cloud-init's own file (its first-boot header) is the VM's as created: replaced by what a new VM gets.
+    sources.write_text("## Note, this file is written by cloud-init on first boot of an instance\n" + by_hand)
+    run_on_a_fake_vm(step.command.create, root)
+    assert sources.read_text() == archive_sources(after)["content"]
+
+
 @needs_apt
 def test_a_mirror_apt_cannot_read_the_release_from_stops_the_turn_before_the_drain_naming_it(tmp_path: Path) -> None:
     """The login step, before the drain, has apt fetch the release's signed indexes from the new sources; a mirror
