@@ -11,6 +11,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
@@ -41,6 +42,7 @@ from tests.ssh_keys import TEST_PUBLIC_KEY
 KEY = TEST_PUBLIC_KEY
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KERNEL = "6.8.0-60-generic"
+APT_MIRROR = "http://apt.lab.internal/ubuntu"
 Raw = dict[str, Any]
 
 
@@ -71,6 +73,13 @@ CHANGES: dict[str, tuple[Callable[[Raw], None] | None, Callable[[Raw], None] | N
     "sharing": (None, lambda raw: raw["sharingProfiles"]["a1000-x4"].update(replicas=2)),
     # A proxy added to domains that exist: cloud-init ran once, so the turn writes the files over SSH.
     "proxy": (None, lambda raw: raw.update(proxy={"https": "http://proxy.lab.internal:3128"})),
+    # An apt mirror added, changed or taken out on domains that exist: the same files turn (the release's sources).
+    "apt mirror added": (None, lambda raw: raw.update(aptMirror={"uri": APT_MIRROR})),
+    "apt mirror changed": (
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}),
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR, "securityUri": "http://security.lab.internal/ubuntu"}),
+    ),
+    "apt mirror removed": (lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}), None),
 }
 
 
@@ -185,6 +194,11 @@ EXPECTED |= {
         ["rke2-login", "wave-drain", "rke2-files", "device-plugin-restart", "wave-gate"],
     ),
 }
+for change in ("apt mirror added", "apt mirror changed", "apt mirror removed"):
+    EXPECTED |= {(change, state): EXPECTED[("proxy", state)] for state in STATES}
+# A Node from before waves records nothing, and a stack with no egress settings left asks for no files: nothing
+# to write (apt mirrors came after waves, so such a node never had one from gpu-pool).
+EXPECTED[("apt mirror removed", "from before waves")] = ("none", [])
 EXPECTED[("kernel", "serving, upgraded by hand")] = EXPECTED[("kernel", "serving")]
 # "upgraded by hand" is about the kubelet; a change that is not RKE2's still rolls on such a node, and the turn
 # records the RKE2 release the node runs as well.
@@ -461,6 +475,15 @@ def test_the_turn_table_has_one_row_for_each_situation_and_each_way_the_record_c
     records: tuple[Record, ...] = get_args(Record)
     expected = [("no Node", "-")] + [(situation, record) for situation in situations[1:] for record in records[1:]]
     assert sorted((rule.situation, rule.record) for rule in TURN_TABLE) == sorted(expected)
+
+
+def test_the_turn_table_in_docs_diff_is_the_one_the_plan_reads() -> None:
+    rows = [f"| {rule.situation} | {rule.record} | `{rule.kind}` | {rule.does} |" for rule in TURN_TABLE]
+    table = "\n".join(
+        ["| the Node | the stack against what it records | the turn | what runs |", "|---|---|---|---|", *rows]
+    )
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "diff.md").read_text(encoding="utf-8")
+    assert table + "\n" in docs, "docs/diff.md's turn table differs from TURN_TABLE; write it as:\n" + table
 
 
 def test_versions_compare_by_release_and_rke2_revision() -> None:
