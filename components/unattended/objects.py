@@ -5,10 +5,14 @@ within its reach and no other ServiceAccount of gpu-pool's can read the token.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from config.repair import UnattendedConfig
 from knowledge.kubernetes import pod_security_labels
+
+# Type-only: the in-cluster watcher imports the names below (its zip leaves TYPE_CHECKING imports out, and it runs
+# without pydantic); the builders read the config's fields by name.
+if TYPE_CHECKING:
+    from config.repair import UnattendedConfig
 
 NAME = "gpu-pool-repair"
 SECRET_NAME = "gpu-pool-repair-proxmox"

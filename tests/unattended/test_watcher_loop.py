@@ -1,0 +1,390 @@
+"""The watcher's loop (day2/repair/watcher.py) on the H200 lab: a marked node whose node-check finds Xid 79 is
+repaired (hold and cordon in one conditional patch, drained by evictions, its VM alone stopped and started, back on
+a new boot, node-check again, uncordoned); a fault in another domain while the first is out waits; two repairs that
+do not fix open the breaker and nothing more runs; a token that holds more than its role repairs nothing.
+
+The API server here is in memory (merge patches with the resourceVersion check, 409 on a stale one); the Proxmox
+client is the wave's own (node_steps_script.Proxmox: its task and status waits run for real) over a stand-in for
+its `call`; node-check's reports are walked from the lent H200's capture. The e2e run against a real kube-apiserver
+with the generated RBAC is not in this file.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import io
+import json
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.gpu_failure_domain.node_steps_script import Proxmox
+from components.gpu_failure_domain.observed import TURN_STATE_LABEL, WAVE_CORDON_ANNOTATION
+from components.gpu_platform.health_check import pool_facts_document
+from components.shared.health_condition import CONDITION
+from components.stack_check import validate_stack
+from components.unattended.objects import BREAKER_CONFIGMAP, LEASE_NAME, SECRET_NAME
+from components.unattended.watcher import watcher_zip
+from components.unattended.watcher_facts import watcher_facts_document
+from day2.doctor.health_check import ApiError
+from day2.doctor.node_report import NodeCheck
+from day2.node_check.floors import Expected
+from day2.repair.unattended import breaker_of
+from day2.repair.watcher import Conflict, Kube, Watcher, one_pass
+from day2.repair.watcher_core import VERDICT_ANNOTATION, WatcherFacts
+from offline.runner import read_stack_file
+from tests.day2.test_repair_decision import EXAMPLES, h200, node_check, with_log, xid
+
+# Python with every site package hidden: what the stock image has.
+ISOLATED = (sys.executable, "-S", "-E", "-s")
+DC2 = "rke2-worker-dc2-gpu-a"
+DC3 = "rke2-worker-dc3-gpu-a"
+NS = "gpu-pool-repair"
+NOW = datetime.datetime(2026, 12, 5, 3, 0, tzinfo=datetime.UTC)
+EXPECTED = Expected(
+    ids=("10de:2335",), subsystems=("10de:18bf",), driver="580.159.04", proxmox_node="pve-dc2", vm_id=4201
+)
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge(result.get(key), value)
+    return result
+
+
+class MemoryApi(Kube):
+    """What the watcher calls of the API server, in memory: objects by path, a resourceVersion each."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        super().__init__("https://memory", "token", None)
+        self.objects = objects
+        self.version = 1
+        self.events: list[dict[str, Any]] = []
+        self.jobs: list[dict[str, Any]] = []
+        self.evicted: list[str] = []
+        for obj in objects.values():
+            obj.setdefault("metadata", {})["resourceVersion"] = "1"
+
+    def _bump(self, path: str, obj: dict[str, Any]) -> None:
+        self.version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+        self.objects[path] = obj
+
+    def send(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        if method == "GET":
+            return copy.deepcopy(self.objects.get(path))
+        if method == "POST" and path.endswith("/events"):
+            self.events.append(body)
+            return body
+        if method == "POST" and path.endswith("/jobs"):
+            self.jobs.append(body)
+            return body
+        if method == "POST" and path.endswith("/eviction"):
+            pod = path.removesuffix("/eviction")
+            self.evicted.append(path.split("/")[-2])
+            self.objects.pop(pod, None)
+            return {}
+        current = self.objects.get(path)
+        if current is None:
+            raise ApiError(f"{method} {path}: 404 Not Found")
+        sent = (body.get("metadata") or {}).get("resourceVersion")
+        if sent is not None and sent != current["metadata"]["resourceVersion"]:
+            raise Conflict(f"{method} {path}: 409 Conflict: the object has been modified")
+        self._bump(path, merge(current, body) if method == "PATCH" else copy.deepcopy(body))
+        return copy.deepcopy(self.objects[path])
+
+    def items(self, path: str, kind: str) -> list[dict[str, Any]]:
+        base, _, query = path.partition("?")
+        found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if o.get("kind") == kind]
+        if base.startswith("/api/v1/namespaces/") or base.startswith("/apis/batch/v1/namespaces/"):
+            namespace = base.split("/namespaces/")[1].split("/")[0]
+            found = [o for o in found if o["metadata"].get("namespace") == namespace]
+        wanted = dict(urllib.parse.parse_qsl(query)).get("fieldSelector", "")
+        if wanted.startswith("spec.nodeName="):
+            found = [o for o in found if (o.get("spec") or {}).get("nodeName") == wanted.split("=", 1)[1]]
+        return found
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.objects[f"/api/v1/nodes/{name}"]
+
+
+class ProxmoxStandIn(Proxmox):
+    """The wave's Proxmox client, its `call` answered from VM states; a VM's start boots its node anew."""
+
+    def __init__(self, api: MemoryApi, permissions: dict[str, dict[str, int]]) -> None:
+        super().__init__("https://pve.test:8006", False)
+        self.api, self.permissions = api, permissions
+        self.states = {"4101": "running", "4201": "running", "4301": "running"}
+        self.calls: list[tuple[str, str]] = []
+
+    def call(self, method: str, path: str, form: dict[str, str] | None = None) -> Any:
+        self.calls.append((method, path))
+        if path == "/access/permissions":
+            return self.permissions
+        if "/tasks/" in path:
+            return {"status": "stopped", "exitstatus": "OK"}
+        vmid = path.split("/qemu/")[1].split("/")[0]
+        if path.endswith("/status/current"):
+            return {"status": self.states[vmid]}
+        if path.endswith("/status/stop"):
+            self.states[vmid] = "stopped"
+        elif path.endswith("/status/start"):
+            self.states[vmid] = "running"
+            host = {"4101": "rke2-worker-dc1-gpu-a", "4201": DC2, "4301": DC3}[vmid]
+            node = self.api.node(host)
+            node["status"]["nodeInfo"]["bootID"] = f"boot-after-{len(self.calls)}"
+        return f"UPID:pve:{vmid}:{path.rsplit('/', 1)[1]}:"
+
+
+def stack() -> Any:
+    raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("h200-lab", EXAMPLES).items()}
+    return validate_stack(raw | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}})
+
+
+def facts() -> WatcherFacts:
+    cfg = stack()
+    return WatcherFacts.from_json(
+        json.loads(json.dumps(watcher_facts_document(cfg, "h200-lab", pool_facts_document(cfg, "h200-lab"))))
+    )
+
+
+def cluster(*marked: str) -> MemoryApi:
+    dump = json.loads((EXAMPLES / "h200-lab.json").read_text(encoding="utf-8"))
+    objects: dict[str, dict[str, Any]] = {}
+    for item in dump["items"]:
+        meta = item["metadata"]
+        if item["kind"] == "Node":
+            path = f"/api/v1/nodes/{meta['name']}"
+        else:
+            plural = {"Pod": "pods", "ConfigMap": "configmaps", "Job": "jobs"}[item["kind"]]
+            group = "/apis/batch/v1" if item["kind"] == "Job" else "/api/v1"
+            path = f"{group}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+        objects[path] = item
+    for host in marked:
+        objects[f"/api/v1/nodes/{host}"]["status"]["conditions"].append(
+            {"type": CONDITION, "status": "False", "reason": "NodeHealthBroken", "message": "marked"}
+        )
+    objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"] = {
+        "kind": "ConfigMap",
+        "metadata": {"name": BREAKER_CONFIGMAP, "namespace": NS},
+        "data": {"state": "closed", "failures": "[]"},
+    }
+    objects[f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE_NAME}"] = {
+        "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": NS},
+        "spec": {"leaseDurationSeconds": 3600},
+    }
+    objects[f"/api/v1/namespaces/{NS}/secrets/{SECRET_NAME}"] = {
+        "kind": "Secret",
+        "metadata": {"name": SECRET_NAME, "namespace": NS},
+        "data": {"token": base64.b64encode(b"root@pam!gpu-pool-repair=secret").decode()},
+    }
+    return MemoryApi(objects)
+
+
+def xid_report() -> NodeCheck:
+    return node_check(with_log(xid(79))(h200()), EXPECTED)
+
+
+def healthy_report() -> NodeCheck:
+    return node_check(h200(), EXPECTED)
+
+
+def watcher(api: MemoryApi, reports: dict[str, list[NodeCheck]], extra: dict[str, dict[str, int]] | None = None):
+    wf = facts()
+    permissions = {path: dict.fromkeys(privileges, 0) for path, privileges in wf.allowed.items()} | (extra or {})
+    proxmox = ProxmoxStandIn(api, permissions)
+    checks: list[tuple[str, str]] = []
+
+    def run_check(w: Watcher, host: str, attempt: str) -> tuple[NodeCheck | None, str]:
+        checks.append((host, attempt))
+        return reports[host].pop(0), ""
+
+    w = Watcher(api, wf, io.StringIO(), clock=lambda: NOW, poll_seconds=0, node_check=run_check)
+    w.connect = lambda _facts, token: proxmox
+    return w, proxmox, checks
+
+
+def in_the_watchers_repair(api: MemoryApi, host: str) -> None:
+    """The node out in the watcher's own repair: held, cordoned, its turn in progress."""
+    node = api.node(host)
+    node["spec"]["unschedulable"] = True
+    node["metadata"].setdefault("labels", {})[TURN_STATE_LABEL] = "repairing"
+    node["metadata"].setdefault("annotations", {}).update(
+        {
+            "gpu-pool.dev/turn-holder": "repair:unattended@h200-lab since 2026-12-05T02:55:00Z",
+            WAVE_CORDON_ANNOTATION: "repair:unattended@h200-lab",
+            "gpu-pool.dev/wave-turn": "repair 2026-12-05T02:55:00Z",
+        }
+    )
+
+
+def reasons(api: MemoryApi) -> list[str]:
+    return [e["reason"] for e in api.events]
+
+
+def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_uncordoned() -> None:
+    api = cluster(DC2)
+    w, proxmox, checks = watcher(api, {DC2: [xid_report(), healthy_report()]})
+    api.objects["/api/v1/namespaces/ml/pods/notebook-0"] = {
+        "kind": "Pod",
+        "metadata": {"name": "notebook-0", "namespace": "ml", "ownerReferences": [{"kind": "StatefulSet"}]},
+        "spec": {"nodeName": DC2},
+        "status": {"phase": "Running"},
+    }
+
+    done = one_pass(w)
+
+    node = api.node(DC2)
+    assert done == f"{DC2} repaired"
+    assert [c for c in proxmox.calls if c[0] == "POST"] == [
+        ("POST", "/nodes/pve-dc2/qemu/4201/status/stop"),
+        ("POST", "/nodes/pve-dc2/qemu/4201/status/start"),
+    ]
+    assert checks == [(DC2, "before"), (DC2, "after")]
+    assert not node["spec"].get("unschedulable")
+    assert node["metadata"]["labels"][TURN_STATE_LABEL] == "done"
+    assert WAVE_CORDON_ANNOTATION not in node["metadata"]["annotations"]
+    assert reasons(api) == ["UnattendedRepairStarted", "GpuPoolPowerCycle", "GpuPoolRepaired"]
+    records = json.loads(node["metadata"]["annotations"]["gpu-pool.dev/repairs"])
+    assert [r["event"] for r in records] == ["power-cycle", "repaired"]
+    # The drain evicted the workload alone: not the operator's DaemonSet pods, not the smoke pod that had ended.
+    assert api.evicted == ["notebook-0"]
+    assert (
+        api.objects[f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE_NAME}"]["spec"].get("holderIdentity")
+        is None
+    )
+
+
+def test_a_fault_in_another_domain_while_the_first_is_out_waits() -> None:
+    api = cluster(DC2, DC3)
+    in_the_watchers_repair(api, DC2)
+    w, proxmox, checks = watcher(api, {DC2: [xid_report()], DC3: [xid_report()]})
+
+    done = one_pass(w)
+
+    assert done == "nothing to repair"
+    assert not [c for c in proxmox.calls if c[0] == "POST"]
+    assert checks == []  # no node-check Job while a guard rail that needs none refuses
+    assert "AnotherDomainOut" in reasons(api)
+    assert "AnotherDomainOut" in api.node(DC3)["metadata"]["annotations"][VERDICT_ANNOTATION]
+
+
+def test_the_same_refusal_is_recorded_once_not_every_pass() -> None:
+    api = cluster(DC2, DC3)
+    in_the_watchers_repair(api, DC2)
+    w, _, _ = watcher(api, {})
+
+    one_pass(w)
+    one_pass(w)
+
+    assert reasons(api) == ["AnotherDomainOut"]
+
+
+def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() -> None:
+    api = cluster(DC2)
+    w, proxmox, _ = watcher(api, {DC2: [xid_report(), xid_report(), xid_report(), xid_report()]})
+
+    assert one_pass(w).startswith(f"{DC2} stopped: the power cycle did not fix it")
+    # A person brings dc2 back as it is (uncordoned, hold released), and it faults again.
+    node = api.node(DC2)
+    node["spec"].pop("unschedulable", None)
+    node["metadata"]["labels"][TURN_STATE_LABEL] = "done"
+    node["metadata"]["annotations"].pop("gpu-pool.dev/turn-holder")
+    node["metadata"]["annotations"].pop(WAVE_CORDON_ANNOTATION, None)
+    node["metadata"]["annotations"].pop("gpu-pool.dev/wave-turn", None)
+    assert one_pass(w).startswith(f"{DC2} stopped")
+    stops = len([c for c in proxmox.calls if c[1].endswith("/status/stop")])
+
+    breaker = breaker_of(api.objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"]["data"])
+    node = api.node(DC2)
+    node["spec"].pop("unschedulable", None)
+    node["metadata"]["labels"][TURN_STATE_LABEL] = "done"
+    node["metadata"]["annotations"].pop("gpu-pool.dev/turn-holder")
+    third = one_pass(w)
+
+    assert breaker.open and len(breaker.failures) == 2
+    assert "UnattendedBreakerOpened" in reasons(api)
+    assert third == "nothing to repair"
+    assert "BreakerOpen" in api.node(DC2)["metadata"]["annotations"][VERDICT_ANNOTATION]
+    assert len([c for c in proxmox.calls if c[1].endswith("/status/stop")]) == stops == 2
+    # A repair that did not fix leaves its node cordoned under the watcher's hold, state stopped.
+    assert api.node(DC2)["metadata"]["annotations"]["gpu-pool.dev/repairs"].count('"stopped"') == 2
+
+
+def test_a_token_that_holds_more_than_its_role_repairs_nothing() -> None:
+    api = cluster(DC2)
+    w, proxmox, _ = watcher(api, {DC2: [xid_report()]}, extra={"/": {"Sys.Audit": 0}, "/vms": {"VM.PowerMgmt": 1}})
+
+    done = one_pass(w)
+
+    assert done == "token beyond its role: no repair"
+    assert [c for c in proxmox.calls if c[0] == "POST"] == []
+    assert not api.node(DC2)["spec"].get("unschedulable")
+    event = next(e for e in api.events if e["reason"] == "TokenBeyondRole")
+    assert "Sys.Audit on /" in event["message"] and "VM.PowerMgmt on /vms propagated" in event["message"]
+
+
+def test_a_node_a_person_holds_is_not_touched() -> None:
+    api = cluster(DC2)
+    node = api.node(DC2)
+    node["metadata"].setdefault("labels", {})[TURN_STATE_LABEL] = "repairing"
+    node["metadata"].setdefault("annotations", {})["gpu-pool.dev/turn-holder"] = "repair:ana@laptop since x"
+    w, proxmox, checks = watcher(api, {DC2: [xid_report()]})
+
+    assert one_pass(w) == "nothing to repair"
+    assert not proxmox.calls and not checks
+    assert "NodeHeld" in reasons(api)
+
+
+def test_the_packed_watcher_runs_with_every_site_package_hidden(tmp_path: Path) -> None:
+    """The zip the Deployment runs imports nothing beyond the standard library: with no API server to reach, one
+    pass fails as a pass (exit 1, the error logged), not as an ImportError."""
+    cfg = stack()
+    document = watcher_facts_document(cfg, "h200-lab", pool_facts_document(cfg, "h200-lab"))
+    (tmp_path / "facts.json").write_text(json.dumps(document), encoding="utf-8")
+    (tmp_path / "watcher.pyz").write_bytes(watcher_zip())
+
+    done = subprocess.run(
+        [*ISOLATED, "watcher.pyz", "--facts", "facts.json", "--server", "http://127.0.0.1:9", "--once"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert "pass failed: GET /api/v1/namespaces/gpu-pool-repair/configmaps/gpu-pool-repair-breaker" in done.stdout
+
+
+@pytest.mark.parametrize("bad", ["{}", "not json"])
+def test_unreadable_facts_are_exit_2_naming_the_file(tmp_path: Path, bad: str) -> None:
+    from day2.repair.watcher import main
+
+    (tmp_path / "facts.json").write_text(bad, encoding="utf-8")
+    out = io.StringIO()
+
+    assert main(["--facts", str(tmp_path / "facts.json"), "--once"], out=out) == 2
+    assert f"--facts {tmp_path / 'facts.json'}" in out.getvalue()
+
+
+def test_the_node_check_flags_are_the_ones_gpu_pool_repair_gives_node_check() -> None:
+    from components.unattended.node_check_job import node_check_flags
+    from day2.node_stack import as_flags, expected_of
+
+    cfg = stack()
+    for domain in cfg.failure_domains:
+        assert node_check_flags(cfg, domain) == as_flags(expected_of(cfg, domain))
