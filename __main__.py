@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -135,6 +136,8 @@ if cfg.repair.unattended.enabled:
             proxmox_credential=loaded.secrets.require(proxmox_credential(cfg.proxmox.auth).key),
             proxmox_provider=proxmox_provider,
             kubernetes_provider=kubernetes_provider,
+            # repair.unattended needs repair.healthCheck (config/repair.py): its facts are the health check's.
+            pool_facts=json.loads(health_check.facts) if health_check is not None else {},
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}

@@ -21,12 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from components.shared.payload import pack
 from config.failure_domain import FailureDomainConfig
 from config.repair import UnattendedConfig
 from config.stack import StackConfig
 from knowledge.kubernetes import pod_security_labels
 
 NAME = "gpu-pool-node-check"
+# node-check's entry, named, not imported (the program ships it): the same zip `gpu-pool repair` sends over SSH
+# (day2/bundle.py node_check_zip; a test keeps the two equal).
+NODE_CHECK_ENTRY = "day2.node_check.command"
 CODE_CONFIGMAP = "gpu-pool-node-check-code"
 CODE_KEY = "node-check.pyz"
 CODE_MOUNT = "/opt/gpu-pool"
@@ -52,6 +56,10 @@ def node_check_flags(stack: StackConfig, domain: FailureDomainConfig) -> list[st
         flags += ["--expect-driver", stack.gpu_operator.driver_version]
     flags += ["--proxmox-node", domain.proxmox_node, "--vm-id", str(domain.vm_id)]
     return flags
+
+
+def node_check_zip() -> bytes:
+    return pack(NODE_CHECK_ENTRY, also=["day2.node_check.__main__"])
 
 
 def labels() -> dict[str, str]:

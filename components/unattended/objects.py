@@ -1,7 +1,8 @@
 """The unattended repair's Kubernetes objects, as plain dicts: the watcher's namespace (Pod Security restricted),
-its ServiceAccount, and the namespaced access to what only it reads and writes there: the Proxmox token's Secret,
-the breaker's ConfigMap and the repair Lease, each by `resourceNames`, so no other object of the namespace is
-within its reach and no other ServiceAccount of gpu-pool's can read the token."""
+its ServiceAccount, the breaker's ConfigMap and the repair Lease, and the RBAC its steps need
+(components/unattended/watcher_api.py): in its own namespace the Proxmox token's Secret, the breaker's ConfigMap
+and the Lease each by `resourceNames`, so no other object of the namespace is within its reach and no other
+ServiceAccount of gpu-pool's can read the token."""
 
 from __future__ import annotations
 
@@ -40,31 +41,9 @@ def namespace_object(cfg: UnattendedConfig) -> dict[str, Any]:
     }
 
 
-def own_namespace_rules() -> list[dict[str, Any]]:
-    """What the watcher may do in its own namespace, each by name."""
-    return [
-        # The token, read per repair (a replaced token takes effect at the next repair).
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]},
-        # The breaker's state: read before each repair, written when a repair did not fix.
-        {
-            "apiGroups": [""],
-            "resources": ["configmaps"],
-            "resourceNames": [BREAKER_CONFIGMAP],
-            "verbs": ["get", "update"],
-        },
-        # Held while a repair runs: a second replica (a Recreate rollout gone wrong) waits instead of repairing too.
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": [LEASE_NAME],
-            "verbs": ["get", "update"],
-        },
-    ]
-
-
 def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, the breaker ConfigMap and Lease (created closed and free, so the watcher needs no
-    `create`), and the Role and RoleBinding for them and the token's Secret."""
+    `create`). What the watcher may do with them (each by name) is in its Roles (build_watcher_rbac)."""
     namespace = cfg.namespace
     return [
         namespace_object(cfg),
@@ -81,22 +60,14 @@ def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
             "metadata": meta(LEASE_NAME, namespace),
             "spec": {"leaseDurationSeconds": 3600},
         },
-        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(NAME, namespace), "rules": own_namespace_rules()},
-        {
-            "apiVersion": f"{RBAC}/v1",
-            "kind": "RoleBinding",
-            "metadata": meta(NAME, namespace),
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        },
     ]
 
 
 def build_watcher_rbac(
     cfg: UnattendedConfig, cluster_rules: list[dict[str, Any]], namespaced: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
-    """The ClusterRole and the Roles the repair turn's steps need (components/unattended/rbac.py), each bound to the
-    watcher's ServiceAccount; a Role per namespace the steps touch, named apart from the watcher's own Role."""
+    """The ClusterRole and the Roles the watcher's steps need (components/unattended/watcher_api.py), each bound to
+    its ServiceAccount: a Role per namespace the steps touch, its own included."""
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}]
     objects: list[dict[str, Any]] = [
         {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta(NAME), "rules": cluster_rules},
@@ -109,7 +80,7 @@ def build_watcher_rbac(
         },
     ]
     for namespace, rules in namespaced.items():
-        name = f"{NAME}-turn"
+        name = NAME
         objects += [
             {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(name, namespace), "rules": rules},
             {

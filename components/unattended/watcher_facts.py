@@ -9,7 +9,7 @@ from typing import Any
 
 from components.unattended.credential import credential_plan
 from components.unattended.node_check_job import node_check_flags, node_check_job
-from components.unattended.rbac import EVENTS_NAMESPACE
+from components.unattended.watcher_api import EVENTS_NAMESPACE
 from config.stack import StackConfig
 
 

@@ -172,7 +172,7 @@ def test_the_token_reaches_the_cluster_only_as_a_secret_in_a_secret_only_the_wat
     assert [rule for _, rule in readers] == [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]}
     ]
-    binding = recording.named("unattended-repair-rolebinding")
+    binding = recording.named("unattended-repair-turn-rolebinding-gpu-pool-repair")
     assert reveal(binding.inputs)["subjects"] == [
         {"kind": "ServiceAccount", "name": NAME, "namespace": "gpu-pool-repair"}
     ]

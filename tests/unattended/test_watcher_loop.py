@@ -27,19 +27,22 @@ import pytest
 from components.gpu_failure_domain.node_steps_script import Proxmox
 from components.gpu_failure_domain.observed import TURN_STATE_LABEL, WAVE_CORDON_ANNOTATION
 from components.gpu_platform.health_check import pool_facts_document
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
 from components.stack_check import validate_stack
 from components.unattended.objects import BREAKER_CONFIGMAP, LEASE_NAME, SECRET_NAME
+from components.unattended.rbac import namespaces_of, watcher_rules
 from components.unattended.watcher import watcher_zip
+from components.unattended.watcher_api import WATCHER_API, Attributes, authorized, request_of, row_of
 from components.unattended.watcher_facts import watcher_facts_document
 from day2.doctor.health_check import ApiError
-from day2.doctor.node_report import NodeCheck
-from day2.node_check.floors import Expected
+from day2.node_check.facts import NodeFacts
+from day2.node_check.floors import Expected, report_json, walk
 from day2.repair.unattended import breaker_of
 from day2.repair.watcher import Conflict, Kube, Watcher, one_pass
 from day2.repair.watcher_core import VERDICT_ANNOTATION, WatcherFacts
 from offline.runner import read_stack_file
-from tests.day2.test_repair_decision import EXAMPLES, h200, node_check, with_log, xid
+from tests.day2.test_repair_decision import EXAMPLES, h200, with_log, xid
 
 # Python with every site package hidden: what the stock image has.
 ISOLATED = (sys.executable, "-S", "-E", "-s")
@@ -66,17 +69,48 @@ def merge(target: Any, patch: Any) -> Any:
 
 
 class MemoryApi(Kube):
-    """What the watcher calls of the API server, in memory: objects by path, a resourceVersion each."""
+    """What the watcher calls of the API server, in memory: objects by path, a resourceVersion each; every request
+    authorized against the watcher's derived RBAC (403 otherwise, as the API server answers) and recorded. A
+    node-check Job completes at once on its node, its pod's log the next report queued for that node."""
 
-    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, objects: dict[str, dict[str, Any]], rbac: tuple[Any, Any]) -> None:
         super().__init__("https://memory", "token", None)
         self.objects = objects
+        self.rbac = rbac
         self.version = 1
         self.events: list[dict[str, Any]] = []
         self.jobs: list[dict[str, Any]] = []
         self.evicted: list[str] = []
+        self.requests: list[Attributes] = []
+        self.reports: dict[str, list[str]] = {}
+        self.logs: dict[str, str] = {}
         for obj in objects.values():
             obj.setdefault("metadata", {})["resourceVersion"] = "1"
+
+    def _authorize(self, method: str, path: str) -> None:
+        request = request_of(method, path)
+        self.requests.append(request)
+        if not authorized(request, *self.rbac):
+            raise ApiError(f"{method} {path}: 403 Forbidden: {request} is not in the watcher's Roles")
+
+    def _job(self, job: dict[str, Any]) -> dict[str, Any]:
+        meta, node = job["metadata"], job["spec"]["template"]["spec"]["nodeName"]
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        self.objects[f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}"] = job
+        pod = f"{meta['name']}-x"
+        self.objects[f"/api/v1/namespaces/{meta['namespace']}/pods/{pod}"] = {
+            "kind": "Pod",
+            "metadata": {"name": pod, "namespace": meta["namespace"], "labels": {"job-name": meta["name"]}},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Succeeded"},
+        }
+        self.logs[f"/api/v1/namespaces/{meta['namespace']}/pods/{pod}/log"] = self.reports[node].pop(0)
+        self.jobs.append(job)
+        return job
+
+    def text(self, path: str) -> str:
+        self._authorize("GET", path)
+        return self.logs[path]
 
     def _bump(self, path: str, obj: dict[str, Any]) -> None:
         self.version += 1
@@ -84,14 +118,14 @@ class MemoryApi(Kube):
         self.objects[path] = obj
 
     def send(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        self._authorize(method, path)
         if method == "GET":
             return copy.deepcopy(self.objects.get(path))
         if method == "POST" and path.endswith("/events"):
             self.events.append(body)
             return body
         if method == "POST" and path.endswith("/jobs"):
-            self.jobs.append(body)
-            return body
+            return self._job(copy.deepcopy(body))
         if method == "POST" and path.endswith("/eviction"):
             pod = path.removesuffix("/eviction")
             self.evicted.append(path.split("/")[-2])
@@ -107,14 +141,20 @@ class MemoryApi(Kube):
         return copy.deepcopy(self.objects[path])
 
     def items(self, path: str, kind: str) -> list[dict[str, Any]]:
+        self._authorize("GET", path)
         base, _, query = path.partition("?")
         found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if o.get("kind") == kind]
         if base.startswith("/api/v1/namespaces/") or base.startswith("/apis/batch/v1/namespaces/"):
             namespace = base.split("/namespaces/")[1].split("/")[0]
             found = [o for o in found if o["metadata"].get("namespace") == namespace]
-        wanted = dict(urllib.parse.parse_qsl(query)).get("fieldSelector", "")
+        query_args = dict(urllib.parse.parse_qsl(query))
+        wanted = query_args.get("fieldSelector", "")
         if wanted.startswith("spec.nodeName="):
             found = [o for o in found if (o.get("spec") or {}).get("nodeName") == wanted.split("=", 1)[1]]
+        label = query_args.get("labelSelector", "")
+        if label:
+            key, value = label.split("=", 1)
+            found = [o for o in found if (o["metadata"].get("labels") or {}).get(key) == value]
         return found
 
     def node(self, name: str) -> dict[str, Any]:
@@ -161,7 +201,7 @@ def facts() -> WatcherFacts:
     )
 
 
-def cluster(*marked: str) -> MemoryApi:
+def cluster(*marked: str, rbac: tuple[Any, Any] | None = None) -> MemoryApi:
     dump = json.loads((EXAMPLES / "h200-lab.json").read_text(encoding="utf-8"))
     objects: dict[str, dict[str, Any]] = {}
     for item in dump["items"]:
@@ -177,6 +217,13 @@ def cluster(*marked: str) -> MemoryApi:
         objects[f"/api/v1/nodes/{host}"]["status"]["conditions"].append(
             {"type": CONDITION, "status": "False", "reason": "NodeHealthBroken", "message": "marked"}
         )
+    # A workload on dc2 that its drain evicts.
+    objects["/api/v1/namespaces/ml/pods/notebook-0"] = {
+        "kind": "Pod",
+        "metadata": {"name": "notebook-0", "namespace": "ml", "ownerReferences": [{"kind": "StatefulSet"}]},
+        "spec": {"nodeName": DC2},
+        "status": {"phase": "Running"},
+    }
     objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"] = {
         "kind": "ConfigMap",
         "metadata": {"name": BREAKER_CONFIGMAP, "namespace": NS},
@@ -192,30 +239,38 @@ def cluster(*marked: str) -> MemoryApi:
         "metadata": {"name": SECRET_NAME, "namespace": NS},
         "data": {"token": base64.b64encode(b"root@pam!gpu-pool-repair=secret").decode()},
     }
-    return MemoryApi(objects)
+    cfg = stack()
+    return MemoryApi(objects, watcher_rules(cfg, TIME_SLICING_CONFIGMAP) if rbac is None else rbac)
 
 
-def xid_report() -> NodeCheck:
-    return node_check(with_log(xid(79))(h200()), EXPECTED)
+def report(facts: NodeFacts) -> str:
+    """node-check's report as the Job's pod prints it (`-o json`), walked from the lent H200's capture."""
+    return json.dumps(report_json(walk(facts, EXPECTED, DC2)))
 
 
-def healthy_report() -> NodeCheck:
-    return node_check(h200(), EXPECTED)
+def xid_report() -> str:
+    return report(with_log(xid(79))(h200()))
 
 
-def watcher(api: MemoryApi, reports: dict[str, list[NodeCheck]], extra: dict[str, dict[str, int]] | None = None):
+def healthy_report() -> str:
+    return report(h200())
+
+
+def watcher(
+    api: MemoryApi, reports: dict[str, list[str]], extra: dict[str, dict[str, int]] | None = None
+) -> tuple[Watcher, ProxmoxStandIn]:
     wf = facts()
     permissions = {path: dict.fromkeys(privileges, 0) for path, privileges in wf.allowed.items()} | (extra or {})
     proxmox = ProxmoxStandIn(api, permissions)
-    checks: list[tuple[str, str]] = []
-
-    def run_check(w: Watcher, host: str, attempt: str) -> tuple[NodeCheck | None, str]:
-        checks.append((host, attempt))
-        return reports[host].pop(0), ""
-
-    w = Watcher(api, wf, io.StringIO(), clock=lambda: NOW, poll_seconds=0, node_check=run_check)
+    api.reports = reports
+    w = Watcher(api, wf, io.StringIO(), clock=lambda: NOW, poll_seconds=0)
     w.connect = lambda _facts, token: proxmox
-    return w, proxmox, checks
+    return w, proxmox
+
+
+def node_checks(api: MemoryApi) -> list[tuple[str, str]]:
+    """Each node-check Job the watcher created: (its node, before or after)."""
+    return [(j["spec"]["template"]["spec"]["nodeName"], j["metadata"]["name"].rsplit("-", 1)[1]) for j in api.jobs]
 
 
 def in_the_watchers_repair(api: MemoryApi, host: str) -> None:
@@ -238,14 +293,7 @@ def reasons(api: MemoryApi) -> list[str]:
 
 def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_uncordoned() -> None:
     api = cluster(DC2)
-    w, proxmox, checks = watcher(api, {DC2: [xid_report(), healthy_report()]})
-    api.objects["/api/v1/namespaces/ml/pods/notebook-0"] = {
-        "kind": "Pod",
-        "metadata": {"name": "notebook-0", "namespace": "ml", "ownerReferences": [{"kind": "StatefulSet"}]},
-        "spec": {"nodeName": DC2},
-        "status": {"phase": "Running"},
-    }
-
+    w, proxmox = watcher(api, {DC2: [xid_report(), healthy_report()]})
     done = one_pass(w)
 
     node = api.node(DC2)
@@ -254,7 +302,7 @@ def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_unc
         ("POST", "/nodes/pve-dc2/qemu/4201/status/stop"),
         ("POST", "/nodes/pve-dc2/qemu/4201/status/start"),
     ]
-    assert checks == [(DC2, "before"), (DC2, "after")]
+    assert node_checks(api) == [(DC2, "before"), (DC2, "after")]
     assert not node["spec"].get("unschedulable")
     assert node["metadata"]["labels"][TURN_STATE_LABEL] == "done"
     assert WAVE_CORDON_ANNOTATION not in node["metadata"]["annotations"]
@@ -272,13 +320,13 @@ def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_unc
 def test_a_fault_in_another_domain_while_the_first_is_out_waits() -> None:
     api = cluster(DC2, DC3)
     in_the_watchers_repair(api, DC2)
-    w, proxmox, checks = watcher(api, {DC2: [xid_report()], DC3: [xid_report()]})
+    w, proxmox = watcher(api, {DC2: [xid_report()], DC3: [xid_report()]})
 
     done = one_pass(w)
 
     assert done == "nothing to repair"
     assert not [c for c in proxmox.calls if c[0] == "POST"]
-    assert checks == []  # no node-check Job while a guard rail that needs none refuses
+    assert node_checks(api) == []  # no node-check Job while a guard rail that needs none refuses
     assert "AnotherDomainOut" in reasons(api)
     assert "AnotherDomainOut" in api.node(DC3)["metadata"]["annotations"][VERDICT_ANNOTATION]
 
@@ -286,7 +334,7 @@ def test_a_fault_in_another_domain_while_the_first_is_out_waits() -> None:
 def test_the_same_refusal_is_recorded_once_not_every_pass() -> None:
     api = cluster(DC2, DC3)
     in_the_watchers_repair(api, DC2)
-    w, _, _ = watcher(api, {})
+    w, _ = watcher(api, {})
 
     one_pass(w)
     one_pass(w)
@@ -296,7 +344,7 @@ def test_the_same_refusal_is_recorded_once_not_every_pass() -> None:
 
 def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() -> None:
     api = cluster(DC2)
-    w, proxmox, _ = watcher(api, {DC2: [xid_report(), xid_report(), xid_report(), xid_report()]})
+    w, proxmox = watcher(api, {DC2: [xid_report(), xid_report(), xid_report(), xid_report()]})
 
     assert one_pass(w).startswith(f"{DC2} stopped: the power cycle did not fix it")
     # A person brings dc2 back as it is (uncordoned, hold released), and it faults again.
@@ -327,7 +375,7 @@ def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() ->
 
 def test_a_token_that_holds_more_than_its_role_repairs_nothing() -> None:
     api = cluster(DC2)
-    w, proxmox, _ = watcher(api, {DC2: [xid_report()]}, extra={"/": {"Sys.Audit": 0}, "/vms": {"VM.PowerMgmt": 1}})
+    w, proxmox = watcher(api, {DC2: [xid_report()]}, extra={"/": {"Sys.Audit": 0}, "/vms": {"VM.PowerMgmt": 1}})
 
     done = one_pass(w)
 
@@ -343,10 +391,10 @@ def test_a_node_a_person_holds_is_not_touched() -> None:
     node = api.node(DC2)
     node["metadata"].setdefault("labels", {})[TURN_STATE_LABEL] = "repairing"
     node["metadata"].setdefault("annotations", {})["gpu-pool.dev/turn-holder"] = "repair:ana@laptop since x"
-    w, proxmox, checks = watcher(api, {DC2: [xid_report()]})
+    w, proxmox = watcher(api, {DC2: [xid_report()]})
 
     assert one_pass(w) == "nothing to repair"
-    assert not proxmox.calls and not checks
+    assert not proxmox.calls and not node_checks(api)
     assert "NodeHeld" in reasons(api)
 
 
@@ -388,3 +436,46 @@ def test_the_node_check_flags_are_the_ones_gpu_pool_repair_gives_node_check() ->
     cfg = stack()
     for domain in cfg.failure_domains:
         assert node_check_flags(cfg, domain) == as_flags(expected_of(cfg, domain))
+
+
+def test_every_request_of_the_watcher_is_a_row_of_its_api_table_and_every_row_is_used() -> None:
+    """The Roles are derived from WATCHER_API: a request outside it is refused by the Roles (and a row no step uses
+    would grant too much). A repair that fixes and one that does not use every row between them."""
+    namespaces = namespaces_of(stack())
+    fixed = cluster(DC2)
+    one_pass(watcher(fixed, {DC2: [xid_report(), healthy_report()]})[0])
+    not_fixed = cluster(DC2)
+    one_pass(watcher(not_fixed, {DC2: [xid_report(), xid_report()]})[0])
+
+    made = [*fixed.requests, *not_fixed.requests]
+    rows = {row_of(request, namespaces) for request in made}
+    assert None not in rows, [r for r in made if row_of(r, namespaces) is None]
+    table = {row for step in WATCHER_API.values() for row in step}
+    assert rows == table, f"rows no step used: {table - rows}"
+
+
+@pytest.mark.parametrize(
+    ("resource", "verb"), [("pods/eviction", "create"), ("nodes", "patch"), ("jobs", "create"), ("pods/log", "get")]
+)
+def test_a_step_whose_verb_the_roles_lack_repairs_nothing(resource: str, verb: str) -> None:
+    """The same loop with one grant taken out of the derived Roles: the API server's 403 stops it."""
+    cluster_rules, spaced = watcher_rules(stack(), TIME_SLICING_CONFIGMAP)
+
+    def without(rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        kept = []
+        for rule in rules:
+            verbs = [v for v in rule["verbs"] if not (resource in rule["resources"] and v == verb)]
+            if verbs:
+                kept.append({**rule, "verbs": verbs})
+        return kept
+
+    api = cluster(DC2, rbac=(without(cluster_rules), {ns: without(r) for ns, r in spaced.items()}))
+    w, _ = watcher(api, {DC2: [xid_report(), healthy_report()]})
+
+    try:
+        done = one_pass(w)
+    except ApiError as error:
+        done = str(error)
+
+    assert "403 Forbidden" in done or "403 Forbidden" in w.out.getvalue()  # type: ignore[attr-defined]
+    assert api.node(DC2)["metadata"].get("labels", {}).get(TURN_STATE_LABEL) != "done"

@@ -1,0 +1,103 @@
+"""What `repair.unattended.enabled` registers in the cluster for the watcher: its namespace under Pod Security
+restricted and the node-check Jobs' under privileged, the code and facts it runs, and one Deployment (one replica,
+Recreate, the pinned image) that starts once its Roles, token Secret and code are there."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import kubernetes_validate
+
+from components.stack_check import validate_stack
+from components.unattended.node_check_job import CODE_CONFIGMAP as NODE_CHECK_CODE
+from components.unattended.node_check_job import CODE_KEY as NODE_CHECK_KEY
+from components.unattended.node_check_job import node_check_zip
+from components.unattended.watcher import CODE_CONFIGMAP, CODE_KEY, FACTS_KEY, watcher_zip
+from day2.bundle import node_check_zip as ssh_node_check_zip
+from day2.repair.watcher_core import WatcherFacts
+from offline.recording import RecordingMonitor, reveal
+from offline.runner import read_stack_file
+from tests.unattended.registered import register_unattended
+
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def stack() -> Any:
+    raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
+    return validate_stack(raw | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}})
+
+
+def test_one_watcher_runs_recreated_never_two_in_the_pinned_image_as_nobody(monitor: RecordingMonitor) -> None:
+    cfg = stack()
+    recording = register_unattended(monitor, cfg)
+
+    (deployment,) = recording.by_type(DEPLOYMENT)
+    spec = reveal(deployment.inputs)["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert container["image"] == cfg.repair.unattended.image == cfg.repair.health_check.image
+    assert pod["serviceAccountName"] == "gpu-pool-repair"
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # It starts once what it uses is there: its Roles and bindings, the token's Secret, its code.
+    depends = set(deployment.dependencies)
+    needed = [r for r in recording.registrations if r.type.endswith(("Role", "RoleBinding", ":Secret"))]
+    assert needed and {r.urn for r in needed} <= depends
+
+
+def test_the_watchers_namespace_is_restricted_and_the_node_checks_privileged(monitor: RecordingMonitor) -> None:
+    recording = register_unattended(monitor, stack())
+
+    levels = {
+        reveal(r.inputs)["metadata"]["name"]: reveal(r.inputs)["metadata"]["labels"][
+            "pod-security.kubernetes.io/enforce"
+        ]
+        for r in recording.by_type(NAMESPACE)
+    }
+    assert levels == {"gpu-pool-repair": "restricted", "gpu-pool-node-check": "privileged"}
+
+
+def test_the_watcher_runs_the_shipped_zip_with_the_stacks_facts(monitor: RecordingMonitor) -> None:
+    cfg = stack()
+    recording = register_unattended(monitor, cfg)
+
+    code = reveal(recording.named("unattended-repair-code").inputs)
+    assert base64.b64decode(code["binaryData"][CODE_KEY]) == watcher_zip()
+    facts = WatcherFacts.from_json(json.loads(code["data"][FACTS_KEY]))
+    assert [d.hostname for d in facts.unattended.domains] == [d.hostname for d in cfg.failure_domains]
+    assert facts.vms["dc1"].vmid == str(cfg.failure_domains[0].vm_id)
+    assert set(facts.node_check_jobs) == {d.hostname for d in cfg.failure_domains}
+    assert code["metadata"]["name"] == CODE_CONFIGMAP
+
+
+def test_the_node_check_job_runs_the_same_zip_gpu_pool_repair_sends_over_ssh(monitor: RecordingMonitor) -> None:
+    recording = register_unattended(monitor, stack())
+
+    code = reveal(recording.named("unattended-repair-node-check-code").inputs)
+    assert code["metadata"]["name"] == NODE_CHECK_CODE
+    assert base64.b64decode(code["binaryData"][NODE_CHECK_KEY]) == node_check_zip() == ssh_node_check_zip()
+
+
+def test_every_registered_kubernetes_object_validates_strictly_against_the_schema(monitor: RecordingMonitor) -> None:
+    recording = register_unattended(monitor, stack())
+    version = kubernetes_validate.latest_version()
+
+    checked = 0
+    for r in recording.registrations:
+        if not r.type.startswith("kubernetes:") or r.type.endswith((":Secret", "Provider")):
+            continue
+        obj = reveal(r.inputs)
+        api_version = r.type.split(":")[1].removeprefix("core/")
+        kind = r.type.split(":")[2]
+        kubernetes_validate.validate({"apiVersion": api_version, "kind": kind, **obj}, version, strict=True)
+        checked += 1
+    assert checked >= 12
