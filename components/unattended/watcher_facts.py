@@ -42,7 +42,18 @@ def watcher_facts_document(stack: StackConfig, stack_name: str, pool: Mapping[st
         "namespace": cfg.namespace,
         "eventsNamespace": EVENTS_NAMESPACE,
         "proxmox": {"endpoint": stack.proxmox.endpoint, "insecure": stack.proxmox.insecure},
-        "vms": {d.name: {"vmid": str(d.vm_id), "proxmoxNode": d.proxmox_node} for d in stack.failure_domains},
+        "vms": {
+            d.name: {
+                "vmid": str(d.vm_id),
+                "proxmoxNode": d.proxmox_node,
+                "mappings": [
+                    row.path.removeprefix("/mapping/pci/")
+                    for row in plan.acls
+                    if row.domain == d.name and row.path.startswith("/mapping/pci/")
+                ],
+            }
+            for d in stack.failure_domains
+        },
         "allowed": allowed_privileges(stack, stack_name),
         "nodeCheckJobs": {
             d.hostname: node_check_job(cfg, d.hostname, node_check_flags(stack, d), f"node-check-{d.hostname}")

@@ -49,6 +49,8 @@ class Reason(StrEnum):
     NODE_HELD = "NodeHeld"
     DAILY_BUDGET_SPENT = "DailyBudgetSpent"
     BREAKER_OPEN = "BreakerOpen"
+    # Proxmox's view forbids it now: the VM locked, HA-managed, not the node's, or the host reports its card.
+    HOST_REFUSES = "HostRefuses"
 
 
 @dataclass(frozen=True)

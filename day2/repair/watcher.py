@@ -49,6 +49,7 @@ from day2.repair.decide import Decision, decide
 from day2.repair.unattended import (
     Failure,
     Pool,
+    Reason,
     Refusal,
     breaker_data,
     breaker_of,
@@ -65,6 +66,7 @@ from day2.repair.watcher_core import (
     eviction,
     held_by,
     hold_patch,
+    host_refusals,
     job_named,
     lease_free,
     lease_released,
@@ -343,13 +345,11 @@ def login(facts: WatcherFacts, token: str) -> Proxmox:
     return api
 
 
-def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
-    cfg = w.facts.unattended
-    domain = cfg.domain(domain_name)
-    host = domain.hostname
-    api = proxmox_for(w)
+def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str, node: Mapping[str, Any]) -> str:
+    """Why Proxmox's side forbids the repair now ('' when nothing does): the token holding more than its role, or
+    the VM and the host's view of its card (watcher_core.host_refusals)."""
+    host = w.facts.unattended.domain(domain_name).hostname
     extra = beyond(api.call("GET", "/access/permissions") or {}, w.facts.allowed)
-    node = w.kube.send("GET", node_path(host)) or {}
     if extra:
         post(
             w,
@@ -360,6 +360,23 @@ def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
             "is the stack's again (remove the extra ACLs, or raise repair.unattended.tokenGeneration and `pulumi up`)",
         )
         return "token beyond its role: no repair"
+    vm = w.facts.vms[domain_name]
+    guests = api.call("GET", "/cluster/resources?type=vm") or []
+    mappings = api.call("GET", f"/cluster/mapping/pci?check-node={vm.proxmox_node}") if vm.mappings else []
+    problems = host_refusals(vm, host, guests, mappings or [])
+    if problems:
+        refusal = Refusal(Reason.HOST_REFUSES, "; ".join(problems))
+        record_refusals(w, node, [refusal])
+        return f"{host}: {refusal.message}"
+    return ""
+
+
+def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
+    host = w.facts.unattended.domain(domain_name).hostname
+    node = w.kube.send("GET", node_path(host)) or {}
+    refused = refused_by_proxmox(w, proxmox_for(w), domain_name, node)
+    if refused:
+        return refused
     node = patch_node(
         w, host, lambda n: hold_patch(n, w.facts.holder, w.clock()) if may_hold(n, w.facts.holder) else None
     )
@@ -429,7 +446,8 @@ def power_cycle(w: Watcher, domain_name: str, reason: str) -> bool:
     where = f"VM {vm_facts.vmid} on {vm_facts.proxmox_node}"
     status = str((api.call("GET", f"{vm}/status/current") or {}).get("status") or "")
     if status != "stopped":
-        task = api.call("POST", f"{vm}/status/stop")
+        # As the wave's and a person's repair: a shutdown that forces the stop after 180 s (qemu-server vm_shutdown).
+        task = api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
         node = patch_node(w, domain.hostname, lambda n: power_cycle_patch(n, reason, where, w.clock()))
         post(w, node, "Warning", EventReason.POWER_CYCLE, f"unattended repair power-cycles {where}: {reason}")
         exitstatus = api.wait_task(str(task or ""), 240)

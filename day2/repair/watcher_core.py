@@ -55,6 +55,8 @@ class EventReason:
 class Vm:
     vmid: str
     proxmox_node: str
+    # The domain's PCI mappings (its cards), whose host-side check the watcher reads before anything stops.
+    mappings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,10 @@ class WatcherFacts:
             "namespace": self.namespace,
             "eventsNamespace": self.events_namespace,
             "proxmox": {"endpoint": self.proxmox_endpoint, "insecure": self.proxmox_insecure},
-            "vms": {name: {"vmid": vm.vmid, "proxmoxNode": vm.proxmox_node} for name, vm in sorted(self.vms.items())},
+            "vms": {
+                name: {"vmid": vm.vmid, "proxmoxNode": vm.proxmox_node, "mappings": list(vm.mappings)}
+                for name, vm in sorted(self.vms.items())
+            },
             "allowed": {path: sorted(privileges) for path, privileges in sorted(self.allowed.items())},
             "nodeCheckJobs": dict(sorted(self.node_check_jobs.items())),
             "notEligible": dict(sorted(self.not_eligible.items())),
@@ -108,7 +113,10 @@ class WatcherFacts:
             events_namespace=str(document["eventsNamespace"]),
             proxmox_endpoint=str(proxmox["endpoint"]),
             proxmox_insecure=bool(proxmox["insecure"]),
-            vms={str(k): Vm(str(v["vmid"]), str(v["proxmoxNode"])) for k, v in document["vms"].items()},
+            vms={
+                str(k): Vm(str(v["vmid"]), str(v["proxmoxNode"]), tuple(str(m) for m in v["mappings"]))
+                for k, v in document["vms"].items()
+            },
             allowed={str(k): frozenset(str(p) for p in v) for k, v in document["allowed"].items()},
             node_check_jobs={str(k): dict(v) for k, v in document["nodeCheckJobs"].items()},
             not_eligible={str(k): str(v) for k, v in document["notEligible"].items()},
@@ -327,6 +335,40 @@ def beyond(answer: Mapping[str, Mapping[str, Any]], allowed: Mapping[str, frozen
         propagated = sorted(p for p, propagate in privileges.items() if propagate)
         if propagated:
             problems.append(f"{', '.join(propagated)} on {path} propagated to everything below it")
+    return problems
+
+
+def host_refusals(
+    vm: Vm, hostname: str, guests: Sequence[Mapping[str, Any]], mappings: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """What Proxmox says against a power cycle now, read with the token's own grants: the VM in
+    `GET /cluster/resources?type=vm` (VM.Audit on /vms/<id>: its name, host, lock, HA state) and each of the
+    domain's mappings in `GET /cluster/mapping/pci?check-node=<host>` (Mapping.Audit: `checks` lists what the host
+    finds wrong with the mapped device, e.g. a card it lost, pve-manager PCI.pm index). Unattended is stricter than
+    a person's repair: an HA-managed VM, or a mapping the host reports a problem with, is left to a person."""
+    where = f"VM {vm.vmid} on {vm.proxmox_node}"
+    entry = next((g for g in guests if str(g.get("vmid")) == vm.vmid), None)
+    if entry is None:
+        # A filter endpoint: a VM the token may not see is simply absent (no 403).
+        return [f"{where} is not in /cluster/resources: gone, or the token lacks VM.Audit on /vms/{vm.vmid}"]
+    problems = []
+    if entry.get("name") != hostname:
+        problems.append(f"Proxmox runs VM {vm.vmid} as {entry.get('name')!s}, not {hostname}: not the node's VM")
+    if entry.get("node") != vm.proxmox_node:
+        problems.append(f"VM {vm.vmid} runs on {entry.get('node')!s}, the stack says {vm.proxmox_node} (migrated?)")
+    if entry.get("lock"):
+        problems.append(f"{where} is locked ({entry['lock']}): Proxmox refuses its stop and start until it is free")
+    if entry.get("hastate") and entry.get("hastate") != "ignored":
+        problems.append(f"{where} is HA-managed ({entry['hastate']}): left to a person's `gpu-pool repair`")
+    by_id = {str(m.get("id")): m for m in mappings}
+    for name in vm.mappings:
+        found = by_id.get(name)
+        if found is None:
+            problems.append(f"mapping {name} is not in /cluster/mapping/pci: gone, or the token lacks Mapping.Audit")
+            continue
+        said = "; ".join(str(c.get("message") or c) for c in found.get("checks") or [])
+        if said:
+            problems.append(f"{vm.proxmox_node} reports on mapping {name}: {said}: a host matter, not a VM power cycle")
     return problems
 
 

@@ -48,6 +48,7 @@ from tests.day2.test_repair_decision import EXAMPLES, h200, with_log, xid
 ISOLATED = (sys.executable, "-S", "-E", "-s")
 DC2 = "rke2-worker-dc2-gpu-a"
 DC3 = "rke2-worker-dc3-gpu-a"
+HOSTS = {"4101": "rke2-worker-dc1-gpu-a", "4201": DC2, "4301": DC3}
 NS = "gpu-pool-repair"
 NOW = datetime.datetime(2026, 12, 5, 3, 0, tzinfo=datetime.UTC)
 EXPECTED = Expected(
@@ -169,6 +170,10 @@ class ProxmoxStandIn(Proxmox):
         self.api, self.permissions = api, permissions
         self.states = {"4101": "running", "4201": "running", "4301": "running"}
         self.calls: list[tuple[str, str]] = []
+        # What /cluster/resources adds to a VM's entry (a lock, an HA state), by VM id.
+        self.extra: dict[str, dict[str, str]] = {}
+        # What the host reports on a mapping (its `checks`), by mapping id.
+        self.checks: dict[str, list[dict[str, str]]] = {}
 
     def call(self, method: str, path: str, form: dict[str, str] | None = None) -> Any:
         self.calls.append((method, path))
@@ -176,15 +181,22 @@ class ProxmoxStandIn(Proxmox):
             return self.permissions
         if "/tasks/" in path:
             return {"status": "stopped", "exitstatus": "OK"}
+        if path == "/cluster/resources?type=vm":
+            return [
+                {"vmid": int(vmid), "name": HOSTS[vmid], "node": f"pve-dc{vmid[1]}", "status": state}
+                | self.extra.get(vmid, {})
+                for vmid, state in self.states.items()
+            ]
+        if path.startswith("/cluster/mapping/pci?check-node="):
+            return [{"id": f"gpu-dc{n}", "checks": self.checks.get(f"gpu-dc{n}", [])} for n in (1, 2, 3)]
         vmid = path.split("/qemu/")[1].split("/")[0]
         if path.endswith("/status/current"):
             return {"status": self.states[vmid]}
-        if path.endswith("/status/stop"):
+        if path.endswith("/status/shutdown"):
             self.states[vmid] = "stopped"
         elif path.endswith("/status/start"):
             self.states[vmid] = "running"
-            host = {"4101": "rke2-worker-dc1-gpu-a", "4201": DC2, "4301": DC3}[vmid]
-            node = self.api.node(host)
+            node = self.api.node(HOSTS[vmid])
             node["status"]["nodeInfo"]["bootID"] = f"boot-after-{len(self.calls)}"
         return f"UPID:pve:{vmid}:{path.rsplit('/', 1)[1]}:"
 
@@ -299,7 +311,7 @@ def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_unc
     node = api.node(DC2)
     assert done == f"{DC2} repaired"
     assert [c for c in proxmox.calls if c[0] == "POST"] == [
-        ("POST", "/nodes/pve-dc2/qemu/4201/status/stop"),
+        ("POST", "/nodes/pve-dc2/qemu/4201/status/shutdown"),
         ("POST", "/nodes/pve-dc2/qemu/4201/status/start"),
     ]
     assert node_checks(api) == [(DC2, "before"), (DC2, "after")]
@@ -355,7 +367,7 @@ def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() ->
     node["metadata"]["annotations"].pop(WAVE_CORDON_ANNOTATION, None)
     node["metadata"]["annotations"].pop("gpu-pool.dev/wave-turn", None)
     assert one_pass(w).startswith(f"{DC2} stopped")
-    stops = len([c for c in proxmox.calls if c[1].endswith("/status/stop")])
+    stops = len([c for c in proxmox.calls if c[1].endswith("/status/shutdown")])
 
     breaker = breaker_of(api.objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"]["data"])
     node = api.node(DC2)
@@ -368,7 +380,7 @@ def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() ->
     assert "UnattendedBreakerOpened" in reasons(api)
     assert third == "nothing to repair"
     assert "BreakerOpen" in api.node(DC2)["metadata"]["annotations"][VERDICT_ANNOTATION]
-    assert len([c for c in proxmox.calls if c[1].endswith("/status/stop")]) == stops == 2
+    assert len([c for c in proxmox.calls if c[1].endswith("/status/shutdown")]) == stops == 2
     # A repair that did not fix leaves its node cordoned under the watcher's hold, state stopped.
     assert api.node(DC2)["metadata"]["annotations"]["gpu-pool.dev/repairs"].count('"stopped"') == 2
 
@@ -479,3 +491,27 @@ def test_a_step_whose_verb_the_roles_lack_repairs_nothing(resource: str, verb: s
 
     assert "403 Forbidden" in done or "403 Forbidden" in w.out.getvalue()  # type: ignore[attr-defined]
     assert api.node(DC2)["metadata"].get("labels", {}).get(TURN_STATE_LABEL) != "done"
+
+
+@pytest.mark.parametrize(
+    ("lock", "checks", "said"),
+    [
+        ({"lock": "backup"}, [], "is locked (backup)"),
+        ({"hastate": "started"}, [], "is HA-managed (started)"),
+        ({}, [{"severity": "error", "message": "device 0000:41:00.0 not found"}], "device 0000:41:00.0 not found"),
+    ],
+)
+def test_what_proxmox_says_against_a_power_cycle_stops_it_before_anything_changes(
+    lock: dict[str, str], checks: list[dict[str, str]], said: str
+) -> None:
+    api = cluster(DC2)
+    w, proxmox = watcher(api, {DC2: [xid_report()]})
+    proxmox.extra["4201"] = lock
+    proxmox.checks["gpu-dc2"] = checks
+
+    done = one_pass(w)
+
+    assert said in done
+    assert [c for c in proxmox.calls if c[0] == "POST"] == []
+    assert not api.node(DC2)["spec"].get("unschedulable") and api.evicted == []
+    assert "HostRefuses" in reasons(api)
