@@ -20,6 +20,7 @@ from components.gpu_failure_domain.cluster_state import read_cluster_state
 from components.gpu_failure_domain.component import GpuFailureDomain, GpuFailureDomainArgs
 from components.gpu_failure_domain.host_preflight import datastore_needs, run_preflight, run_proxy_preflight
 from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
+from components.gpu_platform.alert_rules import prometheus_rule_labels
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
@@ -138,6 +139,7 @@ if cfg.repair.unattended.enabled:
             kubernetes_provider=kubernetes_provider,
             # repair.unattended needs repair.healthCheck (config/repair.py): its facts are the health check's.
             pool_facts=json.loads(health_check.facts) if health_check is not None else {},
+            rule_labels=prometheus_rule_labels(cfg.monitoring),
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}

@@ -19,11 +19,18 @@ import pulumi_kubernetes as kubernetes
 import pulumi_proxmoxve as proxmoxve
 
 from components.shared.kubernetes_objects import register_object
+from components.unattended.alerts import build_unattended_alert_rules
 from components.unattended.credential import TOKEN_SECRET_KEY, api_token, credential_plan, user_of
 from components.unattended.node_check_job import node_check_code, node_check_namespace, node_check_zip
 from components.unattended.objects import NAME, SECRET_NAME, build_watcher_access, build_watcher_rbac, meta
 from components.unattended.rbac import watcher_rules
-from components.unattended.watcher import watcher_code, watcher_deployment, watcher_zip
+from components.unattended.watcher import (
+    watcher_code,
+    watcher_deployment,
+    watcher_service,
+    watcher_service_monitor,
+    watcher_zip,
+)
 from components.unattended.watcher_facts import watcher_facts_document
 from config.stack import StackConfig
 
@@ -39,6 +46,8 @@ class UnattendedRepairArgs:
     # doctor's pool facts, as the health check's ConfigMap holds them (HealthCheckBundle.facts, parsed): the
     # watcher walks doctor's floors with them.
     pool_facts: Mapping[str, Any]
+    # The PrometheusRule's labels (components/gpu_platform/alert_rules.py prometheus_rule_labels), for its alerts.
+    rule_labels: Mapping[str, str]
 
 
 class UnattendedRepair(pulumi.ComponentResource):
@@ -133,4 +142,18 @@ class UnattendedRepair(pulumi.ComponentResource):
             spec=deployment["spec"],
             opts=pulumi.ResourceOptions.merge(placed, pulumi.ResourceOptions(depends_on=after)),
         )
+        self._monitoring(name, args, placed)
         return secret
+
+    def _monitoring(self, name: str, args: UnattendedRepairArgs, placed: pulumi.ResourceOptions) -> None:
+        """Its metrics scraped (monitoring.serviceMonitor) and its alerts (monitoring.alertsEnabled): the breaker open,
+        a repair that did not fix."""
+        cfg, monitoring = args.stack.repair.unattended, args.stack.monitoring
+        service: Any = watcher_service(cfg)
+        kubernetes.core.v1.Service(f"{name}-service", metadata=service["metadata"], spec=service["spec"], opts=placed)
+        if monitoring.service_monitor:
+            monitor = watcher_service_monitor(cfg, monitoring.service_monitor_labels)
+            register_object(f"{name}-service-monitor", monitor, placed)
+        if monitoring.alerts_enabled:
+            rules = build_unattended_alert_rules(monitoring, cfg, stack=args.stack_name, labels=args.rule_labels)
+            register_object(f"{name}-alerts", rules, placed)

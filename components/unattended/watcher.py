@@ -28,6 +28,8 @@ CODE_CONFIGMAP = "gpu-pool-repair-code"
 CODE_KEY = "watcher.pyz"
 FACTS_KEY = "facts.json"
 MOUNT = "/opt/gpu-pool"
+# The port the watcher serves /metrics on (day2/repair/watcher.py METRICS_PORT; a test keeps them equal).
+METRICS_PORT = 9400
 
 
 def watcher_files() -> tuple[str, ...]:
@@ -62,6 +64,7 @@ def watcher_deployment(cfg: UnattendedConfig) -> dict[str, Any]:
             "capabilities": {"drop": ["ALL"]},
         },
         "volumeMounts": [{"name": "code", "mountPath": MOUNT, "readOnly": True}],
+        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
     }
     pod = {
         "serviceAccountName": NAME,
@@ -85,4 +88,27 @@ def watcher_deployment(cfg: UnattendedConfig) -> dict[str, Any]:
             "selector": {"matchLabels": labels()},
             "template": {"metadata": {"labels": labels()}, "spec": pod},
         },
+    }
+
+
+def watcher_service(cfg: UnattendedConfig) -> dict[str, Any]:
+    """The Service the ServiceMonitor selects: the watcher's /metrics."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(NAME, cfg.namespace),
+        "spec": {"selector": labels(), "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]},
+    }
+
+
+def watcher_service_monitor(cfg: UnattendedConfig, selector_labels: Mapping[str, str]) -> dict[str, Any]:
+    """The Prometheus Operator's ServiceMonitor for the watcher's metrics, labelled for the Prometheus's
+    serviceMonitorSelector (monitoring.serviceMonitorLabels, as the DCGM exporter's)."""
+    metadata = meta(NAME, cfg.namespace)
+    metadata["labels"] = {**metadata["labels"], **selector_labels}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata,
+        "spec": {"selector": {"matchLabels": labels()}, "endpoints": [{"port": "metrics", "interval": "60s"}]},
     }

@@ -82,6 +82,11 @@ from day2.repair.watcher_core import (
 )
 
 TOKEN_KEY = "token"
+# The metrics' names (components/unattended/alerts.py REPAIRS, REFUSALS, BREAKER_OPEN; a test keeps them equal).
+REPAIRS_METRIC = "gpu_pool_unattended_repairs_total"
+REFUSALS_METRIC = "gpu_pool_unattended_refusals_total"
+BREAKER_METRIC = "gpu_pool_unattended_breaker_open"
+METRICS_PORT = 9400
 MERGE = "application/merge-patch+json"
 # How long each wait of a repair may take (minutes): the drain, the VM's stop and start, the node back Ready.
 DRAIN_MINUTES = 15
@@ -122,6 +127,48 @@ NodeCheckRunner = Callable[["Watcher", str, str], tuple[NodeCheck | None, str]]
 
 
 @dataclass
+class Metrics:
+    """What the watcher exports (components/unattended/alerts.py names them; its alerts read them): repairs run to
+    the end by node and result, refusals by node and reason (each time the verdict changes), the breaker's state."""
+
+    repairs: dict[tuple[str, str], int] = field(default_factory=dict)
+    refusals: dict[tuple[str, str], int] = field(default_factory=dict)
+    breaker_open: int = 0
+
+    def text(self) -> str:
+        lines = [
+            f"# TYPE {REPAIRS_METRIC} counter",
+            *(f'{REPAIRS_METRIC}{{node="{n}",result="{r}"}} {v}' for (n, r), v in sorted(self.repairs.items())),
+            f"# TYPE {REFUSALS_METRIC} counter",
+            *(f'{REFUSALS_METRIC}{{node="{n}",reason="{r}"}} {v}' for (n, r), v in sorted(self.refusals.items())),
+            f"# TYPE {BREAKER_METRIC} gauge",
+            f"{BREAKER_METRIC} {self.breaker_open}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def serve_metrics(metrics: Metrics, port: int) -> None:
+    """`GET /metrics` on `port`, in a thread of its own, for the ServiceMonitor."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = metrics.text().encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("", port), Handler)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+
+
+@dataclass
 class Watcher:
     kube: Kube
     facts: WatcherFacts
@@ -133,6 +180,7 @@ class Watcher:
     # The Proxmox client for a token (node_steps_script.Proxmox, logged in).
     connect: Callable[[WatcherFacts, str], Proxmox] = field(default=lambda facts, token: login(facts, token))
     host: str = field(default_factory=socket.gethostname)
+    metrics: Metrics = field(default_factory=Metrics)
 
     def log(self, line: str) -> None:
         self.out.write(f"{stamp(self.clock())} {line}\n")
@@ -253,9 +301,10 @@ def record_refusals(w: Watcher, node: Mapping[str, Any], refusals: tuple[Refusal
     except Conflict:
         return  # the next pass reads it again
     for refusal in refusals:
-        post(
-            w, node, "Normal" if refusal.reason == "NoRepairNeeded" else "Warning", str(refusal.reason), refusal.message
-        )
+        key = (name, str(refusal.reason))
+        w.metrics.refusals[key] = w.metrics.refusals.get(key, 0) + 1
+        kind = "Normal" if refusal.reason == "NoRepairNeeded" else "Warning"
+        post(w, node, kind, str(refusal.reason), refusal.message)
 
 
 def record_failure_in_breaker(w: Watcher, node: str, why: str) -> bool:
@@ -284,6 +333,7 @@ def one_pass(w: Watcher) -> str:
     """One look at the pool; at most one repair. What it did, in a line."""
     current = w.kube.send("GET", breaker_path(w))
     breaker = breaker_of((current or {}).get("data")) if current is not None else breaker_of({"state": "unknown"})
+    w.metrics.breaker_open = int(breaker.open)
     raw = read_nodes(w)
     observed = {name: observed_node(node) if node is not None else None for name, node in raw.items()}
     pool = Pool(observed, breaker, dict(w.facts.not_eligible))
@@ -394,15 +444,22 @@ def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
         return stopped(w, host, str(error), cycled)
     node = patch_node(w, host, lambda n: done_patch(n, decision.reason, w.clock()))
     post(w, node, "Normal", EventReason.REPAIRED, f"unattended repair: {decision.reason}; node-check passes, serving")
+    count(w, host, "fixed")
     return f"{host} repaired"
+
+
+def count(w: Watcher, host: str, result: str) -> None:
+    w.metrics.repairs[(host, result)] = w.metrics.repairs.get((host, result), 0) + 1
 
 
 def stopped(w: Watcher, host: str, why: str, cycled: bool) -> str:
     node = patch_node(w, host, lambda n: stopped_patch(n, "unattended repair", why, w.clock()))
     reason = EventReason.DID_NOT_FIX if cycled else EventReason.STOPPED
     post(w, node, "Warning", reason, f"{why}; {host} stays cordoned")
+    count(w, host, "not-fixed" if cycled else "stopped")
     # Only a repair that power-cycled counts against the breaker: a stop before it changed nothing of the card.
     if cycled and record_failure_in_breaker(w, host, why):
+        w.metrics.breaker_open = 1
         post(
             w,
             node,
@@ -479,6 +536,9 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     parser.add_argument("--ca-file", help="the API server's CA (default: the pod's ServiceAccount's)")
     parser.add_argument("--interval", type=float, default=60.0, help="seconds between passes (default 60)")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    parser.add_argument(
+        "--metrics-port", type=int, default=METRICS_PORT, help=f"serve /metrics here (default {METRICS_PORT}; 0: no)"
+    )
     args = parser.parse_args(argv)
     try:
         facts = WatcherFacts.from_json(json.loads(args.facts.read_text(encoding="utf-8")))
@@ -494,6 +554,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         out.write(f"gpu-pool repair-watcher: {error}\n")
         return 2
     watcher = Watcher(kube, facts, out)
+    if args.metrics_port:
+        serve_metrics(watcher.metrics, args.metrics_port)
     while True:
         try:
             watcher.log(one_pass(watcher))

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_proxmoxve as proxmoxve
 
+from components.gpu_platform.alert_rules import prometheus_rule_labels
 from components.gpu_platform.health_check import pool_facts_document
 from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
 from config.stack import StackConfig
@@ -29,6 +30,7 @@ def register_unattended(monitor: RecordingMonitor, cfg: StackConfig, stack_name:
                 proxmox_provider=proxmoxve.Provider("proxmox", endpoint="https://pve.example:8006/"),
                 kubernetes_provider=kubernetes.Provider("kubernetes"),
                 pool_facts=pool_facts_document(cfg, stack_name),
+                rule_labels=prometheus_rule_labels(cfg.monitoring),
             ),
         )
 

@@ -419,7 +419,17 @@ def test_the_packed_watcher_runs_with_every_site_package_hidden(tmp_path: Path) 
     (tmp_path / "watcher.pyz").write_bytes(watcher_zip())
 
     done = subprocess.run(
-        [*ISOLATED, "watcher.pyz", "--facts", "facts.json", "--server", "http://127.0.0.1:9", "--once"],
+        [
+            *ISOLATED,
+            "watcher.pyz",
+            "--facts",
+            "facts.json",
+            "--server",
+            "http://127.0.0.1:9",
+            "--once",
+            "--metrics-port",
+            "0",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -515,3 +525,19 @@ def test_what_proxmox_says_against_a_power_cycle_stops_it_before_anything_change
     assert [c for c in proxmox.calls if c[0] == "POST"] == []
     assert not api.node(DC2)["spec"].get("unschedulable") and api.evicted == []
     assert "HostRefuses" in reasons(api)
+
+
+def test_the_metrics_count_repairs_by_result_refusals_by_reason_and_show_the_breaker() -> None:
+    fixed = cluster(DC2)
+    w, _ = watcher(fixed, {DC2: [xid_report(), xid_report()]})
+    one_pass(w)
+    opened = cluster(DC2)
+    breaker = opened.objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"]
+    breaker["data"] = {"state": "open", "failures": "[]", "openedAt": "2026-12-05T01:00:00Z"}
+    refused, _ = watcher(opened, {})
+    one_pass(refused)
+
+    assert f'gpu_pool_unattended_repairs_total{{node="{DC2}",result="not-fixed"}} 1' in w.metrics.text()
+    assert "gpu_pool_unattended_breaker_open 0" in w.metrics.text()
+    assert f'gpu_pool_unattended_refusals_total{{node="{DC2}",reason="BreakerOpen"}} 1' in refused.metrics.text()
+    assert "gpu_pool_unattended_breaker_open 1" in refused.metrics.text()
