@@ -66,6 +66,7 @@ WATCHER_API: Mapping[str, tuple[Request, ...]] = {
     "the token": (Request("", "secrets", "get", OWN, SECRET_NAME),),
     "the drain": (Request("", "pods", "list", CLUSTER), Request("", "pods/eviction", "create", CLUSTER)),
     "Events": (Request("", "events", "create", EVENTS),),
+    "the smoke test": (Request("batch", "jobs", "create", SMOKE), Request("batch", "jobs", "get", SMOKE)),
 }
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

@@ -7,6 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components.gpu_failure_domain.observed import ObservedNode
+from components.gpu_failure_domain.plan import plan_domain
+from components.gpu_failure_domain.steps import RepairSmokeStep
+from components.gpu_failure_domain.turns import repair_turn
 from components.unattended.credential import credential_plan
 from components.unattended.node_check_job import node_check_flags, node_check_job
 from components.unattended.watcher_api import EVENTS_NAMESPACE
@@ -21,6 +25,19 @@ def allowed_privileges(stack: StackConfig, stack_name: str) -> dict[str, list[st
     for row in plan.acls:
         allowed.setdefault(row.path, set()).update(roles[row.role_id].privileges)
     return {path: sorted(privileges) for path, privileges in sorted(allowed.items())}
+
+
+def smoke_jobs(stack: StackConfig) -> dict[str, list[dict[str, Any]]]:
+    """Hostname -> the smoke Jobs a repair's turn runs on it after the power cycle (the plan's own, as `gpu-pool
+    repair` runs them; the watcher names each per run). None where the stack runs no smoke test."""
+    if not stack.smoke_test.enabled:
+        return {}
+    jobs: dict[str, list[dict[str, Any]]] = {}
+    for domain in stack.failure_domains:
+        turn = repair_turn(domain, ObservedNode(rollout={}), "unattended", "2026-01-01T00:00:00Z")
+        plan = plan_domain(domain, stack, turn, holder="repair:unattended@facts")
+        jobs[domain.hostname] = [dict(s.manifest) for s in plan.turn_steps() if isinstance(s, RepairSmokeStep)]
+    return jobs
 
 
 def watcher_facts_document(stack: StackConfig, stack_name: str, pool: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,4 +77,5 @@ def watcher_facts_document(stack: StackConfig, stack_name: str, pool: Mapping[st
             for d in stack.failure_domains
         },
         "notEligible": dict(plan.not_eligible),
+        "smokeJobs": smoke_jobs(stack),
     }

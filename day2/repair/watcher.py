@@ -60,6 +60,7 @@ from day2.repair.unattended import (
 from day2.repair.watcher_core import (
     EventReason,
     WatcherFacts,
+    advertises,
     beyond,
     done_patch,
     event,
@@ -74,6 +75,8 @@ from day2.repair.watcher_core import (
     marked,
     may_hold,
     power_cycle_patch,
+    slots_of,
+    smoke_named,
     stamp,
     stopped_patch,
     to_evict,
@@ -92,6 +95,7 @@ MERGE = "application/merge-patch+json"
 DRAIN_MINUTES = 15
 READY_MINUTES = 30
 NODE_CHECK_MINUTES = 6
+SMOKE_MINUTES = 15
 
 
 class Conflict(ApiError):
@@ -440,6 +444,7 @@ def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
         if report is None or report.first_broken is not None:
             broken = why_not or f"node-check finds {report.first_broken if report else '?'} broken"
             raise StepFailed(f"the power cycle did not fix it: {broken}")
+        gate_and_smoke(w, host)
     except (StepFailed, ApiError) as error:
         return stopped(w, host, str(error), cycled)
     node = patch_node(w, host, lambda n: done_patch(n, decision.reason, w.clock()))
@@ -514,6 +519,32 @@ def power_cycle(w: Watcher, domain_name: str, reason: str) -> bool:
             raise StepFailed(f"{where} did not stop within 240 s")
     start_vm(api, vm, vm_facts.vmid, where, domain.hostname)
     return True
+
+
+def gate_and_smoke(w: Watcher, host: str) -> None:
+    """What the repair turn runs after node-check, before the node serves again: the gpu-ready gate (every slot
+    advertised) and the stack's smoke Jobs under a name of this run; a failed Job means the repair did not fix."""
+    slots = slots_of(w.facts.pool, host)
+
+    def ready() -> bool:
+        node = w.kube.send("GET", node_path(host))
+        return node is not None and advertises(node, slots)
+
+    w.wait(f"{host} to advertise its {slots} GPU slots again", READY_MINUTES, ready)
+    for template in w.facts.smoke_jobs.get(host, ()):
+        job = smoke_named(template, w.clock())
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        w.kube.send("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+
+        def finished(namespace: str = namespace, name: str = name) -> str:
+            found = w.kube.send("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}") or {}
+            conditions = {c.get("type"): c.get("status") for c in (found.get("status") or {}).get("conditions") or []}
+            return (
+                "Failed" if conditions.get("Failed") == "True" else "Complete" * (conditions.get("Complete") == "True")
+            )
+
+        if w.wait(f"the smoke test {namespace}/{name}", SMOKE_MINUTES, finished) == "Failed":
+            raise StepFailed(f"the power cycle did not fix it: the smoke test {namespace}/{name} failed")
 
 
 def back_ready(w: Watcher, host: str, old_boot: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.gpu_failure_domain.node_steps_script import kept_records, repair_records
@@ -78,6 +78,8 @@ class WatcherFacts:
     node_check_jobs: Mapping[str, Mapping[str, Any]]
     # Domain -> why the credential plan leaves it to a person (a raw PCI id instead of a mapping).
     not_eligible: Mapping[str, str]
+    # Hostname -> the smoke Jobs the repair's turn runs after the power cycle (empty: the stack runs none).
+    smoke_jobs: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
 
     @property
     def holder(self) -> str:
@@ -98,6 +100,7 @@ class WatcherFacts:
             "allowed": {path: sorted(privileges) for path, privileges in sorted(self.allowed.items())},
             "nodeCheckJobs": dict(sorted(self.node_check_jobs.items())),
             "notEligible": dict(sorted(self.not_eligible.items())),
+            "smokeJobs": {host: list(jobs) for host, jobs in sorted(self.smoke_jobs.items())},
         }
 
     @classmethod
@@ -120,6 +123,7 @@ class WatcherFacts:
             allowed={str(k): frozenset(str(p) for p in v) for k, v in document["allowed"].items()},
             node_check_jobs={str(k): dict(v) for k, v in document["nodeCheckJobs"].items()},
             not_eligible={str(k): str(v) for k, v in document["notEligible"].items()},
+            smoke_jobs={str(k): tuple(dict(j) for j in v) for k, v in document["smokeJobs"].items()},
         )
 
 
@@ -394,6 +398,25 @@ def event(
         "lastTimestamp": stamp(now),
         "count": 1,
     }
+
+
+def slots_of(pool: Mapping[str, Any], hostname: str) -> int:
+    """The GPU slots the node advertises when it serves (doctor's pool facts: its cards times its profile)."""
+    return int(next(d["slots"] for d in pool["domains"] if d["hostname"] == hostname))
+
+
+def advertises(node: Mapping[str, Any], slots: int) -> bool:
+    """The gpu-ready gate (as the repair turn's): the device plugin reports every slot of the node again."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return str(allocatable.get("nvidia.com/gpu", "0")) == str(slots)
+
+
+def smoke_named(template: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
+    """A smoke Job under a name of this run (the template's, with `-u<when>`, cut to 63)."""
+    job: dict[str, Any] = json.loads(json.dumps(template))
+    when = f"-u{now.strftime('%Y%m%d%H%M%S')}"
+    job["metadata"]["name"] = str(job["metadata"]["name"])[: 63 - len(when)].rstrip("-") + when
+    return job
 
 
 def job_named(template: Mapping[str, Any], node: str, now: datetime.datetime, attempt: str) -> dict[str, Any]:

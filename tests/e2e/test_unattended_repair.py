@@ -189,6 +189,12 @@ def test_a_marked_node_whose_card_fell_off_the_bus_is_repaired_unattended_end_to
     assert sorted(j["metadata"]["name"].rsplit("-", 1)[1] for j in jobs) == ["after", "before"]
     assert {j["spec"]["template"]["spec"]["nodeName"] for j in jobs} == {DC2}
     assert all(any(c["type"] == "Complete" for c in j["status"]["conditions"]) for j in jobs)
+    # The smoke test ran again under a name of this run, placed on dc2 by kube-scheduler and completed.
+    smoke = unattended.stack.smoke_test.namespace
+    (job,) = [j for j in pool.kubectl.json("-n", smoke, "get", "jobs")["items"] if "-u20" in j["metadata"]["name"]]
+    assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
+    (pod,) = pool.kubectl.json("-n", smoke, "get", "pods", "-l", f"job-name={job['metadata']['name']}")["items"]
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == (DC2, "Succeeded")
     for other in (DC1, "rke2-worker-dc3-gpu-a"):
         assert not pool.node(other)["spec"].get("unschedulable")
 

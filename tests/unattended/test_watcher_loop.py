@@ -85,6 +85,8 @@ class MemoryApi(Kube):
         self.requests: list[Attributes] = []
         self.reports: dict[str, list[str]] = {}
         self.logs: dict[str, str] = {}
+        # How the smoke Jobs end (the Job controller's condition).
+        self.smoke_outcome = "Complete"
         for obj in objects.values():
             obj.setdefault("metadata", {})["resourceVersion"] = "1"
 
@@ -95,8 +97,9 @@ class MemoryApi(Kube):
             raise ApiError(f"{method} {path}: 403 Forbidden: {request} is not in the watcher's Roles")
 
     def _job(self, job: dict[str, Any]) -> dict[str, Any]:
-        meta, node = job["metadata"], job["spec"]["template"]["spec"]["nodeName"]
-        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+        meta, node = job["metadata"], job["spec"]["template"]["spec"].get("nodeName", "")
+        outcome = self.smoke_outcome if meta["namespace"] == "gpu-smoke-test" else "Complete"
+        job["status"] = {"conditions": [{"type": outcome, "status": "True"}]}
         self.objects[f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}"] = job
         pod = f"{meta['name']}-x"
         self.objects[f"/api/v1/namespaces/{meta['namespace']}/pods/{pod}"] = {
@@ -105,7 +108,8 @@ class MemoryApi(Kube):
             "spec": {"nodeName": node},
             "status": {"phase": "Succeeded"},
         }
-        self.logs[f"/api/v1/namespaces/{meta['namespace']}/pods/{pod}/log"] = self.reports[node].pop(0)
+        if meta["namespace"] == "gpu-pool-node-check":
+            self.logs[f"/api/v1/namespaces/{meta['namespace']}/pods/{pod}/log"] = self.reports[node].pop(0)
         self.jobs.append(job)
         return job
 
@@ -282,7 +286,11 @@ def watcher(
 
 def node_checks(api: MemoryApi) -> list[tuple[str, str]]:
     """Each node-check Job the watcher created: (its node, before or after)."""
-    return [(j["spec"]["template"]["spec"]["nodeName"], j["metadata"]["name"].rsplit("-", 1)[1]) for j in api.jobs]
+    return [
+        (j["spec"]["template"]["spec"]["nodeName"], j["metadata"]["name"].rsplit("-", 1)[1])
+        for j in api.jobs
+        if j["metadata"]["namespace"] == "gpu-pool-node-check"
+    ]
 
 
 def in_the_watchers_repair(api: MemoryApi, host: str) -> None:
@@ -315,6 +323,9 @@ def test_a_marked_node_with_xid_79_is_repaired_its_vm_alone_power_cycled_and_unc
         ("POST", "/nodes/pve-dc2/qemu/4201/status/start"),
     ]
     assert node_checks(api) == [(DC2, "before"), (DC2, "after")]
+    # The stack's smoke Job ran again under a name of this run, after the slots were advertised.
+    (smoke,) = [j for j in api.jobs if j["metadata"]["namespace"] == "gpu-smoke-test"]
+    assert smoke["metadata"]["name"].endswith("-u20261205030000")
     assert not node["spec"].get("unschedulable")
     assert node["metadata"]["labels"][TURN_STATE_LABEL] == "done"
     assert WAVE_CORDON_ANNOTATION not in node["metadata"]["annotations"]
@@ -541,3 +552,16 @@ def test_the_metrics_count_repairs_by_result_refusals_by_reason_and_show_the_bre
     assert "gpu_pool_unattended_breaker_open 0" in w.metrics.text()
     assert f'gpu_pool_unattended_refusals_total{{node="{DC2}",reason="BreakerOpen"}} 1' in refused.metrics.text()
     assert "gpu_pool_unattended_breaker_open 1" in refused.metrics.text()
+
+
+def test_a_smoke_test_that_fails_after_the_power_cycle_is_a_repair_that_did_not_fix() -> None:
+    api = cluster(DC2)
+    api.smoke_outcome = "Failed"
+    w, _ = watcher(api, {DC2: [xid_report(), healthy_report()]})
+
+    done = one_pass(w)
+
+    assert done.startswith(f"{DC2} stopped: the power cycle did not fix it: the smoke test gpu-smoke-test/")
+    assert api.node(DC2)["spec"]["unschedulable"] is True
+    breaker = breaker_of(api.objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"]["data"])
+    assert len(breaker.failures) == 1 and not breaker.open
