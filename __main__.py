@@ -28,7 +28,7 @@ from components.shared.kubectl import kubectl_prefix
 from components.shared.language_host import freeze_for_exit, send_sdk_debug_messages_in_background
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
-from components.stack_check import validate_program_stack
+from components.stack_check import validate_stack
 from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
 from components.unattended.credential import credential_dangers, credential_plan
 from config.cross_key import config_warnings
@@ -52,7 +52,7 @@ def refuse(title: str, messages: list[str]) -> NoReturn:
 
 
 try:
-    loaded = load_config(validate_program_stack)
+    loaded = load_config(validate_stack)
 except ConfigError as error:
     refuse("invalid stack config", error.messages)
 
@@ -123,9 +123,8 @@ platform = GpuPlatform(
     ),
 )
 credential_env = proxmox_credential_env(loaded)
-# The unattended repair's least-privilege Proxmox token and its Secret (repair.unattended): off by default, and
-# refused by validate_program_stack while the watcher that would use it is not built (WATCHER_NOT_BUILT); kept here
-# so that the registration the tests make through the component is the program's own.
+# The unattended repair (repair.unattended, off by default): its least-privilege Proxmox token and its Secret, and
+# the in-cluster watcher that uses them (components/unattended/component.py).
 if cfg.repair.unattended.enabled:
     for danger in credential_dangers(cfg, credential_plan(cfg, pulumi.get_stack())):
         pulumi.log.warn(danger)

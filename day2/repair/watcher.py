@@ -405,6 +405,8 @@ def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str, node: Mapping
     host = w.facts.unattended.domain(domain_name).hostname
     extra = beyond(api.call("GET", "/access/permissions") or {}, w.facts.allowed)
     if extra:
+        key = (host, EventReason.TOKEN_BEYOND_ROLE)
+        w.metrics.refusals[key] = w.metrics.refusals.get(key, 0) + 1
         post(
             w,
             node,
@@ -423,6 +425,20 @@ def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str, node: Mapping
         record_refusals(w, node, [refusal])
         return f"{host}: {refusal.message}"
     return ""
+
+
+def check_token_at_start(w: Watcher) -> None:
+    """At start, what the token holds beyond its role is said in the log and the refusals metric (node ""): each
+    repair checks it again and refuses on it with an Event on the node."""
+    try:
+        extra = beyond(proxmox_for(w).call("GET", "/access/permissions") or {}, w.facts.allowed)
+    except (ApiError, StepFailed) as error:
+        w.log(f"could not read the token's permissions at start: {error}")
+        return
+    if extra:
+        key = ("", EventReason.TOKEN_BEYOND_ROLE)
+        w.metrics.refusals[key] = w.metrics.refusals.get(key, 0) + 1
+        w.log(f"the repair token holds more than its role: {'; '.join(extra)}: every repair will be refused")
 
 
 def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
@@ -587,6 +603,7 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     watcher = Watcher(kube, facts, out)
     if args.metrics_port:
         serve_metrics(watcher.metrics, args.metrics_port)
+    check_token_at_start(watcher)
     while True:
         try:
             watcher.log(one_pass(watcher))

@@ -1,6 +1,5 @@
-"""The unattended repair's component registered on its own under a test's Pulumi mocks, as the program would
-register it: the program itself refuses `repair.unattended.enabled: true` while the watcher is not built
-(components/stack_check.py WATCHER_NOT_BUILT), and the registration stays tested through the same component."""
+"""The unattended repair's component registered on its own under a test's Pulumi mocks, as the program registers it
+(the program's own registration: tests/unattended/test_credential.py)."""
 
 from __future__ import annotations
 

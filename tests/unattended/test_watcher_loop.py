@@ -405,6 +405,7 @@ def test_a_token_that_holds_more_than_its_role_repairs_nothing() -> None:
     assert done == "token beyond its role: no repair"
     assert [c for c in proxmox.calls if c[0] == "POST"] == []
     assert not api.node(DC2)["spec"].get("unschedulable")
+    assert w.metrics.refusals == {(DC2, "TokenBeyondRole"): 1}
     event = next(e for e in api.events if e["reason"] == "TokenBeyondRole")
     assert "Sys.Audit on /" in event["message"] and "VM.PowerMgmt on /vms propagated" in event["message"]
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -128,3 +131,50 @@ def test_the_metric_names_and_port_the_watcher_serves_are_the_ones_its_alerts_an
 
     assert (loop.REPAIRS_METRIC, loop.REFUSALS_METRIC, loop.BREAKER_METRIC) == alerts.METRICS
     assert loop.METRICS_PORT == watcher.METRICS_PORT
+
+
+def test_the_node_check_jobs_command_prints_a_report_the_watcher_reads(tmp_path: Path) -> None:
+    """The Job's own command line (flags included) run with the shipped zip and every site package hidden, on the
+    lent H200's capture instead of the live node: its stdout is a report the watcher parses."""
+    from day2.doctor.node_report import parse_node_check
+    from tests.day2.test_repair_decision import EXAMPLES, H200
+
+    raw_stack = {k.split(":", 1)[1]: v for k, v in read_stack_file("h200-lab", EXAMPLES).items()}
+    cfg = validate_stack(raw_stack | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}})
+    facts = WatcherFacts.from_json(json.loads(json.dumps(_facts(cfg))))
+    job = facts.node_check_jobs["rke2-worker-dc2-gpu-a"]
+    command = list(job["spec"]["template"]["spec"]["containers"][0]["command"])
+    (tmp_path / "node-check.pyz").write_bytes(node_check_zip())
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "machine-id").write_text("0123456789abcdef0123456789abcdef\n", encoding="utf-8")
+    argv = [
+        sys.executable,
+        "-S",
+        "-E",
+        "-s",
+        str(tmp_path / "node-check.pyz"),
+        *[a for a in command[2:] if a != "/host/etc"],
+        "--sysfs-root",
+        str(H200 / "sys"),
+        "--proc-root",
+        str(H200 / "proc"),
+        "--kernel-log",
+        str(H200 / "dmesg.txt"),
+        "--nvml-json",
+        str(H200 / "nvml.json"),
+    ]
+    argv[argv.index("--etc-root") + 1 : argv.index("--etc-root") + 1] = [str(tmp_path / "etc")]
+
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+
+    assert done.returncode in (0, 1), done.stderr
+    report = parse_node_check(json.loads(done.stdout), "(the Job's log)")
+    assert report.node == "rke2-worker-dc2-gpu-a"
+    assert report.first_broken is None, report.floors
+
+
+def _facts(cfg: Any) -> dict[str, Any]:
+    from components.gpu_platform.health_check import pool_facts_document
+    from components.unattended.watcher_facts import watcher_facts_document
+
+    return watcher_facts_document(cfg, "h200-lab", pool_facts_document(cfg, "h200-lab"))
