@@ -23,7 +23,10 @@ energy in J: go-dcgm base_unit_fields_test.go "different units must retain diffe
 Not verifiable here: the 4.9.x and 4.10.x exporter tags are not in the public snapshot (its newest tag is
 4.5.3-4.8.2), so which go-dcgm they pin is inferred (they post-date 4e88f84), and the rename of the PROF
 `_BYTES` fields to `_BYTES_PER_SECOND` is in no go-dcgm or DCGM header available (b7fa315 still has
-`DCGM_FI_PROF_PCIE_TX_BYTES`); gpu-pool ships only names the contract records.
+`DCGM_FI_PROF_PCIE_TX_BYTES`); gpu-pool ships only names the contract records. Checked again on 2026-12-05: the
+snapshot still ends at tag 4.5.3-4.8.2 (main d5e5f510); the newest public dcgm-exporter commit found, 7ad58324 (a
+main commit whose hack/versions.env says DCGM 4.6.0, exporter 4.8.3, and whose go.mod pins go-dcgm v1.4601.1), still
+names the 4.8 fields in etc/default-counters.csv (DCGM_FI_DEV_GPU_TEMP, _POWER_USAGE, _XID_ERRORS, _GPU_UTIL, ...).
 """
 
 from __future__ import annotations

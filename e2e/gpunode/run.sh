@@ -13,12 +13,17 @@ set -uo pipefail
 
 REPO="$(pwd)"
 CARRY="$(cd "${1:-build/gpunode-carry}" && pwd)"
+# DEADLINE: the waits give up after it; HARD: the script collects and exits at it, whatever it is doing. Set HARD
+# below the device call's limit: a call cut short by the device tool's own limit brings back nothing (the session
+# of 2026-12-05 15:10 got 258 s and nothing back), so the script stops itself first.
 DEADLINE="${DEADLINE:-500}"
+HARD="${HARD:-$((DEADLINE + 60))}"
 : "${OUT:?set OUT to the folder that comes back}"
 W=/tmp/gpunode
 R="$W/run" # what comes back
 rm -rf "$W" && mkdir -p "$R/logs" "$R/pods" "$R/cdi" "$R/containerd" "$W/bin" "$W/img"
-exec > >(tee -a "$R/run.log") 2>&1
+# The log reaches $OUT as it is written: even a run killed from outside brings back how far it got.
+exec > >(tee -a "$R/run.log" "$OUT/run.log") 2>&1
 step() { echo "== $(date -u +%T) [${SECONDS}s] $*"; }
 late() { ((SECONDS > DEADLINE)); }
 OBJ="$CARRY/objects"
@@ -49,10 +54,17 @@ collect() {
   pkill -P "${SUPERVISOR:-0}" -x containerd 2>/dev/null
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   sleep 1
-  cp -f "$R/summary.txt" "$R/summary.json" "$R/run.log" "$OUT/" 2>/dev/null
+  kill "${WATCHDOG:-0}" 2>/dev/null
+  cp -f "$R/summary.txt" "$R/summary.json" "$OUT/" 2>/dev/null
   tar -czf "$OUT/gpunode.tar.gz" -C "$R" . && ls -la "$OUT"
 }
 trap collect EXIT
+# A TERM (the device tool's limit, or the watchdog) collects, then exits. bash skips the EXIT trap when a signal
+# trap exits while stdout is the tee above, and the tee may already be gone (timeout signals the whole group): so
+# this trap ignores further signals, writes to the file directly and calls collect itself.
+trap 'trap "" TERM INT PIPE; trap - EXIT; exec >>"$OUT/run.log" 2>&1; echo "== stopped by a signal at ${SECONDS}s"; collect; exit 143' TERM INT
+(sleep "$HARD" && kill -TERM $$) 2>/dev/null &
+WATCHDOG=$!
 
 step "unpack"
 unxz_() { if command -v xz >/dev/null; then xz -dc "$1"; else python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi; }

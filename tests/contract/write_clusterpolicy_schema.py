@@ -6,38 +6,27 @@ GPU_POOL_UPSTREAM_DIR=../shared/upstream .venv/bin/python -m tests.contract.writ
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 
 import yaml
 
 from knowledge.clusterpolicy_schema import DATA_FILE, crd_spec_schema, values_to_spec
-from tests.contract.write_values_keys import CHART_VERSIONS
+from tests.contract.write_values_keys import CHART_VERSIONS, one_line_per_version, write_from_upstream
 
 
 def render(upstream: Path) -> str:
     """One line per chart version: a chart's change reads as that line's diff."""
-    lines = []
-    for version in CHART_VERSIONS:
-        chart = upstream / "gpu-operator" / version / "chart"
-        crd = yaml.safe_load((chart / "crds" / "nvidia.com_clusterpolicies.yaml").read_text(encoding="utf-8"))
-        table = values_to_spec((chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8"))
-        entry = {"values_to_spec": {k: list(v) for k, v in table.items()}, "spec": crd_spec_schema(crd)}
-        lines.append(json.dumps(version) + ":" + json.dumps(entry, sort_keys=True, separators=(",", ":")))
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+    return one_line_per_version(
+        {version: chart_entry(upstream / "gpu-operator" / version / "chart") for version in CHART_VERSIONS}
+    )
 
 
-def main() -> int:
-    upstream = os.environ.get("GPU_POOL_UPSTREAM_DIR")
-    if not upstream:
-        sys.stderr.write("set GPU_POOL_UPSTREAM_DIR to ../shared/upstream\n")
-        return 2
-    DATA_FILE.write_text(render(Path(upstream)), encoding="utf-8")
-    sys.stdout.write(f"wrote {DATA_FILE}\n")
-    return 0
+def chart_entry(chart: Path) -> dict[str, object]:
+    crd = yaml.safe_load((chart / "crds" / "nvidia.com_clusterpolicies.yaml").read_text(encoding="utf-8"))
+    table = values_to_spec((chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8"))
+    return {"values_to_spec": {k: list(v) for k, v in table.items()}, "spec": crd_spec_schema(crd)}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_from_upstream(render, DATA_FILE))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -27,24 +28,30 @@ def chart_tree(chart_dir: Path) -> Tree:
 
 def render(upstream: Path) -> str:
     """One line per chart version: a chart's change reads as that line's diff."""
+    return one_line_per_version(
+        {version: chart_tree(upstream / "gpu-operator" / version) for version in CHART_VERSIONS}
+    )
+
+
+def one_line_per_version(entries: Mapping[str, object]) -> str:
+    """A JSON object with one line per chart version: a chart's change reads as that line's diff."""
     lines = [
-        json.dumps(version)
-        + ":"
-        + json.dumps(chart_tree(upstream / "gpu-operator" / version), sort_keys=True, separators=(",", ":"))
-        for version in CHART_VERSIONS
+        json.dumps(version) + ":" + json.dumps(entry, sort_keys=True, separators=(",", ":"))
+        for version, entry in entries.items()
     ]
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def main() -> int:
+def write_from_upstream(render_from: Callable[[Path], str], data_file: Path) -> int:
+    """The writers' command: render from GPU_POOL_UPSTREAM_DIR into the data file the knowledge module reads."""
     upstream = os.environ.get("GPU_POOL_UPSTREAM_DIR")
     if not upstream:
         sys.stderr.write("set GPU_POOL_UPSTREAM_DIR to ../shared/upstream\n")
         return 2
-    DATA_FILE.write_text(render(Path(upstream)), encoding="utf-8")
-    sys.stdout.write(f"wrote {DATA_FILE}\n")
+    data_file.write_text(render_from(Path(upstream)), encoding="utf-8")
+    sys.stdout.write(f"wrote {data_file}\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_from_upstream(render, DATA_FILE))

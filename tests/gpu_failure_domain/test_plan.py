@@ -11,6 +11,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
@@ -443,6 +444,15 @@ def test_the_turn_table_has_one_row_for_each_situation_and_each_way_the_record_c
     records: tuple[Record, ...] = get_args(Record)
     expected = [("no Node", "-")] + [(situation, record) for situation in situations[1:] for record in records[1:]]
     assert sorted((rule.situation, rule.record) for rule in TURN_TABLE) == sorted(expected)
+
+
+def test_the_turn_table_in_docs_diff_is_the_one_the_plan_reads() -> None:
+    rows = [f"| {rule.situation} | {rule.record} | `{rule.kind}` | {rule.does} |" for rule in TURN_TABLE]
+    table = "\n".join(
+        ["| the Node | the stack against what it records | the turn | what runs |", "|---|---|---|---|", *rows]
+    )
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "diff.md").read_text(encoding="utf-8")
+    assert table + "\n" in docs, "docs/diff.md's turn table differs from TURN_TABLE; write it as:\n" + table
 
 
 def test_versions_compare_by_release_and_rke2_revision() -> None:
