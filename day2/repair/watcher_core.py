@@ -34,9 +34,10 @@ from day2.repair.unattended import WATCHER_HOLDER_PREFIX, Refusal, UnattendedFac
 VERDICT_ANNOTATION = "gpu-pool.dev/unattended-verdict"
 EVENT_SOURCE = "gpu-pool-repair-watcher"
 MESSAGE_LIMIT = 1024
-# The Lease's term: longer than a repair (drain 15 min, power cycle 8 min, Ready 30 min, two node-checks 5 min
-# each): a watcher that died mid-repair frees it after this, never a live one.
-LEASE_SECONDS = 3600
+# The Lease's term: longer than the longest repair its waits allow (day2/repair/watcher.py: node-check twice 6 min,
+# drain 15, the VM's stop and start 4 + 3, Ready 30, the slots 30, each smoke Job 15: about 110 minutes), so a
+# watcher that died mid-repair frees it after this, never a live one.
+LEASE_SECONDS = 2 * 60 * 60
 
 
 class EventReason:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from components.gpu_failure_domain.observed import TURN_HOLDER_ANNOTATION, TURN_STATE_LABEL, WAVE_CORDON_ANNOTATION
 from components.shared.health_condition import CONDITION
 from day2.repair.watcher_core import (
+    LEASE_SECONDS,
     beyond,
     done_patch,
     hold_patch,
@@ -91,8 +92,9 @@ def test_a_drain_evicts_workloads_not_daemonset_mirror_or_ended_pods() -> None:
 def test_a_lease_held_by_another_live_watcher_is_not_free_and_one_whose_term_ran_out_is() -> None:
     taken = lease_taken({"spec": {}}, "other", NOW)
 
-    assert not lease_free(taken, HOLDER, NOW + datetime.timedelta(minutes=59))
-    assert lease_free(taken, HOLDER, NOW + datetime.timedelta(minutes=61))
+    term = datetime.timedelta(seconds=LEASE_SECONDS)
+    assert not lease_free(taken, HOLDER, NOW + term - datetime.timedelta(minutes=1))
+    assert lease_free(taken, HOLDER, NOW + term + datetime.timedelta(minutes=1))
     assert lease_free(taken, "other", NOW)
 
 
