@@ -42,7 +42,7 @@ from day2.repair.unattended import breaker_of
 from day2.repair.watcher import Kube, Watcher, one_pass
 from day2.repair.watcher_core import VERDICT_ANNOTATION, WatcherFacts
 from offline.runner import PROJECT
-from tests.e2e.control_plane import ControlPlane
+from tests.e2e.control_plane import ControlPlane, eventually
 
 # With test_repair's lab fixtures (kubectl, lab, namespaces), used here by name.
 from tests.e2e.test_repair import DC2, HEALTHY_REPORT, XID_REPORT, Lab, kubectl, lab, namespaces  # noqa: F401
@@ -269,3 +269,35 @@ def test_the_stand_in_refuses_the_repair_token_anything_its_table_does_not_grant
     with pytest.raises(ProxmoxFailed, match="403"):
         api.call("POST", "/nodes/pve-dc1/qemu/4101/status/shutdown", {"timeout": "1"})
     assert 4101 not in {g["vmid"] for g in api.call("GET", "/cluster/resources?type=vm")}
+
+
+def test_the_watcher_pod_is_admitted_under_pod_security_restricted_and_the_node_check_job_only_where_privileged(
+    unattended: Unattended,
+) -> None:
+    """The API server's PodSecurity admission (on by default) on what the stack registers: the watcher's pod runs in
+    its restricted namespace (KWOK plays the kubelet); the node-check Job's pod, with its host mounts and SYSLOG,
+    is admitted in the privileged namespace and refused in a restricted one."""
+    from components.unattended.watcher import watcher_code, watcher_deployment, watcher_zip
+
+    pool, cfg = unattended.lab, unattended.stack.repair.unattended
+    code = watcher_code(cfg, watcher_zip(), unattended.facts.as_json())
+    for obj in (code, watcher_deployment(cfg)):
+        pool.kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(obj))
+
+    def running() -> bool:
+        pods = pool.kubectl.json("-n", cfg.namespace, "get", "pods", "-l", "app.kubernetes.io/name=gpu-pool-repair")
+        return any(p["status"].get("phase") == "Running" for p in pods["items"])
+
+    eventually("the watcher's pod admitted and running", running)
+    template = unattended.facts.node_check_jobs[DC2]
+    job = json.loads(json.dumps(template))
+    job["metadata"]["namespace"] = cfg.namespace
+    job["metadata"]["name"] = "node-check-in-a-restricted-namespace"
+    pool.kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(job))
+
+    def refused() -> str:
+        found = pool.kubectl.json("-n", cfg.namespace, "get", "events", "--field-selector", "reason=FailedCreate")
+        return next((e["message"] for e in found["items"] if "violates PodSecurity" in e["message"]), "")
+
+    message = eventually("the Job's pod refused by PodSecurity restricted", refused)
+    assert "hostPath" in message or "restricted" in message
