@@ -69,6 +69,7 @@ from day2.repair.watcher_core import (
     hold_patch,
     host_refusals,
     job_named,
+    judged_already,
     lease_free,
     lease_released,
     lease_taken,
@@ -295,16 +296,20 @@ def patch_node(w: Watcher, name: str, change: Callable[[dict[str, Any]], dict[st
     raise StepFailed(f"node {name} kept changing under the patch (10 conflicts)")
 
 
-def record_refusals(w: Watcher, node: Mapping[str, Any], refusals: tuple[Refusal, ...] | list[Refusal]) -> None:
-    """The verdict on the Node and, for each reason, an Event: only when it changed since the last pass."""
-    if not verdict_changed(node, refusals):
+def record_refusals(
+    w: Watcher, node: Mapping[str, Any], refusals: tuple[Refusal, ...] | list[Refusal], judged: bool = False
+) -> None:
+    """The verdict on the Node and, for each reason, an Event: only when it changed since the last pass; `judged`:
+    it came from node-check or Proxmox, so this mark is not judged again (watcher_core.JUDGED_ANNOTATION)."""
+    changed = verdict_changed(node, refusals)
+    if not changed and not judged:
         return
     name = str((node.get("metadata") or {}).get("name"))
     try:
-        w.kube.send("PATCH", node_path(name), verdict_patch(node, refusals), MERGE)
+        w.kube.send("PATCH", node_path(name), verdict_patch(node, refusals, judged), MERGE)
     except Conflict:
         return  # the next pass reads it again
-    for refusal in refusals:
+    for refusal in refusals if changed else ():
         key = (name, str(refusal.reason))
         w.metrics.refusals[key] = w.metrics.refusals.get(key, 0) + 1
         kind = "Normal" if refusal.reason == "NoRepairNeeded" else "Warning"
@@ -344,7 +349,7 @@ def one_pass(w: Watcher) -> str:
     cfg = w.facts.unattended
     for domain in cfg.domains:
         node = raw[domain.name]
-        if node is None or not marked(node) or held_by(node, w.facts.holder):
+        if node is None or not marked(node) or held_by(node, w.facts.holder) or judged_already(node):
             continue
         standing = standing_refusals(cfg, domain.name, pool, w.clock())
         if standing:
@@ -355,7 +360,7 @@ def one_pass(w: Watcher) -> str:
         decision = decide(diagnosis, why_not)
         judged = verdict(cfg, domain.name, decision, pool, w.clock())
         if not judged.repair:
-            record_refusals(w, node, judged.refusals)
+            record_refusals(w, node, judged.refusals, judged=True)
             continue
         return repair(w, domain.name, decision)
     return "nothing to repair"
@@ -422,7 +427,7 @@ def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str, node: Mapping
     problems = host_refusals(vm, host, guests, mappings or [])
     if problems:
         refusal = Refusal(Reason.HOST_REFUSES, "; ".join(problems))
-        record_refusals(w, node, [refusal])
+        record_refusals(w, node, [refusal], judged=True)
         return f"{host}: {refusal.message}"
     return ""
 

@@ -32,6 +32,10 @@ from day2.repair.unattended import WATCHER_HOLDER_PREFIX, Refusal, UnattendedFac
 # The watcher's last verdict on a node, as `<Reason>: <message>` lines (what `kubectl describe node` shows without
 # waiting for an Event, which expires within hours).
 VERDICT_ANNOTATION = "gpu-pool.dev/unattended-verdict"
+# The health check's mark (its condition's lastHeartbeatTime) the watcher last judged with node-check or repaired:
+# the same mark is not judged again until the health check runs again (a node-check Job per pass on a node with a
+# fault the watcher cannot repair would pile up Jobs for nothing).
+JUDGED_ANNOTATION = "gpu-pool.dev/unattended-judged"
 EVENT_SOURCE = "gpu-pool-repair-watcher"
 MESSAGE_LIMIT = 1024
 # The Lease's term: longer than the longest repair its waits allow (day2/repair/watcher.py: node-check twice 6 min,
@@ -141,6 +145,21 @@ def marked(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == CONDITION and c.get("status") == "False" for c in conditions)
 
 
+def mark_of(node: Mapping[str, Any]) -> str:
+    """When the health check last wrote its mark on the node ('' when it is not marked)."""
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == CONDITION and c.get("status") == "False":
+            return str(c.get("lastHeartbeatTime") or c.get("lastTransitionTime") or "")
+    return ""
+
+
+def judged_already(node: Mapping[str, Any]) -> bool:
+    """The watcher judged (or repaired) this very mark: it waits for the health check's next look."""
+    mark = mark_of(node)
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return bool(mark) and annotations.get(JUDGED_ANNOTATION) == mark
+
+
 def verdict_lines(refusals: Sequence[Refusal]) -> str:
     return "\n".join(f"{r.reason}: {r.message}" for r in refusals)[:MESSAGE_LIMIT]
 
@@ -152,12 +171,13 @@ def verdict_changed(node: Mapping[str, Any], refusals: Sequence[Refusal]) -> boo
     return str(annotations.get(VERDICT_ANNOTATION, "")) != verdict_lines(refusals)
 
 
-def verdict_patch(node: Mapping[str, Any], refusals: Sequence[Refusal]) -> dict[str, Any]:
+def verdict_patch(node: Mapping[str, Any], refusals: Sequence[Refusal], judged: bool = False) -> dict[str, Any]:
+    """The verdict on the Node; `judged`: it came from node-check or Proxmox, for this mark (JUDGED_ANNOTATION)."""
+    annotations: dict[str, Any] = {VERDICT_ANNOTATION: verdict_lines(refusals) or None}
+    if judged and mark_of(node):
+        annotations[JUDGED_ANNOTATION] = mark_of(node)
     return {
-        "metadata": {
-            "resourceVersion": (node.get("metadata") or {}).get("resourceVersion"),
-            "annotations": {VERDICT_ANNOTATION: verdict_lines(refusals) or None},
-        }
+        "metadata": {"resourceVersion": (node.get("metadata") or {}).get("resourceVersion"), "annotations": annotations}
     }
 
 
@@ -215,7 +235,8 @@ def done_patch(node: Mapping[str, Any], reason: str, now: datetime.datetime) -> 
                 VERDICT_ANNOTATION: None,
                 REPAIRS_ANNOTATION: _records_with(node, {"event": "repaired", "reason": reason}, now),
             }
-            | ({WAVE_CORDON_ANNOTATION: None} if ours else {}),
+            | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
+            | ({JUDGED_ANNOTATION: mark_of(node)} if mark_of(node) else {}),
         }
     }
     if ours:
@@ -235,7 +256,8 @@ def stopped_patch(node: Mapping[str, Any], step: str, why: str, now: datetime.da
             "annotations": {
                 WAVE_STOPPED_ANNOTATION: f"unattended repair stopped at {step} at {stamp(now)}: {why}; {resume}"[:1000],
                 REPAIRS_ANNOTATION: _records_with(node, entry, now),
-            },
+            }
+            | ({JUDGED_ANNOTATION: mark_of(node)} if mark_of(node) else {}),
         }
     }
 

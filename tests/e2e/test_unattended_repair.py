@@ -83,6 +83,7 @@ class Unattended:
     server: str
     ca: str
     reports: dict[str, list[Path]] = field(default_factory=dict)
+    marks: int = 0
 
     def watcher(self) -> Watcher:
         subject = f"system:serviceaccount:{self.stack.repair.unattended.namespace}:{NAME}"
@@ -90,8 +91,11 @@ class Unattended:
         return Watcher(kube, self.facts, io.StringIO(), poll_seconds=0.2)
 
     def mark(self, host: str) -> None:
-        """What the health check writes on a node whose floor it finds broken."""
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """What the health check writes on a node whose floor it finds broken, each run at a heartbeat of its own
+        (the watcher judges each mark once)."""
+        self.marks += 1
+        at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=self.marks)
+        now = at.strftime("%Y-%m-%dT%H:%M:%SZ")
         condition = {"type": CONDITION, "status": "False", "reason": "DriverPodBroken", "message": "marked"}
         patch = {"status": {"conditions": [condition | {"lastHeartbeatTime": now, "lastTransitionTime": now}]}}
         self.lab.kubectl("patch", "node", host, "--subresource=status", "-p", json.dumps(patch))
@@ -218,6 +222,7 @@ def test_repairs_that_do_not_fix_keep_other_domains_waiting_and_open_the_breaker
     # dc1's fault is cleared; dc2 is taken back as it is, faults again, and the second repair does not fix either.
     pool.kubectl("patch", "node", DC1, "--subresource=status", "-p", json.dumps(_healthy_condition()))
     unattended.release(DC2)
+    unattended.mark(DC2)
     unattended.reports[DC2] = [XID_REPORT, XID_REPORT]
     assert one_pass(unattended.watcher()).startswith(f"{DC2} stopped")
     breaker = unattended.breaker()
@@ -225,6 +230,7 @@ def test_repairs_that_do_not_fix_keep_other_domains_waiting_and_open_the_breaker
     assert "UnattendedBreakerOpened" in unattended.events(DC2)
     # Nothing more runs while it is open.
     unattended.release(DC2)
+    unattended.mark(DC2)
     unattended.reports[DC2] = [XID_REPORT, HEALTHY_REPORT]
     assert one_pass(unattended.watcher()) == "nothing to repair"
     assert pool.vm_calls(4201) == ["POST status/shutdown", "POST status/start"] * 2

@@ -232,6 +232,7 @@ def cluster(*marked: str, rbac: tuple[Any, Any] | None = None) -> MemoryApi:
     for host in marked:
         objects[f"/api/v1/nodes/{host}"]["status"]["conditions"].append(
             {"type": CONDITION, "status": "False", "reason": "NodeHealthBroken", "message": "marked"}
+            | {"lastHeartbeatTime": "2026-12-05T02:50:00Z"}
         )
     # A workload on dc2 that its drain evicts.
     objects["/api/v1/namespaces/ml/pods/notebook-0"] = {
@@ -307,6 +308,13 @@ def in_the_watchers_repair(api: MemoryApi, host: str) -> None:
     )
 
 
+def health_check_runs_again(api: MemoryApi, host: str, at: str) -> None:
+    """The health check's next run: the node's mark written anew."""
+    for condition in api.node(host)["status"]["conditions"]:
+        if condition["type"] == CONDITION:
+            condition["lastHeartbeatTime"] = at
+
+
 def reasons(api: MemoryApi) -> list[str]:
     return [e["reason"] for e in api.events]
 
@@ -370,8 +378,9 @@ def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() ->
     w, proxmox = watcher(api, {DC2: [xid_report(), xid_report(), xid_report(), xid_report()]})
 
     assert one_pass(w).startswith(f"{DC2} stopped: the power cycle did not fix it")
-    # A person brings dc2 back as it is (uncordoned, hold released), and it faults again.
+    # A person brings dc2 back as it is (uncordoned, hold released), and the health check marks it again.
     node = api.node(DC2)
+    health_check_runs_again(api, DC2, "2026-12-05T03:00:00Z")
     node["spec"].pop("unschedulable", None)
     node["metadata"]["labels"][TURN_STATE_LABEL] = "done"
     node["metadata"]["annotations"].pop("gpu-pool.dev/turn-holder")
@@ -385,6 +394,7 @@ def test_two_repairs_that_do_not_fix_open_the_breaker_and_nothing_more_runs() ->
     node["spec"].pop("unschedulable", None)
     node["metadata"]["labels"][TURN_STATE_LABEL] = "done"
     node["metadata"]["annotations"].pop("gpu-pool.dev/turn-holder")
+    health_check_runs_again(api, DC2, "2026-12-05T03:10:00Z")
     third = one_pass(w)
 
     assert breaker.open and len(breaker.failures) == 2
@@ -566,3 +576,21 @@ def test_a_smoke_test_that_fails_after_the_power_cycle_is_a_repair_that_did_not_
     assert api.node(DC2)["spec"]["unschedulable"] is True
     breaker = breaker_of(api.objects[f"/api/v1/namespaces/{NS}/configmaps/{BREAKER_CONFIGMAP}"]["data"])
     assert len(breaker.failures) == 1 and not breaker.open
+
+
+def test_a_mark_judged_with_node_check_is_not_judged_again_until_the_health_check_runs_again() -> None:
+    """A fault the watcher may not repair (here: the card is fine by node-check, the mark is a driver matter)
+    costs one node-check Job per health-check run, not one per pass."""
+    api = cluster(DC2)
+    w, proxmox = watcher(api, {DC2: [healthy_report(), healthy_report()]})
+
+    one_pass(w)
+    one_pass(w)
+    one_pass(w)
+    judged_once = node_checks(api)
+    health_check_runs_again(api, DC2, "2026-12-05T03:00:00Z")
+    one_pass(w)
+
+    assert judged_once == [(DC2, "before")]
+    assert node_checks(api) == [(DC2, "before"), (DC2, "before")]
+    assert [c for c in proxmox.calls if c[0] == "POST"] == []
