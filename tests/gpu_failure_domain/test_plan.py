@@ -42,6 +42,7 @@ from tests.ssh_keys import TEST_PUBLIC_KEY
 KEY = TEST_PUBLIC_KEY
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KERNEL = "6.8.0-60-generic"
+APT_MIRROR = "http://apt.lab.internal/ubuntu"
 Raw = dict[str, Any]
 
 
@@ -72,6 +73,13 @@ CHANGES: dict[str, tuple[Callable[[Raw], None] | None, Callable[[Raw], None] | N
     "sharing": (None, lambda raw: raw["sharingProfiles"]["a1000-x4"].update(replicas=2)),
     # A proxy added to domains that exist: cloud-init ran once, so the turn writes the files over SSH.
     "proxy": (None, lambda raw: raw.update(proxy={"https": "http://proxy.lab.internal:3128"})),
+    # An apt mirror added, changed or taken out on domains that exist: the same files turn (the release's sources).
+    "apt mirror added": (None, lambda raw: raw.update(aptMirror={"uri": APT_MIRROR})),
+    "apt mirror changed": (
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}),
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR, "securityUri": "http://security.lab.internal/ubuntu"}),
+    ),
+    "apt mirror removed": (lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}), None),
 }
 
 
@@ -186,6 +194,11 @@ EXPECTED |= {
         ["rke2-login", "wave-drain", "rke2-files", "device-plugin-restart", "wave-gate"],
     ),
 }
+for change in ("apt mirror added", "apt mirror changed", "apt mirror removed"):
+    EXPECTED |= {(change, state): EXPECTED[("proxy", state)] for state in STATES}
+# A Node from before waves records nothing, and a stack with no egress settings left asks for no files: nothing
+# to write (apt mirrors came after waves, so such a node never had one from gpu-pool).
+EXPECTED[("apt mirror removed", "from before waves")] = ("none", [])
 EXPECTED[("kernel", "serving, upgraded by hand")] = EXPECTED[("kernel", "serving")]
 # "upgraded by hand" is about the kubelet; a change that is not RKE2's still rolls on such a node, and the turn
 # records the RKE2 release the node runs as well.
