@@ -19,6 +19,10 @@ NAME = "gpu-pool-repair"
 SECRET_NAME = "gpu-pool-repair-proxmox"
 BREAKER_CONFIGMAP = "gpu-pool-repair-breaker"
 LEASE_NAME = "gpu-pool-repair"
+# The repair Lease's term: longer than the longest repair the watcher's waits allow (day2/repair/watcher.py:
+# node-check twice 6 min, drain 15, the VM's stop and start 4 + 3, Ready 30, the slots 30, each smoke Job 15: about
+# 110 minutes), so a watcher that died mid-repair frees it after this, never a live one.
+LEASE_SECONDS = 2 * 60 * 60
 RBAC = "rbac.authorization.k8s.io"
 
 
@@ -58,7 +62,7 @@ def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": meta(LEASE_NAME, namespace),
-            "spec": {"leaseDurationSeconds": 3600},
+            "spec": {"leaseDurationSeconds": LEASE_SECONDS},
         },
     ]
 

@@ -26,6 +26,7 @@ from components.gpu_failure_domain.observed import (
     WAVE_TURN_ANNOTATION,
 )
 from components.shared.health_condition import CONDITION
+from components.unattended.objects import LEASE_SECONDS
 from day2.repair.decide import TIME_FORMAT
 from day2.repair.unattended import WATCHER_HOLDER_PREFIX, Refusal, UnattendedFacts
 
@@ -38,10 +39,6 @@ VERDICT_ANNOTATION = "gpu-pool.dev/unattended-verdict"
 JUDGED_ANNOTATION = "gpu-pool.dev/unattended-judged"
 EVENT_SOURCE = "gpu-pool-repair-watcher"
 MESSAGE_LIMIT = 1024
-# The Lease's term: longer than the longest repair its waits allow (day2/repair/watcher.py: node-check twice 6 min,
-# drain 15, the VM's stop and start 4 + 3, Ready 30, the slots 30, each smoke Job 15: about 110 minutes), so a
-# watcher that died mid-repair frees it after this, never a live one.
-LEASE_SECONDS = 2 * 60 * 60
 
 
 class EventReason:
