@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from components.gpu_failure_domain.observed import TURN_HOLDER_ANNOTATION, TURN_STATE_LABEL, WAVE_CORDON_ANNOTATION
 from components.shared.health_condition import CONDITION
+from components.unattended.objects import LEASE_SECONDS
 from day2.repair.watcher_core import (
-    LEASE_SECONDS,
     beyond,
     done_patch,
     hold_patch,
