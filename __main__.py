@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 # PYTHONDONTWRITEBYTECODE, set in many CI and container images (and on the machine this is built on), makes every
@@ -19,6 +20,7 @@ from components.gpu_failure_domain.cluster_state import read_cluster_state
 from components.gpu_failure_domain.component import GpuFailureDomain, GpuFailureDomainArgs
 from components.gpu_failure_domain.host_preflight import datastore_needs, run_preflight, run_proxy_preflight
 from components.gpu_failure_domain.plan import plan_domain, plan_wave, wave_export, wave_order
+from components.gpu_platform.alert_rules import prometheus_rule_labels
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
@@ -30,7 +32,7 @@ from components.shared.language_host import (
 )
 from components.shared.preflight import PreflightError
 from components.shared.providers import build_kubernetes_provider, build_proxmox_provider, proxmox_credential_env
-from components.stack_check import validate_program_stack
+from components.stack_check import validate_stack
 from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
 from components.unattended.credential import credential_dangers, credential_plan
 from config.cross_key import config_warnings
@@ -56,7 +58,7 @@ def refuse(title: str, messages: list[str]) -> NoReturn:
 
 
 try:
-    loaded = load_config(validate_program_stack)
+    loaded = load_config(validate_stack)
 except ConfigError as error:
     refuse("invalid stack config", error.messages)
 
@@ -127,9 +129,8 @@ platform = GpuPlatform(
     ),
 )
 credential_env = proxmox_credential_env(loaded)
-# The unattended repair's least-privilege Proxmox token and its Secret (repair.unattended): off by default, and
-# refused by validate_program_stack while the watcher that would use it is not built (WATCHER_NOT_BUILT); kept here
-# so that the registration the tests make through the component is the program's own.
+# The unattended repair (repair.unattended, off by default): its least-privilege Proxmox token and its Secret, and
+# the in-cluster watcher that uses them (components/unattended/component.py).
 if cfg.repair.unattended.enabled:
     for danger in credential_dangers(cfg, credential_plan(cfg, pulumi.get_stack())):
         pulumi.log.warn(danger)
@@ -141,6 +142,9 @@ if cfg.repair.unattended.enabled:
             proxmox_credential=loaded.secrets.require(proxmox_credential(cfg.proxmox.auth).key),
             proxmox_provider=proxmox_provider,
             kubernetes_provider=kubernetes_provider,
+            # repair.unattended needs repair.healthCheck (config/repair.py): its facts are the health check's.
+            pool_facts=json.loads(health_check.facts) if health_check is not None else {},
+            rule_labels=prometheus_rule_labels(cfg.monitoring),
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}

@@ -19,7 +19,7 @@ from config.gpu_operator import GpuOperatorConfig
 from config.gpu_quotas import GpuQuotasConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
-from config.operator_schema import image_problems_of, schema_problems_of
+from config.operator_schema import dropped_false_warnings, image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
 from config.proxy import AptMirrorConfig, ProxyConfig, registry_mirrors
 from config.rke2 import RKE2_VERSION, Rke2Config
@@ -645,6 +645,7 @@ def config_warnings(cfg: StackConfig) -> list[str]:
             "ClusterPolicy of policyApi clusterpolicy only. Remove the key"
         )
     warnings += rke2_line_warnings(cfg.rke2.version)
+    warnings += dropped_false_warnings(cfg.gpu_operator.extra_values, cfg.gpu_operator.chart_version)
     nfd = cfg.gpu_operator.extra_values.get("nfd")
     if isinstance(nfd, Mapping) and nfd.get("enabled") is False:
         taint = f"{cfg.kyverno.taint_key}={cfg.kyverno.taint_value}:{cfg.kyverno.taint_effect}"

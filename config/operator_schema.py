@@ -12,6 +12,7 @@ from typing import Any
 from knowledge.clusterpolicy_schema import (
     IMAGE_REFERENCE,
     composed_image,
+    dropped_when_false,
     schema_at,
     schema_problems,
     spec_paths,
@@ -88,3 +89,22 @@ def image_problems_of(extra: Mapping[str, Any], chart_version: str) -> list[str]
             f"reference: {hint}"
         )
     return problems
+
+
+def dropped_false_warnings(extra: Mapping[str, Any], chart_version: str) -> list[str]:
+    """A `false` the chart drops (it writes the field only when true; knowledge/clusterpolicy_schema.py): valid,
+    and the operator's default for the absent field may well be what was meant, but nothing reading the
+    ClusterPolicy sees the `false`, so whatever depends on it being there is told here."""
+    table = spec_paths(chart_version)
+    warnings = []
+    for values_path in dropped_when_false(chart_version):
+        present, value = _at(extra, values_path)
+        if present and value is False:
+            spec_path = table[values_path][0] if values_path in table else values_path
+            warnings.append(
+                f"{KEY}.{values_path}: false never reaches the ClusterPolicy: chart {chart_version} writes "
+                f"spec.{spec_path} only when true (templates/clusterpolicy.yaml), so the field is left out and the "
+                f"operator's default for an absent field decides; a policy, script or GitOps check that reads "
+                f"spec.{spec_path}: false finds nothing there (remove the key, or check for the field's absence)"
+            )
+    return warnings

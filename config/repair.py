@@ -106,8 +106,8 @@ class UnattendedConfig(ConfigModel):
 
     enabled: bool = Field(
         default=False,
-        description="deploy the repair watcher and its Proxmox token; not in this version: `pulumi preview` and "
-        "`up` refuse true while the watcher is not built (docs/day2.md)",
+        description="deploy the repair watcher and its least-privilege Proxmox token: a marked node's card is "
+        "power-cycled with no person at hand, one domain at a time, behind a breaker (docs/day2.md)",
     )
     decisions: list[PowerCycleFloor] = Field(
         default_factory=lambda: list(POWER_CYCLE_FLOORS),

@@ -9,7 +9,10 @@ generated data file (knowledge/data/clusterpolicy_schema.json) per chart version
   `key: {{ .Values.a.b }}` or `key: {{ toYaml .Values.a.b | nindent N }}` line under `spec:`; `quoted` where the
   template pipes it through `quote`, so the ClusterPolicy gets its text whatever its type);
 - `spec`: the CRD's `spec` schema (deployments/gpu-operator/crds/nvidia.com_clusterpolicies.yaml) with only the
-  keywords a value is checked by (descriptions dropped).
+  keywords a value is checked by (descriptions dropped);
+- `dropped_when_false`: the values paths the template writes only when true (`{{- if .Values.a.b }}` around the
+  `key: {{ .Values.a.b }}` line) whose chart default is true: a `false` there never reaches the ClusterPolicy, the
+  field is left out and the operator's default for an absent field decides (sandboxDevicePlugin.enabled).
 `python -m tests.contract.write_clusterpolicy_schema` writes it; tests/contract/test_clusterpolicy_schema_contract.py
 regenerates it and fails when it is stale, and tests/e2e/test_values_to_spec_contract.py checks the table with
 `helm template` on the pinned chart.
@@ -44,6 +47,7 @@ KEPT_KEYWORDS: Final = frozenset(
     }
 )
 
+_IF_VALUE = re.compile(r"^\s*\{\{-?\s*if\s+\.Values\.([\w.-]+)\s*-?\}\}\s*$")
 _KEY_LINE = re.compile(r"^(\s*)([A-Za-z_][\w-]*):(?:\s+(.*))?$")
 # The whole value is one `.Values` path, possibly through toYaml, and piped (quote, nindent, default ...).
 _VALUE = re.compile(r"^\{\{-?\s*(?:toYaml\s+)?\.Values\.([\w.-]+)(?P<pipe>\s*\|[^}]*)?\s*-?\}\}$")
@@ -94,6 +98,23 @@ def values_to_spec(template: str) -> dict[str, tuple[str, bool]]:
     return dict(sorted(table.items()))
 
 
+def written_only_when_set(template: str) -> list[str]:
+    """The values paths whose line the template guards with an `if` on that same value: written only when it is
+    true (a bool), non-empty or non-zero; a false, empty or zero value leaves the ClusterPolicy's field out."""
+    guarded: list[str] = []
+    previous = ""
+    for line in template.splitlines():
+        if not line.strip():
+            continue
+        condition = _IF_VALUE.match(previous)
+        key = _KEY_LINE.match(line.rstrip())
+        value = _VALUE.match((key[3] or "").strip()) if key else None
+        if condition and value and condition[1] == value[1]:
+            guarded.append(value[1])
+        previous = line
+    return sorted(set(guarded))
+
+
 @cache
 def _data() -> Mapping[str, Any]:
     data: Mapping[str, Any] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
@@ -108,6 +129,12 @@ def spec_schema(chart_version: str) -> Mapping[str, Any] | None:
 def spec_paths(chart_version: str) -> Mapping[str, tuple[str, bool]]:
     entry = _data().get(chart_version)
     return {path: (spec, quoted) for path, (spec, quoted) in (entry["values_to_spec"] if entry else {}).items()}
+
+
+def dropped_when_false(chart_version: str) -> tuple[str, ...]:
+    """Values paths defaulting to true that the chart writes only when true (`dropped_when_false` above)."""
+    entry = _data().get(chart_version)
+    return tuple(entry.get("dropped_when_false", ())) if entry else ()
 
 
 def schema_at(schema: Mapping[str, Any], spec_path: str) -> Mapping[str, Any] | None:

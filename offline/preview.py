@@ -95,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def repair_credential_note(config: dict[str, Any], stack: str) -> str:
-    """With repair.unattended on, the Proxmox token the stack creates for the watcher: roles, privileges, paths."""
+    """With repair.unattended on, the Proxmox token the stack creates for the watcher (roles, privileges, paths) and
+    the watcher: its Deployment and what its account may do in the cluster."""
     from components.stack_check import validate_stack
     from components.unattended.credential import credential_lines, credential_plan
+    from components.unattended.rbac import watcher_lines
     from config.errors import ConfigError
 
     try:
@@ -106,9 +108,8 @@ def repair_credential_note(config: dict[str, Any], stack: str) -> str:
         return ""
     if not cfg.repair.unattended.enabled:
         return ""
-    return "Unattended repair (gpu-pool:repair.unattended):\n" + "".join(
-        f"  {line}\n" for line in credential_lines(credential_plan(cfg, stack))
-    )
+    lines = [*credential_lines(credential_plan(cfg, stack)), *watcher_lines(cfg)]
+    return "Unattended repair (gpu-pool:repair.unattended):\n" + "".join(f"  {line}\n" for line in lines)
 
 
 def steering_note(config: dict[str, Any]) -> str:

@@ -53,6 +53,7 @@ ALLOWED: dict[str, set[str]] = {
         "components.gpu_failure_domain.plan",
         "components.stack_check",
         "components.unattended.credential",
+        "components.unattended.rbac",
     },
     # The Pulumi program stands on the components and the config alone: what it ships to the cluster from day2/ (the
     # health check's code) is packed from source by components/shared/payload.py, never imported.

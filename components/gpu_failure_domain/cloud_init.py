@@ -11,6 +11,7 @@ import yaml
 from components.gpu_failure_domain.node_metadata import registration_labels
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.proxmox import CODENAME_OF
 from config.proxy import AptMirrorConfig, ProxyConfig, proxy_environment, registries_yaml, subnet_of
 from config.rke2 import DEFAULT_INSTALL_SCRIPT, Rke2Config
 
@@ -35,6 +36,21 @@ RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/90cloud-init-aptproxy"
 # Every file the egress settings own on a VM: a turn writes those the stack asks for and removes the others.
 EGRESS_FILES = (RKE2_AGENT_ENV_FILE, RKE2_REGISTRIES_FILE, APT_PROXY_FILE)
+# Where cloud-init's apt module writes the release's sources from `apt: primary/security` (cc_apt_configure
+# generate_sources_list): deb822 `ubuntu.sources` where its APT_DEB822_SOURCE_LIST_FILE feature is on (Ubuntu
+# 24.04 and later), the one-line `sources.list` on 22.04, whose package turns it off ("can be removed when Jammy
+# is no longer supported", cloudinit/features.py). A turn never removes this file: without a mirror it writes
+# the archive a new VM's cloud-init writes (cc_apt_configure PRIMARY_ARCH_MIRRORS).
+DEB822_SOURCES_FILE = "/etc/apt/sources.list.d/ubuntu.sources"
+ONE_LINE_SOURCES_FILE = "/etc/apt/sources.list"
+UBUNTU_ARCHIVE = AptMirrorConfig.model_validate(
+    {"uri": "http://archive.ubuntu.com/ubuntu", "securityUri": "http://security.ubuntu.com/ubuntu"}
+)
+_ONE_LINE_RELEASES = ("ubuntu-22.04",)
+_COMPONENTS = "main universe restricted multiverse"
+_KEYRING = "/usr/share/keyrings/ubuntu-archive-keyring.gpg"
+# Marks the file as gpu-pool's: a person reading it on the VM knows which key writes it.
+SOURCES_HEADER = "## Written by gpu-pool (gpu-pool:aptMirror) as cloud-init's apt module writes it at first boot.\n"
 
 
 def artifact_env(rke2: Rke2Config) -> str:
@@ -105,16 +121,46 @@ def _egress_settings(
     return write_files, apt
 
 
+def apt_sources_file(mirror: AptMirrorConfig, guest_os: str) -> dict[str, str]:
+    """The release's apt sources as cloud-init's apt module writes them from `apt: primary/security` (its
+    templates sources.list.ubuntu.deb822.tmpl and sources.list.ubuntu.tmpl: the release, -updates and -backports
+    from the primary archive, -security from the security one), for the file that release's cloud-init writes."""
+    codename = CODENAME_OF[guest_os]
+    if guest_os in _ONE_LINE_RELEASES:
+        suites = [(mirror.uri, codename), (mirror.uri, f"{codename}-updates"), (mirror.uri, f"{codename}-backports")]
+        lines = [
+            f"deb {uri} {suite} {_COMPONENTS}\n" for uri, suite in [*suites, (mirror.security, f"{codename}-security")]
+        ]
+        return {"path": ONE_LINE_SOURCES_FILE, "permissions": "0644", "content": SOURCES_HEADER + "".join(lines)}
+    stanzas = [
+        (mirror.uri, f"{codename} {codename}-updates {codename}-backports"),
+        (mirror.security, f"{codename}-security"),
+    ]
+    text = "\n".join(
+        f"Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {_COMPONENTS}\nSigned-By: {_KEYRING}\n"
+        for uri, suites in stanzas
+    )
+    return {"path": DEB822_SOURCES_FILE, "permissions": "0644", "content": SOURCES_HEADER + text}
+
+
 def egress_files(
-    domain: FailureDomainConfig, rke2: Rke2Config, proxy: ProxyConfig | None, mirrors: Mapping[str, list[str]] | None
+    domain: FailureDomainConfig,
+    rke2: Rke2Config,
+    proxy: ProxyConfig | None,
+    mirrors: Mapping[str, list[str]] | None,
+    apt_mirror: AptMirrorConfig | None = None,
+    guest_os: str = "ubuntu-24.04",
 ) -> list[dict[str, str]]:
     """The egress files a domain's VM holds once set up: what cloud-init writes at first boot, plus apt's proxy file
-    that cloud-init's `apt:` keys become. The wave's files turn writes exactly these (rollout.node_files_command)."""
+    and the release's sources that cloud-init's `apt:` keys become. The wave's files turn writes exactly these
+    (rollout.node_files_command). The sources only with a mirror: a stack without one records what it did before."""
     env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
     files, apt = _egress_settings(env, proxy, mirrors)
     if apt:
         lines = "".join(f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items())
         files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines})
+    if apt_mirror is not None:
+        files.append(apt_sources_file(apt_mirror, guest_os))
     return files
 
 

@@ -45,6 +45,8 @@ from components.gpu_failure_domain.observed import (
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
+    apt_mirror_check_command,
+    archive_sources,
     device_plugin_restart_command,
     domain_egress_files,
     node_cleanup_command,
@@ -386,7 +388,7 @@ def _logins(at: _Scope) -> list[Step]:
             StepName.RKE2_LOGIN,
             "prove the SSH login the RKE2 upgrade needs, before the drain"
             if not at.turn.write_files
-            else "prove the SSH login that writing RKE2's egress files needs, before the drain",
+            else "prove the SSH login that writing RKE2's egress files needs (and apt's mirror), before the drain",
         ),
         (
             at.turn.drains and at.turn.install_kernel,
@@ -400,7 +402,7 @@ def _logins(at: _Scope) -> list[Step]:
             name,
             does,
             Command(
-                login_check_command(at.domain.kernel if name == StepName.KERNEL_LOGIN else None),
+                _login_check(at, name),
                 interpreter=None,
                 triggers=at.key,
             ),
@@ -411,6 +413,17 @@ def _logins(at: _Scope) -> list[Step]:
         for wanted, name, does in needed
         if wanted
     ]
+
+
+def _login_check(at: _Scope, name: str) -> str:
+    if name == StepName.KERNEL_LOGIN:
+        return login_check_command(at.domain.kernel)
+    login = login_check_command(None)
+    sources = [f for f in domain_egress_files(at.domain, at.stack) if f["path"] == archive_sources(at.stack)["path"]]
+    if not (at.turn.write_files and sources):
+        return login
+    # A files turn with an apt mirror proves apt can read the release from it before the drain.
+    return f"{login} && {{ {apt_mirror_check_command(sources[0], at.stack.proxy)}; }}"
 
 
 def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
@@ -444,9 +457,9 @@ def _files(at: _Scope) -> list[Step]:
         _remote_step(
             at,
             StepName.RKE2_FILES,
-            "write the proxy and registry mirror files and restart rke2-agent",
+            "write the proxy, registry and apt mirror files and restart rke2-agent",
             Command(
-                node_files_command(domain_egress_files(at.domain, at.stack)),
+                node_files_command(domain_egress_files(at.domain, at.stack), archive_sources(at.stack)),
                 interpreter=None,
                 triggers=at.key,
                 registry_auth_stdin=True,
@@ -803,10 +816,12 @@ def _rollout(at: _Scope, after: tuple[str, ...]) -> LocalStep:
         does="record the rollout" + ends if turn.gated else "record what the node runs",
         waits_for=after,
         # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
-        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate.
+        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a
+        # resumed turn that rolls a change runs the step for its new record, and a token there stayed behind in the
+        # state, so the next `up` showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
         command=Command(
             rollout_done_command(at.host, at.kubectl, rollout_state(at.domain, at.stack)),
-            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token else {},
+            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {},
         ),
     )
 

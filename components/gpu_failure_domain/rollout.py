@@ -15,7 +15,15 @@ import posixpath
 import shlex
 from collections.abc import Mapping
 
-from components.gpu_failure_domain.cloud_init import EGRESS_FILES, RKE2_INSTALL_URL, RKE2_REGISTRIES_FILE, egress_files
+from components.gpu_failure_domain.cloud_init import (
+    EGRESS_FILES,
+    RKE2_INSTALL_URL,
+    RKE2_REGISTRIES_FILE,
+    SOURCES_HEADER,
+    UBUNTU_ARCHIVE,
+    apt_sources_file,
+    egress_files,
+)
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.observed import (
     ROLLOUT_ANNOTATION,
@@ -28,6 +36,7 @@ from components.gpu_failure_domain.observed import (
 )
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from config.failure_domain import FailureDomainConfig
+from config.proxy import ProxyConfig
 from config.rke2 import Rke2InstallerConfig
 from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
@@ -46,7 +55,7 @@ CHANGE_WORDS: Mapping[str, str] = {
     "vm": "VM power cycle (cold-start settings or card)",
     "driver": "driver upgrade (the operator's, on the drained node only)",
     "sharing": "device plugin and GPU Feature Discovery restart (sharing profile)",
-    "files": "proxy and registry mirror files rewritten, rke2-agent restarted (cloud-init runs once)",
+    "files": "proxy, registry and apt mirror files rewritten, rke2-agent restarted (cloud-init runs once)",
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
@@ -71,40 +80,102 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
     }
 
 
+def guest_os(stack: StackConfig) -> str:
+    # The proxmox model sets it from the cloud image's name or requires it; the default only types the fallback.
+    return stack.proxmox.guest_os or "ubuntu-24.04"
+
+
 def domain_egress_files(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
-    return egress_files(domain, stack.rke2, stack.proxy, stack.registry_mirrors)
+    return egress_files(domain, stack.rke2, stack.proxy, stack.registry_mirrors, stack.apt_mirror, guest_os(stack))
 
 
-def node_files_command(files: list[dict[str, str]]) -> str:
+def archive_sources(stack: StackConfig) -> dict[str, str]:
+    """The release's sources without a mirror: Ubuntu's archive, what a new VM's cloud-init writes."""
+    return apt_sources_file(UBUNTU_ARCHIVE, guest_os(stack))
+
+
+# The first lines of the release's sources as gpu-pool's files turn and cloud-init's apt module write them: a file
+# with neither was written by hand, and a turn without a mirror leaves it alone.
+GENERATED_SOURCES_MARKS = (SOURCES_HEADER.splitlines()[0], "## Note, this file is written by cloud-init on first boot")
+
+
+def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> str:
     """Runs on the VM over SSH (a drained node): the egress files the stack asks for written, the others it owns
     removed (a proxy taken out of the stack leaves none behind), then rke2-agent restarted to read them (its unit
     reads /etc/default/rke2-agent at start, and RKE2 turns registries.yaml into containerd's hosts at start).
-    The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file is written
-    beside its place and renamed, so a failed write never leaves half a file."""
+    The release's apt sources are never removed (apt would have none): without a mirror, `archive` (Ubuntu's own,
+    as a new VM's cloud-init writes it) replaces a file gpu-pool or cloud-init wrote, and a hand-written one is
+    left alone. The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file
+    is written beside its place and renamed, so a failed write never leaves half a file."""
     wanted = {file["path"]: file for file in files}
     # The registry credentials (gpu-pool:registryAuth) arrive on stdin, never in this text (registries_file).
     parts = ["set -e", "auth=$(cat)"]
     for path in EGRESS_FILES:
-        quoted, file = shlex.quote(path), wanted.get(path)
-        mkdir = f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}"
-        write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
-        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
-        move = f"sudo chmod {file['permissions'] if file else '0600'} {quoted}.new; sudo mv {quoted}.new {quoted}"
+        file, quoted = wanted.get(path), shlex.quote(path)
         if file is not None:
-            encoded = base64.b64encode(file["content"].encode()).decode()
-            parts.append(f"{mkdir}; echo {encoded} | base64 -d | {write}")
-            if path == RKE2_REGISTRIES_FILE:
-                parts.append(f'if [ -n "$auth" ]; then {credentials}; fi')
-            parts.append(move)
+            parts.append(_write(file))
         elif path == RKE2_REGISTRIES_FILE:
             # Credentials without mirrors: registries.yaml holds them alone.
-            empty = "printf 'mirrors: {}\\n'"
-            alone = f"{mkdir}; {empty} | {write}; {credentials}; {move}"
+            alone = _write({"path": path, "permissions": "0600", "content": "mirrors: {}\n"})
             parts.append(f'if [ -n "$auth" ]; then {alone}; else sudo rm -f {quoted}; fi')
         else:
             parts.append(f"sudo rm -f {quoted}")
+    mirror, quoted = wanted.get(archive["path"]), shlex.quote(archive["path"])
+    marks = " ".join(f"-e {shlex.quote('^' + mark)}" for mark in GENERATED_SOURCES_MARKS)
+    left = shlex.quote(f"{archive['path']} was written by hand: left as it is")
+    parts.append(
+        _write(mirror)
+        if mirror is not None
+        else f"if [ ! -e {quoted} ] || grep -q {marks} {quoted}; then {_write(archive)}; else echo {left}; fi"
+    )
     parts += ["sudo systemctl restart rke2-agent", "echo 'egress files written, rke2-agent restarted'"]
     return "; ".join(parts)
+
+
+def _write(file: Mapping[str, str]) -> str:
+    """One file written beside its place, then renamed over it; registries.yaml gets the credentials from stdin."""
+    path = file["path"]
+    quoted = shlex.quote(path)
+    encoded = base64.b64encode(file["content"].encode()).decode()
+    write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
+    steps = [f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}", f"echo {encoded} | base64 -d | {write}"]
+    if path == RKE2_REGISTRIES_FILE:
+        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
+        steps.append(f'if [ -n "$auth" ]; then {credentials}; fi')
+    steps += [f"sudo chmod {file['permissions']} {quoted}.new", f"sudo mv {quoted}.new {quoted}"]
+    return "; ".join(steps)
+
+
+def apt_mirror_check_command(sources: Mapping[str, str], proxy: ProxyConfig | None) -> str:
+    """Runs on the VM over SSH before the drain of a files turn with `gpu-pool:aptMirror`: apt itself fetches the
+    release's signed indexes with the sources the turn will write and the proxy it will leave (none: DIRECT), into
+    a folder of its own, so neither the VM's sources nor its package lists change. `--error-on=any` makes a
+    mirror that does not answer, or lacks the release, fail (apt-get update only warns of those by default). A
+    mirror the VM cannot use stops the wave here, naming it, with nothing drained."""
+    # apt reads a sources part by its extension: deb822 `.sources`, one-line `.list`.
+    part = "check.sources" if sources["path"].endswith(".sources") else "check.list"
+    encoded = base64.b64encode(sources["content"].encode()).decode()
+    urls = {"http": proxy.http if proxy else None, "https": proxy.https if proxy else None}
+    proxies = " ".join(f"-o Acquire::{scheme}::Proxy={shlex.quote(url or 'DIRECT')}" for scheme, url in urls.items())
+    uris = sorted({line.split()[1] for line in sources["content"].splitlines() if line.startswith(("URIs:", "deb "))})
+    failed = shlex.quote(
+        f"gpu-pool: apt on this VM cannot read the release from gpu-pool:aptMirror ({', '.join(uris)}): apt's last "
+        "lines above say why (a mirror that lacks the release, or a proxy that does not reach it: apt sends it "
+        "through gpu-pool:proxy); nothing was drained\n"
+    )
+    options = (
+        '-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$check/parts" '
+        '-o Dir::State::Lists="$check/lists" -o Dir::Cache="$check/cache" '
+        # The throwaway folder is the SSH user's: apt's download sandbox user could not write there.
+        "-o APT::Sandbox::User=root"
+    )
+    return (
+        'set -e; check=$(mktemp -d); mkdir -p "$check/parts" "$check/lists/partial" "$check/cache/archives/partial"; '
+        f'echo {encoded} | base64 -d > "$check/parts/{part}"; '
+        f'if ! sudo apt-get update -q --error-on=any {options} {proxies} >"$check/said" 2>&1; then '
+        f'tail -n 5 "$check/said" >&2; printf {failed} >&2; sudo rm -rf "$check"; exit 1; fi; '
+        f'sudo rm -rf "$check"; echo {shlex.quote("apt reads the release from " + ", ".join(uris))}'
+    )
 
 
 def _patch(kubectl: str, node: str, patch: Mapping[str, object]) -> str:
@@ -185,7 +256,7 @@ def _drain_or_stop(kubectl: str, node: str) -> str:
     # waits on a PodDisruptionBudget says so while it waits, not 15 minutes later. POSIX sh has no pipefail, so
     # the drain's exit status travels through a file. `$why` is expanded, never parsed again by the shell.
     stopped = (
-        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=drain did not finish within {DRAIN_TIMEOUT}: ")
+        shlex.quote(f"{WAVE_STOPPED_ANNOTATION}=the drain failed (it waits up to {DRAIN_TIMEOUT} for evictions): ")
         + '"$why"'
         + shlex.quote(f"; kubectl get pods -A --field-selector spec.nodeName={node}; kubectl get pdb -A")
     )

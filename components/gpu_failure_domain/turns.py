@@ -109,7 +109,7 @@ class Turn:
     changes: tuple[str, ...] = ()
     install_rke2: bool = False
     install_kernel: bool = False
-    # The egress files (proxy, registry mirrors) written over SSH and rke2-agent restarted: cloud-init ran once.
+    # The egress files (proxy, registry and apt mirrors) written over SSH and rke2-agent restarted: cloud-init ran once.
     write_files: bool = False
     rebuild_driver: bool = False
     restart_plugins: bool = False
@@ -433,11 +433,11 @@ def rke2_problems(
     if no_key_files:
         many = len(no_key_files) > 1
         problems.append(
-            f"gpu-pool:failureDomains[{no_key_files[0]}].sshAuthorizedKeys: the changed gpu-pool:proxy or "
-            f"gpu-pool:registryMirrors are written on the VM over SSH, but domain{'s' if many else ''} "
-            f"{', '.join(no_key_files)} ha{'ve' if many else 's'} no key: a VM only trusts the keys "
-            "it was created with, so recreate those workers (their first boot writes the files) or keep the proxy "
-            "and mirrors they were created with"
+            f"gpu-pool:failureDomains[{no_key_files[0]}].sshAuthorizedKeys: the changed gpu-pool:proxy, "
+            "gpu-pool:registryMirrors or gpu-pool:aptMirror are written on the VM over SSH, but "
+            f"domain{'s' if many else ''} {', '.join(no_key_files)} ha{'ve' if many else 's'} no key: a VM only "
+            "trusts the keys it was created with, so recreate those workers (their first boot writes the files) or "
+            "keep the proxy and mirrors they were created with"
         )
     if no_key:
         problems.append(

@@ -1,8 +1,6 @@
-"""The unattended repair's metrics (what the watcher exports) and the alerts that read them, naming what to do.
-
-The watcher is not built yet (docs/day2.md): these are the names it will export and the rules the stack registers
-with it; promtool evaluates them on those series (tests/unattended/test_alerts_promtool.py).
-"""
+"""The unattended repair's metrics (what the watcher exports on /metrics: day2/repair/watcher.py Metrics) and the
+alerts that read them, naming what to do; promtool evaluates them on those series
+(tests/unattended/test_alerts_promtool.py). Registered with the watcher where monitoring.alertsEnabled."""
 
 from __future__ import annotations
 

@@ -21,10 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from components.shared.payload import pack
+from config.failure_domain import FailureDomainConfig
 from config.repair import UnattendedConfig
+from config.stack import StackConfig
 from knowledge.kubernetes import pod_security_labels
 
 NAME = "gpu-pool-node-check"
+# node-check's entry, named, not imported (the program ships it): the same zip `gpu-pool repair` sends over SSH
+# (day2/bundle.py node_check_zip; a test keeps the two equal).
+NODE_CHECK_ENTRY = "day2.node_check.command"
 CODE_CONFIGMAP = "gpu-pool-node-check-code"
 CODE_KEY = "node-check.pyz"
 CODE_MOUNT = "/opt/gpu-pool"
@@ -36,6 +42,24 @@ HOST_MOUNTS: tuple[tuple[str, str, str], ...] = (
 )
 # A check reads files and runs dmesg once: seconds. One that hangs is cut short before the watcher gives up.
 DEADLINE_SECONDS = 300
+
+
+def node_check_flags(stack: StackConfig, domain: FailureDomainConfig) -> list[str]:
+    """What the stack expects of the node, as node-check's flags: the same as `gpu-pool repair` gives node-check
+    over SSH (day2/node_stack.py as_flags, a test keeps the two equal)."""
+    flags: list[str] = []
+    for card in domain.cards:
+        flags += ["--expect-id", card.vendor_device_id]
+    for card in domain.cards:
+        flags += ["--expect-subsystem", card.subsystem_id]
+    if stack.gpu_operator.driver_version:
+        flags += ["--expect-driver", stack.gpu_operator.driver_version]
+    flags += ["--proxmox-node", domain.proxmox_node, "--vm-id", str(domain.vm_id)]
+    return flags
+
+
+def node_check_zip() -> bytes:
+    return pack(NODE_CHECK_ENTRY, also=["day2.node_check.__main__"])
 
 
 def labels() -> dict[str, str]:

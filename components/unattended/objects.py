@@ -1,19 +1,28 @@
 """The unattended repair's Kubernetes objects, as plain dicts: the watcher's namespace (Pod Security restricted),
-its ServiceAccount, and the namespaced access to what only it reads and writes there: the Proxmox token's Secret,
-the breaker's ConfigMap and the repair Lease, each by `resourceNames`, so no other object of the namespace is
-within its reach and no other ServiceAccount of gpu-pool's can read the token."""
+its ServiceAccount, the breaker's ConfigMap and the repair Lease, and the RBAC its steps need
+(components/unattended/watcher_api.py): in its own namespace the Proxmox token's Secret, the breaker's ConfigMap
+and the Lease each by `resourceNames`, so no other object of the namespace is within its reach and no other
+ServiceAccount of gpu-pool's can read the token."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from config.repair import UnattendedConfig
 from knowledge.kubernetes import pod_security_labels
+
+# Type-only: the in-cluster watcher imports the names below (its zip leaves TYPE_CHECKING imports out, and it runs
+# without pydantic); the builders read the config's fields by name.
+if TYPE_CHECKING:
+    from config.repair import UnattendedConfig
 
 NAME = "gpu-pool-repair"
 SECRET_NAME = "gpu-pool-repair-proxmox"
 BREAKER_CONFIGMAP = "gpu-pool-repair-breaker"
 LEASE_NAME = "gpu-pool-repair"
+# The repair Lease's term: longer than the longest repair the watcher's waits allow (day2/repair/watcher.py:
+# node-check twice 6 min, drain 15, the VM's stop and start 4 + 3, Ready 30, the slots 30, each smoke Job 15: about
+# 110 minutes), so a watcher that died mid-repair frees it after this, never a live one.
+LEASE_SECONDS = 2 * 60 * 60
 RBAC = "rbac.authorization.k8s.io"
 
 
@@ -36,31 +45,9 @@ def namespace_object(cfg: UnattendedConfig) -> dict[str, Any]:
     }
 
 
-def own_namespace_rules() -> list[dict[str, Any]]:
-    """What the watcher may do in its own namespace, each by name."""
-    return [
-        # The token, read per repair (a replaced token takes effect at the next repair).
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]},
-        # The breaker's state: read before each repair, written when a repair did not fix.
-        {
-            "apiGroups": [""],
-            "resources": ["configmaps"],
-            "resourceNames": [BREAKER_CONFIGMAP],
-            "verbs": ["get", "update"],
-        },
-        # Held while a repair runs: a second replica (a Recreate rollout gone wrong) waits instead of repairing too.
-        {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": [LEASE_NAME],
-            "verbs": ["get", "update"],
-        },
-    ]
-
-
 def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
     """Namespace, ServiceAccount, the breaker ConfigMap and Lease (created closed and free, so the watcher needs no
-    `create`), and the Role and RoleBinding for them and the token's Secret."""
+    `create`). What the watcher may do with them (each by name) is in its Roles (build_watcher_rbac)."""
     namespace = cfg.namespace
     return [
         namespace_object(cfg),
@@ -75,15 +62,7 @@ def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": meta(LEASE_NAME, namespace),
-            "spec": {"leaseDurationSeconds": 3600},
-        },
-        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(NAME, namespace), "rules": own_namespace_rules()},
-        {
-            "apiVersion": f"{RBAC}/v1",
-            "kind": "RoleBinding",
-            "metadata": meta(NAME, namespace),
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+            "spec": {"leaseDurationSeconds": LEASE_SECONDS},
         },
     ]
 
@@ -91,8 +70,8 @@ def build_watcher_access(cfg: UnattendedConfig) -> list[dict[str, Any]]:
 def build_watcher_rbac(
     cfg: UnattendedConfig, cluster_rules: list[dict[str, Any]], namespaced: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
-    """The ClusterRole and the Roles the repair turn's steps need (components/unattended/rbac.py), each bound to the
-    watcher's ServiceAccount; a Role per namespace the steps touch, named apart from the watcher's own Role."""
+    """The ClusterRole and the Roles the watcher's steps need (components/unattended/watcher_api.py), each bound to
+    its ServiceAccount: a Role per namespace the steps touch, its own included."""
     subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": cfg.namespace}]
     objects: list[dict[str, Any]] = [
         {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": meta(NAME), "rules": cluster_rules},
@@ -105,7 +84,7 @@ def build_watcher_rbac(
         },
     ]
     for namespace, rules in namespaced.items():
-        name = f"{NAME}-turn"
+        name = NAME
         objects += [
             {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta(name, namespace), "rules": rules},
             {

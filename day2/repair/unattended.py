@@ -49,6 +49,8 @@ class Reason(StrEnum):
     NODE_HELD = "NodeHeld"
     DAILY_BUDGET_SPENT = "DailyBudgetSpent"
     BREAKER_OPEN = "BreakerOpen"
+    # Proxmox's view forbids it now: the VM locked, HA-managed, not the node's, or the host reports its card.
+    HOST_REFUSES = "HostRefuses"
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,15 @@ def verdict(cfg: UnattendedFacts, domain_name: str, decision: Decision, pool: Po
                 f"left to a person: gpu-pool repair {domain.hostname} --stack <stack>",
             )
         )
+    refusals += standing_refusals(cfg, domain_name, pool, now)
+    return Verdict(not refusals, tuple(refusals))
+
+
+def standing_refusals(cfg: UnattendedFacts, domain_name: str, pool: Pool, now: datetime.datetime) -> list[Refusal]:
+    """The guard rails that do not depend on the decision: the watcher checks them before it runs node-check on a
+    marked node, so an open breaker or another domain out costs no Job on the node."""
+    domain = cfg.domain(domain_name)
+    refusals: list[Refusal] = []
     if domain_name in pool.not_eligible:
         refusals.append(Refusal(Reason.NOT_ELIGIBLE, pool.not_eligible[domain_name]))
     if pool.breaker.open:
@@ -285,4 +296,4 @@ def verdict(cfg: UnattendedFacts, domain_name: str, decision: Decision, pool: Po
                     f"{domain.proxmox_node}",
                 )
             )
-    return Verdict(not refusals, tuple(refusals))
+    return refusals

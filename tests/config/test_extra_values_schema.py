@@ -4,12 +4,24 @@ Each refusal names the extraValues key; nothing is registered; every problem of 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import pulumi
 import pytest
 
-from config.operator_schema import image_problems_of, schema_problems_of
-from knowledge.clusterpolicy_schema import IMAGE_REFERENCE, composed_image, spec_paths
+from components.gpu_platform.release_values import release_values
+from components.stack_check import validate_stack
+from config.operator_schema import dropped_false_warnings, image_problems_of, schema_problems_of
+from knowledge.clusterpolicy_schema import (
+    IMAGE_REFERENCE,
+    composed_image,
+    dropped_when_false,
+    spec_paths,
+    written_only_when_set,
+)
+from knowledge.gpu_operator_values import known_chart_versions
+from offline.runner import read_stack_file
 from tests.config.refusal import Run, refused
 
 KEY = "gpu-pool:gpuOperator.extraValues"
@@ -106,3 +118,48 @@ def test_the_operator_composes_a_digest_with_an_at_sign_and_an_image_alone_as_it
     digest = "sha256:" + "0" * 64
     assert composed_image("nvcr.io/nvidia", "driver", digest) == f"nvcr.io/nvidia/driver@{digest}"
     assert composed_image("", "nvcr.io/nvidia/driver@" + digest, "") == "nvcr.io/nvidia/driver@" + digest
+
+
+# ------------------------------------------------------------------------- a false the chart never writes
+
+
+def test_a_false_the_chart_drops_is_one_preview_warning_naming_the_key_and_why(
+    run_stack_program: Run, prod_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warnings: list[str] = []
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
+    extra = {"sandboxDevicePlugin": {"enabled": False}}
+
+    assert run_stack_program(_with_extra(prod_config, extra)).registrations
+
+    [warning] = [w for w in warnings if "sandboxDevicePlugin" in w]
+    assert warning.startswith(f"{KEY}.sandboxDevicePlugin.enabled: false never reaches the ClusterPolicy: chart ")
+    assert "writes spec.sandboxDevicePlugin.enabled only when true" in warning
+    assert "\n" not in warning
+
+
+@pytest.mark.parametrize("extra", [{"sandboxDevicePlugin": {"enabled": True}}, {"sandboxDevicePlugin": {}}, {}])
+def test_a_true_or_no_value_there_reaches_the_cluster_policy_and_is_no_warning(extra: dict[str, Any]) -> None:
+    assert dropped_false_warnings(extra, CHART) == []
+
+
+def test_the_dropped_false_table_is_what_the_template_guards_and_defaults_to_true() -> None:
+    # Read off the chart's template by the same parser the data file is written with (the contract test
+    # regenerates it from ../shared/upstream; tests/e2e/test_values_to_spec_contract.py runs helm on it).
+    template = (
+        "spec:\n  sandboxDevicePlugin:\n    {{- if .Values.sandboxDevicePlugin.enabled }}\n"
+        "    enabled: {{ .Values.sandboxDevicePlugin.enabled }}\n    {{- end }}\n"
+        "  driver:\n    enabled: {{ .Values.driver.enabled }}\n"
+    )
+    assert written_only_when_set(template) == ["sandboxDevicePlugin.enabled"]
+    for version in known_chart_versions():
+        assert dropped_when_false(version) == ("sandboxDevicePlugin.enabled",), version
+
+
+@pytest.mark.parametrize("version", known_chart_versions())
+def test_the_stacks_own_values_never_put_a_false_where_the_chart_drops_it(version: str) -> None:
+    # gpu-pool's own release values must not depend on a false the chart never writes.
+    raw = {k.removeprefix("gpu-pool:"): v for k, v in copy.deepcopy(read_stack_file("prod")).items()}
+    stack = validate_stack(raw)
+    values = release_values(stack.gpu_operator, stack.kyverno, stack.monitoring, driver_env={"HTTPS_PROXY": "x"})
+    assert dropped_false_warnings(values, version) == []

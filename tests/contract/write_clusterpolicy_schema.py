@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from knowledge.clusterpolicy_schema import DATA_FILE, crd_spec_schema, values_to_spec
+from knowledge.clusterpolicy_schema import DATA_FILE, crd_spec_schema, values_to_spec, written_only_when_set
 from tests.contract.write_values_keys import CHART_VERSIONS, one_line_per_version, write_from_upstream
 
 
@@ -24,8 +24,22 @@ def render(upstream: Path) -> str:
 
 def chart_entry(chart: Path) -> dict[str, object]:
     crd = yaml.safe_load((chart / "crds" / "nvidia.com_clusterpolicies.yaml").read_text(encoding="utf-8"))
-    table = values_to_spec((chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8"))
-    return {"values_to_spec": {k: list(v) for k, v in table.items()}, "spec": crd_spec_schema(crd)}
+    template = (chart / "templates" / "clusterpolicy.yaml").read_text(encoding="utf-8")
+    table = values_to_spec(template)
+    defaults = yaml.safe_load((chart / "values.yaml").read_text(encoding="utf-8"))
+    return {
+        "values_to_spec": {k: list(v) for k, v in table.items()},
+        "spec": crd_spec_schema(crd),
+        "dropped_when_false": [path for path in written_only_when_set(template) if _default(defaults, path) is True],
+    }
+
+
+def _default(values: object, path: str) -> object:
+    for part in path.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(part)
+    return values
 
 
 if __name__ == "__main__":

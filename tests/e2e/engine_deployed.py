@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -131,19 +132,21 @@ WAVE_STEP = re.compile(
 )
 
 
-def up_settled(deployed: Deployed) -> None:
-    """`up`, then, if it rolled a wave, the next `up`, which must do nothing but delete the wave's steps.
+def up_settled(deployed: Deployed) -> subprocess.CompletedProcess[str]:
+    """`up`, then, if it rolled a wave, the next `up`, which must do nothing but delete the wave's steps; returns
+    the first `up`'s run.
 
     `make diff` compares two stack files, each as a settled deployment: a wave's steps are not in its before-file's
     plan. Right after a wave they are still in the state, and the engine would show the next wave's steps as
     replacements of them, not creations (docs/verification.md)."""
-    deployed.stack.up()
+    done = deployed.stack.up()
     document, failure = preview(deployed.stack)
     assert failure == "", failure[-3000:]
     left = changed(document)
     assert all(op == "delete" and WAVE_STEP.match(name) for name, op in left.items()), left
     if left:
         deployed.stack.up()
+    return done
 
 
 @contextmanager

@@ -188,6 +188,10 @@ class ProxmoxState:
         self._upids = itertools.count(1)
         # A worker task's exit status when it is not OK (a start qemu-server refused), by UPID.
         self.task_exits: dict[str, str] = {}
+        # Limited API tokens (`user@realm!name=secret` -> their ACLs, as `GET /access/permissions` answers them),
+        # held to knowledge/proxmox_access.py's table (tests/e2e/proxmox_permissions.py); and what they were refused.
+        self.token_acls: dict[str, dict[str, dict[str, int]]] = {}
+        self.refused: list[str] = []
 
     # ------------------------------------------------------------------------------------------- dispatch
 

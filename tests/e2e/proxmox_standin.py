@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.e2e.proxmox_api import ApiError, PciFunction, ProxmoxState
+from tests.e2e.proxmox_permissions import filtered, refusal
 from tests.e2e.servers import _openssl, free_ports, stop
 from tests.loopback import serving
 
@@ -75,20 +76,34 @@ def _handler(state: ProxmoxState, token: str) -> type[BaseHTTPRequestHandler]:
             form = parse_qs(url.query, keep_blank_values=True)
             for key, values in parse_qs(body, keep_blank_values=True).items():
                 form.setdefault(key, []).extend(values)
-            if self.headers.get("Authorization") != f"PVEAPIToken={token}":
+            authorization = self.headers.get("Authorization") or ""
+            # A limited token (the unattended repair's): held to knowledge/proxmox_access.py's table.
+            acl = state.token_acls.get(authorization.removeprefix("PVEAPIToken="))
+            if authorization != f"PVEAPIToken={token}" and acl is None:
                 # PVE's answer to a wrong or missing token (pve-manager PVE/HTTPServer.pm auth_handler).
                 self._answer(401, {"data": None}, "authentication failure")
                 return
             if not url.path.startswith(API_PREFIX):
                 self._answer(404, {"data": None}, "Not Found")
                 return
+            path = url.path.removeprefix(API_PREFIX)
+            sent = f"{path}?{url.query}" if url.query else path
+            if acl is not None:
+                refused = refusal(self.command, sent, acl)
+                if refused is not None:
+                    state.refused.append(f"{self.command} {sent}: {refused}")
+                    self._answer(403, {"data": None, "message": refused}, refused)
+                    return
+                if sent == "/access/permissions":
+                    self._answer(200, {"data": {k: dict(v) for k, v in acl.items()}})
+                    return
             try:
-                data = state.handle(self.command, url.path.removeprefix(API_PREFIX), form)
+                data = state.handle(self.command, path, form)
             except ApiError as error:
                 # PVE puts the message in the status line; the provider reports it from there.
                 self._answer(error.status, {"data": None, "message": error.message}, error.message)
                 return
-            self._answer(200, {"data": data})
+            self._answer(200, {"data": data if acl is None else filtered(self.command, sent, data, acl)})
 
         do_GET = do_POST = do_PUT = do_DELETE = _serve
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -58,6 +59,14 @@ class Watch:
     hosts: dict[str, str]  # domain -> node name
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # Every upgrade state each domain's node took, from a watch on the Nodes (every change, in order): a state the
+    # operator holds for less than a sample's round trip (two kubectl calls, seconds on a loaded machine) is in here
+    # even when no sample caught it.
+    transitions: dict[str, list[str]] = field(default_factory=dict)
+
+    def states_seen(self, domain: str) -> set[str]:
+        """The upgrade states the domain's node was seen in, by a sample or by the watch."""
+        return {s.state for s in self.samples.get(domain, [])} | set(self.transitions.get(domain, []))
 
     def sample(self) -> dict[str, Sample]:
         nodes = {n["metadata"]["name"]: n for n in self.kubectl.json("get", "nodes")["items"]}
@@ -103,9 +112,39 @@ class Watch:
         return [{d: s[i] for d, s in self.samples.items()} for i in range(start, count)]
 
 
+def _follow_transitions(watch: Watch) -> subprocess.Popen[str]:
+    """`kubectl get nodes --watch`: one line per change of a Node, its name and upgrade state, read in a thread."""
+    label = DRIVER_UPGRADE_STATE_LABEL.replace(".", "\\.")
+    template = '{.metadata.name}{"\\t"}{.metadata.labels.' + label + '}{"\\n"}'
+    kubectl = watch.kubectl
+    follow = subprocess.Popen(
+        [
+            *(str(kubectl.binary), "--kubeconfig", str(kubectl.kubeconfig), "--cache-dir", str(kubectl.cache_dir)),
+            *("get", "nodes", "--watch", "-o", f"jsonpath={template}"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    domains = {host: domain for domain, host in watch.hosts.items()}
+
+    def read() -> None:
+        for line in follow.stdout or []:
+            host, _, state = line.rstrip("\n").partition("\t")
+            if host in domains:
+                seen = watch.transitions.setdefault(domains[host], [])
+                if not seen or seen[-1] != state:
+                    seen.append(state)
+
+    threading.Thread(target=read, name="upgrade-transitions", daemon=True).start()
+    return follow
+
+
 @contextlib.contextmanager
 def sampling(watch: Watch) -> Iterator[Watch]:
-    """Sample every SAMPLE_SECONDS in a thread until the block ends; a failed sample is kept in `watch.errors`."""
+    """Sample every SAMPLE_SECONDS in a thread until the block ends, and follow every Node change through a watch;
+    a failed sample is kept in `watch.errors`."""
+    follow = _follow_transitions(watch)
     stopping = threading.Event()
 
     def loop() -> None:
@@ -124,3 +163,5 @@ def sampling(watch: Watch) -> Iterator[Watch]:
         stopping.set()
         thread.join(timeout=60)
         watch.sample()
+        follow.terminate()
+        follow.wait(timeout=30)

@@ -42,6 +42,7 @@ from tests.ssh_keys import TEST_PUBLIC_KEY
 KEY = TEST_PUBLIC_KEY
 OLD, NEW = "v1.33.5+rke2r1", "v1.33.6+rke2r1"
 KERNEL = "6.8.0-60-generic"
+APT_MIRROR = "http://apt.lab.internal/ubuntu"
 Raw = dict[str, Any]
 
 
@@ -72,6 +73,13 @@ CHANGES: dict[str, tuple[Callable[[Raw], None] | None, Callable[[Raw], None] | N
     "sharing": (None, lambda raw: raw["sharingProfiles"]["a1000-x4"].update(replicas=2)),
     # A proxy added to domains that exist: cloud-init ran once, so the turn writes the files over SSH.
     "proxy": (None, lambda raw: raw.update(proxy={"https": "http://proxy.lab.internal:3128"})),
+    # An apt mirror added, changed or taken out on domains that exist: the same files turn (the release's sources).
+    "apt mirror added": (None, lambda raw: raw.update(aptMirror={"uri": APT_MIRROR})),
+    "apt mirror changed": (
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}),
+        lambda raw: raw.update(aptMirror={"uri": APT_MIRROR, "securityUri": "http://security.lab.internal/ubuntu"}),
+    ),
+    "apt mirror removed": (lambda raw: raw.update(aptMirror={"uri": APT_MIRROR}), None),
 }
 
 
@@ -186,6 +194,11 @@ EXPECTED |= {
         ["rke2-login", "wave-drain", "rke2-files", "device-plugin-restart", "wave-gate"],
     ),
 }
+for change in ("apt mirror added", "apt mirror changed", "apt mirror removed"):
+    EXPECTED |= {(change, state): EXPECTED[("proxy", state)] for state in STATES}
+# A Node from before waves records nothing, and a stack with no egress settings left asks for no files: nothing
+# to write (apt mirrors came after waves, so such a node never had one from gpu-pool).
+EXPECTED[("apt mirror removed", "from before waves")] = ("none", [])
 EXPECTED[("kernel", "serving, upgraded by hand")] = EXPECTED[("kernel", "serving")]
 # "upgraded by hand" is about the kubelet; a change that is not RKE2's still rolls on such a node, and the turn
 # records the RKE2 release the node runs as well.
@@ -299,7 +312,22 @@ def test_a_failed_rke2_wave_resumes_at_the_failed_domain_even_with_its_kubelet_o
     gate, done = plan.step_of("wave-gate", LocalStep).command, plan.step_of("rollout", LocalStep).command
     assert gate is not None and done is not None
     assert "2026-12-04T18:00:00Z" in gate.triggers[0]
-    assert done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
+    # Its last step records a new state, so it runs without the token, and the next plan leaves it as it is.
+    assert done.environment == {}
+    settled_plan = plan_domain(after.failure_domains[0], after, plan_wave(after, settled(after)).turns["dc1"])
+    assert settled_plan.step_of("rollout", LocalStep).command == done
+
+
+def test_a_resumed_turn_that_rolls_a_change_leaves_no_rollout_change_for_the_next_up() -> None:
+    """After a wave stopped at dc1 and resumed to its end, the next preview was not clean: the resumed turn's token
+    stayed in dc1-rollout's inputs, and the next `up` ran the record again outside any turn (found by
+    tests/e2e/test_driver_wave_adversity.py)."""
+    for change in CHANGES:
+        after, _, plan = scenario(change, "a turn in progress, agent restarted")
+        if plan.turn.kind != "resume" or not plan.turn.changes:
+            continue
+        settled_plan = plan_domain(after.failure_domains[0], after, plan_wave(after, settled(after)).turns["dc1"])
+        assert settled_plan.step_of("rollout", LocalStep).command == plan.step_of("rollout", LocalStep).command, change
 
 
 def test_a_driver_bump_drains_each_domain_only_after_the_operators_new_release_one_domain_at_a_time() -> None:
@@ -324,6 +352,9 @@ def test_a_reverted_change_on_a_node_the_wave_cordoned_gates_and_uncordons_it() 
     assert turn_steps(plan) == ["wave-drain", "device-plugin-restart", "wave-gate"]
     assert plan.turn.uncordons
     assert wave.batches == [["dc1"]] and wave.changes == {"dc1": []}
+    # The record it writes equals the last one: the attempt's token makes its last step run, to uncordon dc1.
+    done = plan.step_of("rollout", LocalStep).command
+    assert done is not None and done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
 
 
 def test_a_node_someone_else_cordoned_is_changed_and_gated_but_stays_cordoned_and_the_plan_says_so() -> None:

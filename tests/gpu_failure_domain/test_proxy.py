@@ -26,6 +26,7 @@ from config.proxy import proxy_environment, subnet_of
 from config.secrets import BY_KEY
 from config.stack import StackConfig
 from offline.runner import read_stack_file
+from tests.gpu_failure_domain.fake_vm import run_on_a_fake_vm, systemctl_calls
 from tests.ssh_keys import TEST_PUBLIC_KEY
 
 PROXY = "http://proxy.lab.internal:3128"
@@ -211,23 +212,8 @@ def test_a_mirror_rke2_could_not_use_is_refused_naming_the_key(mirrors: dict[str
 
 
 def _run_on_a_fake_vm(command: str, root: Path, stdin: str = "") -> list[str]:
-    """Runs a files turn's command as its SSH session would (`stdin`: what pulumi-command sends, the registry
-    credentials), with /etc under `root`: `sudo` runs its command, `systemctl` records what it was asked."""
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sudo").write_text('#!/bin/sh\nexec "$@"\n')
-    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {root}/systemctl.log\n')
-    for shim in ("sudo", "systemctl"):
-        (bin_dir / shim).chmod(0o755)
-    said = subprocess.run(
-        ["bash", "-c", command.replace("/etc/", f"{root}/etc/")],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
-    )
-    assert said.returncode == 0, said.stderr
-    return (root / "systemctl.log").read_text().splitlines()
+    run_on_a_fake_vm(command, root, stdin)
+    return systemctl_calls(root)
 
 
 def _files_turn(before: StackConfig, after: StackConfig) -> tuple[Wave, DomainPlan]:

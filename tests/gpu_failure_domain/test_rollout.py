@@ -250,7 +250,7 @@ def test_a_drain_that_fails_keeps_the_operator_held_off_and_a_resumed_drain_rele
     assert after["metadata"]["annotations"]["gpu-pool.dev/driver-upgrade-held"] == "dc1"
     stopped = after["metadata"]["annotations"][WAVE_STOPPED_ANNOTATION]
     assert stopped.startswith(
-        "drain did not finish within 15m: error: cannot delete Pods that declare no controller "
+        "the drain failed (it waits up to 15m for evictions): error: cannot delete Pods that declare no controller "
         "(use --force to override): team-a/bare-gpu; kubectl get pods -A --field-selector spec.nodeName=n1"
     )
 

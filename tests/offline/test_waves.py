@@ -318,4 +318,24 @@ def test_make_diff_plans_registry_mirrors_added_to_existing_domains_as_a_wave_th
     assert wave["batches"] == [["dc1"], ["dc2"], ["dc3"]]
     assert wave["domains"]["dc2"]["changes"] == ["files"]
     assert wave["domains"]["dc2"]["steps"] == ["rke2-login", "wave-drain", "rke2-files", "wave-gate", "rollout"]
-    assert "proxy and registry mirror files rewritten, rke2-agent restarted" in capsys.readouterr().out
+    assert "proxy, registry and apt mirror files rewritten, rke2-agent restarted" in capsys.readouterr().out
+
+
+def test_make_diff_plans_an_apt_mirror_added_to_existing_domains_as_a_files_wave_and_replaces_no_vm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cloud-init's apt sources are first-boot only: the mirror reaches the VMs that exist through the files turn,
+    never by recreating them (and the driver container through its ConfigMap at once)."""
+    from offline.diff import main
+
+    after = prod()
+    after["gpu-pool:aptMirror"] = {"uri": "http://apt.lab.internal/ubuntu"}
+    before, later = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", after)
+    assert main(["--before", str(before), "--after", str(later), "--out", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "diff.json").read_text())
+    assert document["wave"]["batches"] == [["dc1"], ["dc2"], ["dc3"]]
+    assert {name: turn["changes"] for name, turn in document["wave"]["domains"].items()} == {
+        name: ["files"] for name in ("dc1", "dc2", "dc3")
+    }
+    assert not [c for c in document["changes"] if "replace" in str(c.get("op", "")) or c.get("op") == "delete"]
+    assert "proxy, registry and apt mirror files rewritten" in capsys.readouterr().out

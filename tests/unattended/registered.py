@@ -1,6 +1,5 @@
-"""The unattended repair's component registered on its own under a test's Pulumi mocks, as the program would
-register it: the program itself refuses `repair.unattended.enabled: true` while the watcher is not built
-(components/stack_check.py WATCHER_NOT_BUILT), and the registration stays tested through the same component."""
+"""The unattended repair's component registered on its own under a test's Pulumi mocks, as the program registers it
+(the program's own registration: tests/unattended/test_credential.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +7,8 @@ import pulumi
 import pulumi_kubernetes as kubernetes
 import pulumi_proxmoxve as proxmoxve
 
+from components.gpu_platform.alert_rules import prometheus_rule_labels
+from components.gpu_platform.health_check import pool_facts_document
 from components.unattended.component import UnattendedRepair, UnattendedRepairArgs
 from config.stack import StackConfig
 from offline.recording import Recording, RecordingMonitor
@@ -27,6 +28,8 @@ def register_unattended(monitor: RecordingMonitor, cfg: StackConfig, stack_name:
                 proxmox_credential=pulumi.Output.secret(STACK_TOKEN),
                 proxmox_provider=proxmoxve.Provider("proxmox", endpoint="https://pve.example:8006/"),
                 kubernetes_provider=kubernetes.Provider("kubernetes"),
+                pool_facts=pool_facts_document(cfg, stack_name),
+                rule_labels=prometheus_rule_labels(cfg.monitoring),
             ),
         )
 

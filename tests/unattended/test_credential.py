@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.stack_check import WATCHER_NOT_BUILT, validate_stack
+from components.stack_check import validate_stack
 from components.unattended.credential import (
     api_token,
     credential_dangers,
@@ -172,7 +172,7 @@ def test_the_token_reaches_the_cluster_only_as_a_secret_in_a_secret_only_the_wat
     assert [rule for _, rule in readers] == [
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]}
     ]
-    binding = recording.named("unattended-repair-rolebinding")
+    binding = recording.named("unattended-repair-turn-rolebinding-gpu-pool-repair")
     assert reveal(binding.inputs)["subjects"] == [
         {"kind": "ServiceAccount", "name": NAME, "namespace": "gpu-pool-repair"}
     ]
@@ -186,20 +186,26 @@ def test_nothing_of_the_unattended_repair_is_registered_unless_enabled(
     assert not recording.by_type(TOKEN) and not recording.by_type(ACL) and not recording.by_type(ROLE)
 
 
-def test_the_program_refuses_enabled_naming_the_key_and_registers_nothing(
+def test_the_program_registers_the_token_and_the_watcher_when_enabled(
+    run_stack_program: Any, prod_config: dict[str, Any]
+) -> None:
+    prod_config["gpu-pool:repair"] = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
+
+    recording = run_stack_program(prod_config)
+
+    assert recording.by_type(TOKEN) and recording.by_type(ACL) and recording.by_type(ROLE)
+    (deployment,) = recording.by_type("kubernetes:apps/v1:Deployment")
+    assert deployment.name == "unattended-repair-watcher"
+
+
+def test_enabled_without_the_health_check_is_still_refused_naming_both_keys(
     run_stack_program: Any, prod_config: dict[str, Any], monitor: RecordingMonitor
 ) -> None:
-    # With another problem in the same stack: both are reported by the one run.
-    prod_config["gpu-pool:repair"] = {
-        "healthCheck": {"enabled": True},
-        "unattended": {"enabled": "true"},
-        "maxPerDay": 0,
-    }
+    prod_config["gpu-pool:repair"] = {"unattended": {"enabled": True}}
 
     message = refused(run_stack_program, prod_config, monitor)
 
-    assert WATCHER_NOT_BUILT in message and "repair.maxPerDay" in message
-    assert "repair.unattended.enabled: false" in message and "--reset-breaker" in message
+    assert "repair.unattended.enabled" in message and "repair.healthCheck.enabled" in message
 
 
 def test_the_watchers_objects_validate_strictly_against_the_kubernetes_schema() -> None:

@@ -21,8 +21,7 @@ def prod() -> dict[str, Any]:
 def test_the_components_roles_and_acls_show_their_privileges_and_every_acl_path_without_a_danger(
     monitor: RecordingMonitor,
 ) -> None:
-    # make diff's comparison of each registration, on the component the program would register (the program
-    # refuses repair.unattended.enabled while the watcher is not built: tests/unattended/test_credential.py).
+    # make diff's comparison of each registration, on the component the program registers.
     cfg = validate_stack(
         {k.split(":", 1)[1]: v for k, v in prod().items()}
         | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}}
@@ -55,7 +54,9 @@ def test_one_vm_or_one_mapping_without_propagation_is_what_the_watcher_needs() -
     assert wider_than_the_watcher_needs(None, "/vms/4101/x", False) != []
 
 
-def test_the_offline_preview_refuses_enabled_naming_the_key_and_writes_no_manifest(tmp_path: Any, capsys: Any) -> None:
+def test_the_offline_preview_shows_the_tokens_privileges_and_paths_and_the_watchers_access(
+    tmp_path: Any, capsys: Any
+) -> None:
     import yaml
 
     from offline.preview import main
@@ -67,7 +68,12 @@ def test_the_offline_preview_refuses_enabled_naming_the_key_and_writes_no_manife
 
     code = main(["--stack", "prod", "--stack-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--quiet"])
 
-    captured = capsys.readouterr()
-    assert code != 0 and "repair.unattended.enabled" in captured.out + captured.err
-    assert "not in this version" in captured.out + captured.err
-    assert not list((tmp_path / "out").glob("manifests/*gpu-pool-repair*"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "/vms/4101 -> GpuPoolRepairVm-prod (dc1)" in out and "Mapping.Audit" in out
+    assert "Watcher: Deployment gpu-pool-repair/gpu-pool-repair (1 replica, Recreate" in out
+    assert "the drain: list pods (any namespace); create pods/eviction (any namespace)" in out
+    assert "get nodes (Nodes rke2-worker-dc1-gpu-a" in out
+    manifests = tmp_path / "out" / "manifests"
+    assert (manifests / "deployment-gpu-pool-repair-gpu-pool-repair.yaml").is_file()
+    assert (manifests / "role-gpu-pool-node-check-gpu-pool-repair.yaml").is_file()

@@ -1,6 +1,7 @@
-"""The watcher's Kubernetes RBAC is derived from the repair turn's steps: every kubectl call the turn makes (read
-from the node-steps script's source and the drain's shell command) has its API requests in the Roles, and the Roles
-grant nothing no step asks for. Checked on the objects the real program registers."""
+"""The watcher's Kubernetes RBAC is derived from its steps' requests (components/unattended/watcher_api.py): the
+Roles the program registers are exactly the derived rules, Nodes are reached by name only, the token's Secret, the
+breaker and the Lease each by name, and `request_of` reads a request as the API server's authorizer does. That the
+loop's own requests are all in the table, and each row used, is tests/unattended/test_watcher_loop.py's."""
 
 from __future__ import annotations
 
@@ -9,17 +10,11 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.stack_check import validate_stack
-from components.unattended.objects import build_watcher_rbac
-from components.unattended.rbac import (
-    KUBECTL_API,
-    Use,
-    requests_of,
-    script_uses,
-    shell_uses,
-    turn_uses,
-    watcher_rules,
-)
+from components.unattended.objects import BREAKER_CONFIGMAP, LEASE_NAME, SECRET_NAME, build_watcher_rbac
+from components.unattended.rbac import watcher_rules
+from components.unattended.watcher_api import Attributes, authorized, request_of
 from offline.recording import RecordingMonitor, reveal
 from offline.runner import read_stack_file
 from tests.unattended.registered import register_unattended
@@ -28,53 +23,25 @@ CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 
 
-def stack() -> Any:
+def stack(**unattended: Any) -> Any:
     raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
-    return validate_stack(raw | {"repair": {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}})
+    repair = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True, **unattended}}
+    return validate_stack(raw | {"repair": repair})
 
 
-def granted(cluster: list[dict[str, Any]], spaced: dict[str, list[dict[str, Any]]]) -> set[tuple[str, str, str, str]]:
-    """Every (group, resource, verb, where) a set of rules grants, where = 'node', 'cluster' or the namespace."""
-    out = set()
-    for rule in cluster:
-        where = "node" if rule.get("resourceNames") else "cluster"
-        out |= {(rule["apiGroups"][0], rule["resources"][0], verb, where) for verb in rule["verbs"]}
-    for namespace, rules in spaced.items():
-        out |= {(r["apiGroups"][0], r["resources"][0], verb, namespace) for r in rules for verb in r["verbs"]}
-    return out
-
-
-def test_every_kubectl_call_of_the_repair_turn_has_its_api_requests_known() -> None:
-    uses = turn_uses(stack())
-
-    assert {u.step for u in uses} >= {"wave-drain", "power-cycle", "cuda-smoke-test", "rollout"}
-    assert requests_of(uses)[1] == []
-
-
-def test_the_roles_grant_exactly_what_the_steps_use_and_nothing_more(monitor: RecordingMonitor) -> None:
+def test_the_registered_roles_are_exactly_the_rules_derived_from_the_watchers_steps(monitor: RecordingMonitor) -> None:
     cfg = stack()
-    requests, _ = requests_of(turn_uses(cfg))
-    where = {"operator": "gpu-operator", "smoke": "gpu-smoke-test", "events": "default", "node": "node"}
-    expected = {(g, r, v, where.get(s, s)) for g, r, v, s in requests}
     recording = register_unattended(monitor, cfg)
 
-    cluster = [
-        rule
-        for r in recording.by_type(CLUSTER_ROLE)
-        if r.name.startswith("unattended-repair-turn")
-        for rule in reveal(r.inputs)["rules"]
-    ]
-    spaced = {
-        reveal(r.inputs)["metadata"]["namespace"]: reveal(r.inputs)["rules"]
-        for r in recording.by_type(ROLE)
-        if r.name.startswith("unattended-repair-turn")
-    }
-    assert granted(cluster, spaced) == expected
+    cluster = [rule for r in recording.by_type(CLUSTER_ROLE) for rule in reveal(r.inputs)["rules"]]
+    spaced = {reveal(r.inputs)["metadata"]["namespace"]: reveal(r.inputs)["rules"] for r in recording.by_type(ROLE)}
+    assert (cluster, spaced) == watcher_rules(cfg, TIME_SLICING_CONFIGMAP)
+    assert set(spaced) == {"gpu-pool-repair", "gpu-pool-node-check", "gpu-operator", "gpu-smoke-test", "default"}
 
 
 def test_node_get_and_patch_are_limited_to_the_stacks_hostnames_and_nothing_lists_or_deletes_nodes() -> None:
     cfg = stack()
-    cluster, _ = watcher_rules(cfg)
+    cluster, _ = watcher_rules(cfg, TIME_SLICING_CONFIGMAP)
     nodes = [r for r in cluster if r["resources"] == ["nodes"]]
 
     assert nodes == [
@@ -87,36 +54,73 @@ def test_node_get_and_patch_are_limited_to_the_stacks_hostnames_and_nothing_list
     ]
 
 
-def test_a_step_that_starts_using_an_unknown_kubectl_command_fails_the_derivation() -> None:
-    source = 'def step_x(kubectl, name, minutes):\n    kubectl.must("delete", "node", name)\n'
+def test_in_its_own_namespace_the_watcher_reaches_the_token_the_breaker_and_the_lease_by_name_only() -> None:
+    cfg = stack()
+    _, spaced = watcher_rules(cfg, TIME_SLICING_CONFIGMAP)
 
-    uses = script_uses(source, {"x": "step_x"})
-    assert requests_of(uses)[1] == [Use("x", "step_x:2", ("delete", "node"))]
-    assert requests_of(shell_uses("s", "kubectl cordon n1"))[1] != []
-
-
-def test_advice_quoted_in_a_shell_command_is_not_a_call() -> None:
-    assert shell_uses("s", "kubectl annotate node n 'why=kubectl get pdb -A'") == [
-        Use("s", "shell", ("annotate", "node"))
+    assert spaced[cfg.repair.unattended.namespace] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [BREAKER_CONFIGMAP],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET_NAME], "verbs": ["get"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [LEASE_NAME],
+            "verbs": ["get", "update"],
+        },
     ]
 
 
-def test_helpers_a_step_calls_are_followed() -> None:
-    source = (
-        "def helper(kubectl):\n    kubectl.json('-n', ns, 'get', 'pods')\n"
-        "def step_y(kubectl, name, minutes):\n    helper(kubectl)\n"
-    )
-    assert [u.words for u in script_uses(source, {"y": "step_y"})] == [("get", "pods")]
+def test_a_stack_without_the_smoke_test_grants_no_read_of_its_jobs() -> None:
+    raw = {k.split(":", 1)[1]: v for k, v in read_stack_file("prod").items()}
+    repair = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
+    cfg = validate_stack(raw | {"repair": repair, "smokeTest": {"enabled": False}})
+
+    assert cfg.smoke_test.namespace not in watcher_rules(cfg, TIME_SLICING_CONFIGMAP)[1]
 
 
-@pytest.mark.parametrize("key", sorted(KUBECTL_API, key=str))
-def test_every_table_entry_is_used_by_the_turn_or_a_documented_shape(key: tuple[str, ...]) -> None:
-    used = {u.words for u in turn_uses(stack())}
-    assert key in used, f"KUBECTL_API entry {key} is used by no step of the repair turn: remove it"
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("GET", "/api/v1/nodes/n1", Attributes("", "nodes", "get", None, "n1")),
+        ("PATCH", "/api/v1/nodes/n1", Attributes("", "nodes", "patch", None, "n1")),
+        ("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1", Attributes("", "pods", "list", None, "")),
+        (
+            "POST",
+            "/api/v1/namespaces/ml/pods/p/eviction",
+            Attributes("", "pods/eviction", "create", "ml", "p"),
+        ),
+        ("GET", "/api/v1/namespaces/x/pods/p/log", Attributes("", "pods/log", "get", "x", "p")),
+        ("POST", "/apis/batch/v1/namespaces/x/jobs", Attributes("batch", "jobs", "create", "x", "")),
+        (
+            "PUT",
+            "/apis/coordination.k8s.io/v1/namespaces/r/leases/l",
+            Attributes("coordination.k8s.io", "leases", "update", "r", "l"),
+        ),
+    ],
+)
+def test_a_request_is_read_as_the_api_servers_authorizer_reads_it(method: str, path: str, expected: Attributes) -> None:
+    assert request_of(method, path) == expected
+
+
+def test_resource_names_never_let_a_list_through_and_a_role_holds_only_in_its_namespace() -> None:
+    cfg = stack()
+    cluster, spaced = watcher_rules(cfg, TIME_SLICING_CONFIGMAP)
+
+    assert authorized(request_of("GET", "/api/v1/nodes/rke2-worker-dc1-gpu-a"), cluster, spaced)
+    assert not authorized(request_of("GET", "/api/v1/nodes/rke2-server-1"), cluster, spaced)
+    assert not authorized(request_of("GET", "/api/v1/nodes"), cluster, spaced)
+    assert not authorized(request_of("GET", "/api/v1/namespaces/gpu-pool-repair/secrets/other"), cluster, spaced)
+    assert not authorized(request_of("GET", "/api/v1/namespaces/kube-system/pods/x/log"), cluster, spaced)
+    assert not authorized(request_of("DELETE", "/api/v1/namespaces/ml/pods/x"), cluster, spaced)
 
 
 def test_the_rbac_objects_validate_strictly_against_the_kubernetes_schema() -> None:
     cfg = stack()
     version = kubernetes_validate.latest_version()
-    for obj in build_watcher_rbac(cfg.repair.unattended, *watcher_rules(cfg)):
+    for obj in build_watcher_rbac(cfg.repair.unattended, *watcher_rules(cfg, TIME_SLICING_CONFIGMAP)):
         kubernetes_validate.validate(obj, version, strict=True)

@@ -1,0 +1,122 @@
+"""Labs as they are (docs/air-gap.md): a lab behind a proxy and a lab with no route out, each with registry mirrors,
+an apt mirror and an installer mirror, preview offline, and the real API server accepts every Kubernetes object
+they render: the stack's own manifests (the apt sources ConfigMap among them) and everything the GPU Operator chart
+renders from the release's values, whose stored ClusterPolicy carries the proxy for the driver container and the
+mirror's package sources."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.gpu_platform.apt_sources import APT_SOURCES_CONFIGMAP, APT_SOURCES_KEY
+from config.proxy import proxy_environment
+from offline.runner import PROJECT, read_stack_file
+from tests.e2e.chart import Rendered, package_chart, render_release
+from tests.e2e.kube import Kubectl, load_documents, rejections
+from tests.e2e.nodes import registered_nodes
+from tests.e2e.servers import Tools
+from tests.e2e.stacks import Previewed, run_preview
+
+PROXY = "http://proxy.lab.internal:3128"
+APT_MIRROR = "http://apt.lab.internal/ubuntu"
+INSTALLER = {
+    "script": "https://files.lab.internal/rke2/install.sh",
+    "artifacts": "https://files.lab.internal/rke2/releases",
+}
+REGISTRY_MIRRORS = {
+    "docker.io": ["https://mirror.lab.internal:5000"],
+    "nvcr.io": ["https://mirror.lab.internal:5000"],
+    "*": ["https://harbor.lab.internal"],
+}
+LABS = ("proxied", "air-gapped")
+
+
+def lab_config(lab: str) -> dict[str, Any]:
+    """prod with every egress setting docs/air-gap.md shows: a proxy for the proxied lab, `airGapped` for the other
+    (the two exclude each other: a proxy is a route out)."""
+    config = copy.deepcopy(read_stack_file("prod"))
+    key = f"{PROJECT}:"
+    config[key + "registryMirrors"] = REGISTRY_MIRRORS
+    config[key + "aptMirror"] = {"uri": APT_MIRROR, "securityUri": APT_MIRROR}
+    config[key + "rke2"] = {**config[key + "rke2"], "installer": INSTALLER}
+    if lab == "proxied":
+        config[key + "proxy"] = {"http": PROXY, "https": PROXY, "noProxy": [".lab.internal"]}
+    else:
+        config[key + "airGapped"] = True
+    return config
+
+
+@pytest.fixture(scope="module", params=LABS)
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Previewed:
+    name = f"e2e-lab-{request.param}"
+    return run_preview(name, lab_config(request.param), tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="module")
+def lab_chart(
+    lab: Previewed,
+    e2e_tools: Tools,
+    kubectl: Kubectl,
+    crds: list[str],
+    upstream: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Rendered:
+    archive = package_chart(e2e_tools, upstream, tmp_path_factory.mktemp("chart"))
+    return render_release(lab, e2e_tools, kubectl, archive, tmp_path_factory.mktemp("lab-chart"))
+
+
+@pytest.mark.usefixtures("crds")
+def test_the_api_server_accepts_every_object_a_lab_stack_applies(lab: Previewed, kubectl: Kubectl) -> None:
+    manifests = lab.manifests()
+    documents = [doc for path in manifests for doc in load_documents(path.read_text())]
+    [sources] = [d for d in documents if (d["kind"], d["metadata"]["name"]) == ("ConfigMap", APT_SOURCES_CONFIGMAP)]
+    assert f"URIs: {APT_MIRROR}" in sources["data"][APT_SOURCES_KEY]
+    namespaces = [path for path in manifests if path.name.startswith("namespace-")]
+    with registered_nodes(kubectl, lab):
+        results = [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in namespaces]
+        kubectl.create_namespaces(manifests)
+        others = [path for path in manifests if path not in namespaces]
+        results += [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in others]
+    problems = rejections(results)
+    assert not problems, "the API server rejected:\n" + "\n".join(problems)
+
+
+def test_the_api_server_accepts_everything_the_chart_renders_for_a_lab(lab_chart: Rendered) -> None:
+    assert not lab_chart.problems, "the API server rejected:\n" + "\n".join(lab_chart.problems)
+    assert len(lab_chart.stored) == len(lab_chart.objects)
+
+
+def test_the_stored_cluster_policy_gives_the_driver_container_the_proxy_and_the_mirrors_sources(
+    lab_chart: Rendered,
+) -> None:
+    driver = lab_chart.find("ClusterPolicy", "cluster-policy", stored=True)["spec"]["driver"]
+    assert driver["repoConfig"] == {"configMapName": APT_SOURCES_CONFIGMAP}
+    env = {item["name"]: item.get("value") for item in driver.get("env", [])}
+    config = lab_chart.stack.config
+    if config.proxy is None or not config.proxy.enabled:
+        # No route out: nothing points the driver at a proxy.
+        assert not {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} & set(env)
+        return
+    # What the VMs get (the cluster's own CIDRs and names kept off the proxy), as the API server stored it.
+    expected = proxy_environment(config.proxy, config.rke2)
+    assert {name: env.get(name) for name in expected} == expected
+    assert env["HTTPS_PROXY"] == PROXY
+    assert "10.43.0.0/16" in env["NO_PROXY"].split(",") and ".svc" in env["NO_PROXY"].split(",")
+
+
+@pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init validates the user data it would read")
+def test_cloud_init_accepts_every_vms_user_data_of_a_lab(lab: Previewed, tmp_path: Path) -> None:
+    snippets = sorted((lab.out / "cloud-init").glob("*.yaml"))
+    assert len(snippets) == len(lab.config.failure_domains)
+    for snippet in snippets:
+        checked = subprocess.run(
+            ["cloud-init", "schema", "--config-file", str(snippet)], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, f"{snippet.name}: {checked.stdout}{checked.stderr}"
+        assert APT_MIRROR in snippet.read_text() and INSTALLER["artifacts"] in snippet.read_text()
