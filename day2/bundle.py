@@ -33,7 +33,8 @@ def node_check_command(flags: Sequence[str], *, strict: bool) -> str:
     run = f'python3 "$f" {" ".join(shlex.quote(flag) for flag in flags)}' + ("" if strict else " -o json")
     ending = "" if strict else '; rc=$?; [ "$rc" -le 1 ] || exit "$rc"'
     command = (
-        "f=$(mktemp /tmp/gpu-pool-node-check.XXXXXX) || exit 2; trap 'rm -f \"$f\"' EXIT; "
+        # The login's $TMPDIR where it has one (pam_tmpdir), else /tmp.
+        'f=$(mktemp "${TMPDIR:-/tmp}/gpu-pool-node-check.XXXXXX") || exit 2; trap \'rm -f "$f"\' EXIT; '
         f'printf %s {encoded} | base64 -d > "$f" || exit 2; '
         f"if sudo -n true 2>/dev/null; then sudo -n {run}; else {run}; fi{ending}"
     )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -205,13 +206,16 @@ def test_the_ssh_command_runs_node_check_from_the_zip_and_leaves_nothing_behind(
         "--expect-id", "10de:25b0",
     ]  # fmt: skip
     command = node_check_command(flags, strict=strict)
-    before = set(Path("/tmp").glob("gpu-pool-node-check.*"))
+    # Its own temporary folder: /tmp is shared with every other test worker running this command at the same time.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary)}
 
-    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False, env=env)
 
     assert done.returncode == exit_code, done.stderr
     assert len(command) < MAX_COMMAND_BYTES
-    assert set(Path("/tmp").glob("gpu-pool-node-check.*")) == before
+    assert list(temporary.iterdir()) == []
     if strict:
         assert done.stdout.startswith(f"{NODE}: broken at pci\n")
     else:
