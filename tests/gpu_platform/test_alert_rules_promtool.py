@@ -106,6 +106,21 @@ def run(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
     return subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
+def promtool_check(promtool: str, rule: dict[str, Any], directory: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool check rules` on the PrometheusRule's groups."""
+    return run(promtool, "check", "rules", str(write_rules(rule, directory)), cwd=directory)
+
+
+def promtool_cases(
+    promtool: str, rule: dict[str, Any], cases: list[Case], directory: Path
+) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` of these cases against the PrometheusRule's groups (the rule engine itself)."""
+    tests = unit_test_file(rule, write_rules(rule, directory), cases)
+    path = directory / "tests.yaml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return run(promtool, "test", "rules", str(path), cwd=directory)
+
+
 def test_every_alert_has_a_case_that_fires_it_and_one_that_must_stay_silent() -> None:
     alerts = {r["alert"] for r in rules_of(article_rule())}
     firing = {c.alert for c in CASES if any(c.evals.values())}
@@ -127,7 +142,7 @@ def test_every_alert_has_a_case_that_fires_it_and_one_that_must_stay_silent() ->
 )
 def test_promtool_accepts_the_generated_rule_groups(promtool: str, tmp_path: Path, cfg: MonitoringConfig) -> None:
     rule = article_rule(cfg, {**ARTICLE_NODES, "gpu.worker.lab": 2})
-    result = run(promtool, "check", "rules", str(write_rules(rule, tmp_path)), cwd=tmp_path)
+    result = promtool_check(promtool, rule, tmp_path)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules_of(rule))} rules found" in result.stdout

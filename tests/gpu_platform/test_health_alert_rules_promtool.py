@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from components.gpu_platform.health_check import build_health_alert_rules
 from components.gpu_platform.promql import KSM_METRICS_USED
@@ -16,7 +15,7 @@ from config.repair import HealthCheckConfig
 from tests.gpu_platform.alert_cases import DC1, DC2, OTHER, Case, Expected
 from tests.gpu_platform.prometheus_tools import require
 from tests.gpu_platform.promql_inspection import metric_names
-from tests.gpu_platform.test_alert_rules_promtool import rules_of, run, unit_test_file, write_rules
+from tests.gpu_platform.test_alert_rules_promtool import promtool_cases, promtool_check, rules_of
 
 CRONJOB = 'namespace="gpu-pool-health", cronjob="gpu-pool-health"'
 
@@ -103,7 +102,7 @@ def test_every_metric_the_health_alerts_read_is_a_kube_state_metric_the_project_
 
 
 def test_promtool_accepts_the_health_rule_group(promtool: str, tmp_path: Path) -> None:
-    result = run(promtool, "check", "rules", str(write_rules(rule(), tmp_path)), cwd=tmp_path)
+    result = promtool_check(promtool, rule(), tmp_path)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 2 rules found" in result.stdout
@@ -113,12 +112,7 @@ def test_promtool_accepts_the_health_rule_group(promtool: str, tmp_path: Path) -
 def test_the_rule_engine_fires_the_health_alert_on_its_series_and_not_on_the_near_misses(
     promtool: str, tmp_path: Path, alert: str
 ) -> None:
-    rules = rule()
-    tests = unit_test_file(rules, write_rules(rules, tmp_path), [c for c in CASES if c.alert == alert])
-    path = tmp_path / "tests.yaml"
-    path.write_text(yaml.safe_dump(tests, sort_keys=False, allow_unicode=True), encoding="utf-8")
-
-    result = run(promtool, "test", "rules", str(path), cwd=tmp_path)
+    result = promtool_cases(promtool, rule(), [c for c in CASES if c.alert == alert], tmp_path)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
