@@ -7,9 +7,7 @@ into its models and the tool turns them back into plain dicts (ApiClient.sanitiz
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from tests.day2.cli_helpers import kubeconfig, run, write_dump
 from tests.day2.k8s_objects import NOW_TEXT, dump
 from tests.day2.scenarios import broken_driver, notebooks
-from tests.loopback import Serving
+from tests.loopback import JsonHandler, LoopbackServer
 
 PATHS = {
     "/api/v1/nodes": "Node",
@@ -28,14 +26,14 @@ PATHS = {
 }
 
 
-class FakeApiServer:
+class FakeApiServer(LoopbackServer):
     """Serves a dump's objects as list responses; `forbidden` kinds answer 403 like RBAC would."""
 
     def __init__(self, objects: list[dict[str, Any]], forbidden: frozenset[str] = frozenset()) -> None:
         self.objects, self.forbidden, self.requests = objects, forbidden, list[str]()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 server.requests.append(path)
@@ -61,25 +59,9 @@ class FakeApiServer:
                             "items": items,
                         },
                     )
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer(status, body)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> FakeApiServer:
-        self.serving = Serving(self.httpd)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.serving.stop()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +15,13 @@ import yaml
 from components.unattended.objects import BREAKER_CONFIGMAP
 from day2.repair.unattended import Breaker, Failure, breaker_data, breaker_of
 from tests.day2.cli_helpers import ROOT, kubeconfig, run
-from tests.loopback import Serving
+from tests.loopback import JsonHandler, LoopbackServer
 
 PATH = f"/api/v1/namespaces/gpu-pool-repair/configmaps/{BREAKER_CONFIGMAP}"
 OPEN = Breaker(open=True, failures=(Failure("2026-12-05T01:00:00Z", "a", "x"),), opened_at="2026-12-05T02:00:00Z")
 
 
-class ConfigMapServer:
+class ConfigMapServer(LoopbackServer):
     def __init__(self, data: dict[str, str], *, conflict: bool = False) -> None:
         self.object: dict[str, Any] = {
             "apiVersion": "v1",
@@ -33,43 +32,24 @@ class ConfigMapServer:
         self.conflict, self.puts = conflict, list[dict[str, Any]]()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path.split("?", 1)[0] != PATH:
-                    self._answer(404, {"kind": "Status", "code": 404})
+                    self.answer(404, {"kind": "Status", "code": 404})
                     return
-                self._answer(200, server.object)
+                self.answer(200, server.object)
 
             def do_PUT(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.puts.append(body)
                 stale = body["metadata"].get("resourceVersion") != server.object["metadata"]["resourceVersion"]
                 if server.conflict or stale:
-                    self._answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
+                    self.answer(409, {"kind": "Status", "code": 409, "reason": "Conflict"})
                     return
                 server.object = {**body, "metadata": {**body["metadata"], "resourceVersion": "8"}}
-                self._answer(200, server.object)
+                self.answer(200, server.object)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> ConfigMapServer:
-        self.serving = Serving(self.httpd)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.serving.stop()
+        super().__init__(Handler)
 
 
 def stack_dir(tmp_path: Path, enabled: bool = True) -> Path:
