@@ -20,6 +20,7 @@ from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.health_condition import CONDITION
 from components.shared.node_marking import GpuNodeMarking
 from components.shared.payload import module_closure, pack, pyyaml_files
+from components.shared.pod_security import restricted_container, restricted_pod
 from components.shared.prometheus_rules import alert, prometheus_rule
 from config.monitoring import MonitoringConfig
 from config.project import PROJECT
@@ -188,23 +189,13 @@ def _cronjob(cfg: HealthCheckConfig) -> dict[str, Any]:
         # Nothing to write: the code is read from the zip, never compiled to disk.
         "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": restricted_container(),
         "volumeMounts": [{"name": "code", "mountPath": MOUNT, "readOnly": True}],
     }
     pod = {
         "serviceAccountName": NAME,
         "restartPolicy": "Never",
-        # The stock image runs as root; nobody (65534) is enough to read the mounted code and call the API.
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65534,
-            "runAsGroup": 65534,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod(),
         "containers": [container],
         "volumes": [{"name": "code", "configMap": {"name": NAME}}],
     }

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from components.shared.payload import module_closure, pack, pyyaml_files
+from components.shared.pod_security import restricted_container, restricted_pod
 from components.unattended.objects import NAME, labels, meta
 
 if TYPE_CHECKING:
@@ -58,22 +59,13 @@ def watcher_deployment(cfg: UnattendedConfig) -> dict[str, Any]:
         # Nothing to write: the code is read from the zip, never compiled to disk.
         "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
         "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": restricted_container(),
         "volumeMounts": [{"name": "code", "mountPath": MOUNT, "readOnly": True}],
         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
     }
     pod = {
         "serviceAccountName": NAME,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65534,
-            "runAsGroup": 65534,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod(),
         "containers": [container],
         "volumes": [{"name": "code", "configMap": {"name": CODE_CONFIGMAP}}],
     }
