@@ -13,7 +13,7 @@ from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
 from config.rke2 import Rke2Config
 from knowledge.gpu_operator import NFD_NVIDIA_PCI_LABEL
-from tests.e2e.kube import Kubectl
+from tests.e2e.kube import Kubectl, rejections
 from tests.e2e.stacks import Previewed
 
 # Field managers of what writes a Node in a real cluster besides the stack.
@@ -142,6 +142,21 @@ def registered_nodes(
     finally:
         if names:
             kubectl("delete", "node", *names, "--wait=true")
+
+
+def rejected_manifests(kubectl: Kubectl, stack: Previewed) -> list[str]:
+    """What the API server rejects of the stack's manifests, each as `pulumi up` would send it (server-side apply,
+    dry run), with its Nodes registered as RKE2 registers them (Nodes are patched, never created)."""
+    manifests = stack.manifests()
+    namespaces = [path for path in manifests if path.name.startswith("namespace-")]
+    with registered_nodes(kubectl, stack):
+        # The stack's Namespaces as creates (unless an earlier test made them), then for real: what lives in them
+        # cannot be dry-run without them.
+        results = [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in namespaces]
+        kubectl.create_namespaces(manifests)
+        others = [path for path in manifests if path not in namespaces]
+        results += [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in others]
+    return rejections(results)
 
 
 def labels_and_taints(kubectl: Kubectl, name: str) -> tuple[dict[str, str], list[dict[str, str]], str]:

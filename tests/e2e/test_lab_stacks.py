@@ -18,8 +18,8 @@ from components.gpu_platform.apt_sources import APT_SOURCES_CONFIGMAP, APT_SOURC
 from config.proxy import proxy_environment
 from offline.runner import PROJECT, read_stack_file
 from tests.e2e.chart import Rendered, package_chart, render_release
-from tests.e2e.kube import Kubectl, load_documents, rejections
-from tests.e2e.nodes import registered_nodes
+from tests.e2e.kube import Kubectl, load_documents
+from tests.e2e.nodes import rejected_manifests
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed, run_preview
 
@@ -73,17 +73,10 @@ def lab_chart(
 
 @pytest.mark.usefixtures("crds")
 def test_the_api_server_accepts_every_object_a_lab_stack_applies(lab: Previewed, kubectl: Kubectl) -> None:
-    manifests = lab.manifests()
-    documents = [doc for path in manifests for doc in load_documents(path.read_text())]
+    documents = [doc for path in lab.manifests() for doc in load_documents(path.read_text())]
     [sources] = [d for d in documents if (d["kind"], d["metadata"]["name"]) == ("ConfigMap", APT_SOURCES_CONFIGMAP)]
     assert f"URIs: {APT_MIRROR}" in sources["data"][APT_SOURCES_KEY]
-    namespaces = [path for path in manifests if path.name.startswith("namespace-")]
-    with registered_nodes(kubectl, lab):
-        results = [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in namespaces]
-        kubectl.create_namespaces(manifests)
-        others = [path for path in manifests if path not in namespaces]
-        results += [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in others]
-    problems = rejections(results)
+    problems = rejected_manifests(kubectl, lab)
     assert not problems, "the API server rejected:\n" + "\n".join(problems)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.kube import Kubectl, load_documents, rejections
-from tests.e2e.nodes import registered_nodes
+from tests.e2e.kube import Kubectl, load_documents
+from tests.e2e.nodes import rejected_manifests
 from tests.e2e.stacks import Previewed
 
 
@@ -15,17 +15,7 @@ def kinds(stack: Previewed) -> set[str]:
 
 @pytest.mark.usefixtures("crds")
 def test_the_api_server_accepts_every_object_the_stack_applies(stack: Previewed, kubectl: Kubectl) -> None:
-    manifests = stack.manifests()
-    namespaces = [path for path in manifests if path.name.startswith("namespace-")]
-    # Nodes are patched, never created: they must be there, registered as RKE2 registers them.
-    with registered_nodes(kubectl, stack):
-        # The stack's Namespaces as creates (unless an earlier test made them), then for real: what lives in them
-        # cannot be dry-run without them.
-        results = [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in namespaces]
-        kubectl.create_namespaces(manifests)
-        others = [path for path in manifests if path not in namespaces]
-        results += [(path.name, kubectl.server_side_apply(path, dry_run=True)) for path in others]
-    problems = rejections(results)
+    problems = rejected_manifests(kubectl, stack)
     assert not problems, "the API server rejected:\n" + "\n".join(problems)
 
 
