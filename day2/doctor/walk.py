@@ -19,6 +19,7 @@ from day2.doctor.floors_operands import (
     toolkit_floor,
 )
 from day2.doctor.floors_pool import (
+    first_boot_floor,
     gpu_capacity_floor,
     labels_floor,
     node_floor,
@@ -34,6 +35,7 @@ from day2.pool import PoolFacts
 
 FLOORS: tuple[tuple[str, Callable[[NodeContext], Check]], ...] = (
     ("node", node_floor),
+    ("first-boot", first_boot_floor),
     ("labels", labels_floor),
     ("sharing-config", sharing_floor),
     ("taint", taint_floor),
