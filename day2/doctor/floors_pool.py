@@ -73,7 +73,11 @@ def first_boot_floor(ctx: NodeContext) -> Check:
         for step in failed
     )
     command = f"ssh {ctx.name} sudo cat {FIRST_BOOT_LOGS}/{failed[0].get('step')}.log"
-    return Check(False, f"first boot: {said}; the node joined without it", Fix.of(command))
+    detail = (
+        f"first boot: {said}; the node joined without it (once fixed on the VM: kubectl annotate node {ctx.name} "
+        f"{FIRST_BOOT_ANNOTATION}-)"
+    )
+    return Check(False, detail, Fix.of(command))
 
 
 def _wanted_labels(ctx: NodeContext) -> dict[str, str | None]:

@@ -23,6 +23,8 @@ from day2.doctor.walk import diagnose
 from day2.objects import Snapshot
 from day2.pool import facts_of
 from tests.air_gap_doc import first_boot_document, no_route_out_block, over_prod
+from tests.day2.k8s_objects import dump
+from tests.day2.scenarios import healthy_pool
 from tests.gpu_failure_domain.first_boot_harness import Boot, release_folder, run_first_boot, unshare_works
 from tests.lab_ca import LabCa, make_lab_ca
 
@@ -205,17 +207,16 @@ def test_a_broken_apt_mirror_costs_the_guest_agent_not_the_join_and_doctor_names
     packages = boot.steps[0]
     assert (packages["step"], packages["exit"], packages["attempts"]) == ("packages", 100, 4)
     assert "gpu-pool first boot: packages failed (exit 100), the boot goes on without it" in boot.console
-    # What the boot wrote on its Node is what doctor reads there.
+    # What the boot wrote on its Node is what doctor reads there: on an otherwise healthy pool, its last floor.
     [annotate] = boot.kubectl
     record = annotate.split(f"{FIRST_BOOT_ANNOTATION}=", 1)[1]
     domain = stack.failure_domains[0]
-    node = {
-        "metadata": {"name": domain.hostname, "annotations": {FIRST_BOOT_ANNOTATION: record}, "labels": {}},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    diagnosis = diagnose(Snapshot(nodes=(node,)), facts_of(stack, "prod"), domain.hostname)
+    objects = healthy_pool()
+    [node] = [o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == domain.hostname]
+    node["metadata"].setdefault("annotations", {})[FIRST_BOOT_ANNOTATION] = record
+    diagnosis = diagnose(Snapshot.from_items(dump(objects)["items"]), facts_of(stack, "prod"), domain.hostname)
 
-    assert diagnosis.first_broken == "first-boot"
+    assert diagnosis.first_broken == "first-boot", [(f.name, f.ok, f.detail) for f in diagnosis.floors]
     [floor] = [f for f in diagnosis.floors if f.name == "first-boot"]
     assert floor.detail.startswith(
         "first boot: packages failed (exit 100, https://apt.lab.internal/ubuntu): E: Failed to fetch "
