@@ -37,6 +37,8 @@ ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
+# Each first-boot step's result, written by the VM itself once its node registered (first_boot.py); doctor reads it.
+FIRST_BOOT_ANNOTATION = "gpu-pool.dev/first-boot"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 # The wave set the operator's skip label on this node (knowledge/gpu_operator.py DRIVER_UPGRADE_SKIP_LABEL) to hold
 # its upgrade controller off until the wave's own drain is done: only then is the label the wave's to remove.
