@@ -66,6 +66,7 @@ PYTHON_IMAGE: Final = "gpu-pool.local/python:3.11-debian12"
 NODE_CHECK_JOB: Final = "node-check-gpunode"
 # Files of the run the fixture keeps, by their path in the run's tarball.
 KEPT: Final = (
+    "run.log",
     "summary.json",
     "summary.txt",
     "machine.txt",

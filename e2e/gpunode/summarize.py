@@ -77,7 +77,10 @@ def main() -> None:
     toolkit_log = run / "logs" / "toolkit.log"
     if toolkit_log.exists():
         summary["toolkitIgnoredErrors"] = [
-            line.strip() for line in toolkit_log.read_text(errors="replace").splitlines() if "Ignoring error" in line
+            # --ignore-errors' own lines (level=error), not the installer's warnings about optional libraries
+            line.strip()
+            for line in toolkit_log.read_text(errors="replace").splitlines()
+            if "level=error" in line and "Ignoring error:" in line
         ]
     (run / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print(json.dumps(summary, indent=2, sort_keys=True))
