@@ -12,8 +12,8 @@ read from the tree (`--rev`: a commit, through `git show`, so the same script co
   client, uses one (its code names a client's class or function, imported from its module), or builds a command
   from the stack's kubectl (its code interpolates it: `{kubectl} patch node ...`), or names the Node vocabulary
   a turn writes (the turn-state label, the holder, the cordon mark, the repair record, the operator's skip label
-  and initial-state mark: by their constants' names, or node/'s `TurnState`). Its lines of code: lines with a token that is
-  not a comment, a docstring or blank.
+  and initial-state mark: by their constants' names, or node/'s `TurnState`). Its lines of code: lines with a token
+  that is not a comment, a docstring or blank.
 
 Prints a table and, with `--json`, one JSON object. No threshold is checked: the figures are for the closing note.
 """
@@ -63,10 +63,13 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    first, last = body[0].lineno, body[0].end_lineno or body[0].lineno
-                    lines.update(range(first, last + 1))
+            first = body[0] if body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     return lines
 
 

@@ -78,7 +78,9 @@ class DrainRefused(StepFailed):
     """The drain would delete a pod nothing recreates: it stops before evicting anything."""
 
 
-def drain(kube: Kube, node: str, minutes: float, out: Out | None = None, tick: Any = None) -> None:
+def drain(
+    kube: Kube, node: str, minutes: float, out: Out | None = None, tick: Any = None, poll: float | None = None
+) -> None:
     """Evicts the node's pods as `to_evict` picks them and waits until they are gone; DrainRefused naming the pods
     with no controller (nothing evicted), StepFailed naming the pods left at the timeout."""
     picked = to_evict(pods_on(kube, node))
@@ -112,4 +114,7 @@ def drain(kube: Kube, node: str, minutes: float, out: Out | None = None, tick: A
             f"pods that do not leave: {why or names}; kubectl get pdb -A",
         )
 
-    Waiter(f"the drain of {node}", minutes, out, tick=tick).until(gone)
+    waiter = Waiter(f"the drain of {node}", minutes, out, tick=tick)
+    if poll is not None:
+        waiter.poll = poll
+    waiter.until(gone)

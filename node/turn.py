@@ -67,6 +67,8 @@ class Turn:
     out: Out | None = None
     clock: Callable[[], datetime.datetime] = field(default=lambda: datetime.datetime.now(datetime.UTC))
     tick: Callable[[], None] | None = None
+    # The waits' pace (None: GPU_POOL_POLL_SECONDS, 10 s).
+    poll: float | None = None
 
     @property
     def repairing(self) -> bool:
@@ -78,7 +80,10 @@ class Turn:
             self.out.flush()
 
     def waiter(self, what: str, minutes: float) -> Waiter:
-        return Waiter(what, minutes, self.out, tick=self.tick)
+        waiter = Waiter(what, minutes, self.out, tick=self.tick)
+        if self.poll is not None:
+            waiter.poll = self.poll
+        return waiter
 
     def read(self) -> dict[str, Any]:
         node = self.kube.node(self.node)
@@ -246,7 +251,7 @@ def cordon(turn: Turn, token: str) -> None:
 def drain(turn: Turn, minutes: float) -> None:
     """The drain; if it fails, the node says why and the turn stops there (cordoned)."""
     try:
-        drain_pods(turn.kube, turn.node, minutes, turn.out, turn.tick)
+        drain_pods(turn.kube, turn.node, minutes, turn.out, turn.tick, turn.poll)
     except StepFailed as error:
         stop(turn, f"the drain failed (it waits up to {minutes:g}m for evictions): {error}")
         raise

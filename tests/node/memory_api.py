@@ -103,7 +103,7 @@ class MemoryApi:
     authorize: Callable[[str, str], bool] | None = None
     # Called with each Job created (its path and body): a test makes it end (job_status) and leave a log.
     on_job: Callable[[MemoryApi, str, dict[str, Any]], None] | None = None
-    names: itertools.count = field(default_factory=lambda: itertools.count(1))
+    names: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         for obj in self.objects.values():
@@ -132,7 +132,7 @@ class MemoryApi:
             pdb_refusals=state.get("pdb_refusals", {}),
             sequences=state.get("sequences", {}),
             version=state.get("version", 1),
-            requests=[tuple(r) for r in state.get("requests", [])],  # type: ignore[misc]
+            requests=[(str(r[0]), str(r[1])) for r in state.get("requests", [])],
             faults=[Fault(**f) for f in state.get("faults", [])],
         )
         return api
@@ -173,12 +173,12 @@ class MemoryApi:
             if method == "GET":
                 return self._get(base, dict(urllib.parse.parse_qsl(query)))
             if method == "POST":
-                return self._post(base, data)
+                return self._post(base, data or {})
             if method == "DELETE":
                 if self.objects.pop(base, None) is None:
                     return self._error(404, "NotFound", f"{base} not found")
                 return Answer(200, b"{}")
-            return self._write(method, base, data, content_type)
+            return self._write(method, base, data or {}, content_type)
         except KeyError as error:
             return self._error(404, "NotFound", f"{error} not found")
 

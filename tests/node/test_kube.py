@@ -3,6 +3,8 @@ requests as kubectl runs them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from node.kube import ApiError, Conflict, Kube, Kubectl, kubectl_resource
@@ -85,10 +87,14 @@ def test_a_409_of_a_plain_update_is_a_conflict_for_the_caller() -> None:
 
 
 def test_an_api_error_inside_a_wait_is_not_yet_until_the_deadline() -> None:
-    answers = iter([ApiError("GET x: no answer from the API server"), (False, "not yet", ""), (True, "there", "")])
+    answers: list[ApiError | tuple[bool, str, str]] = [
+        ApiError("GET x: no answer from the API server"),
+        (False, "not yet", ""),
+        (True, "there", ""),
+    ]
 
     def check() -> tuple[bool, str, str]:
-        answer = next(answers)
+        answer = answers.pop(0)
         if isinstance(answer, ApiError):
             raise answer
         return answer
@@ -111,7 +117,7 @@ def test_kubectl_patches_the_object_the_path_names(path: str, expected: tuple[ob
     assert kubectl_resource(path) == expected
 
 
-def test_kubectls_error_lines_are_read_back_as_the_api_servers_status(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_kubectls_error_lines_are_read_back_as_the_api_servers_status(tmp_path: Path) -> None:
     import sys
 
     fake = tmp_path / "kubectl"
