@@ -170,9 +170,11 @@ node-tools:
 gpu-node-carry: node-tools $(DEV)
 	bash e2e/gpunode/prepare-carry.sh $(NODE_BIN)
 
+# The run's slowest tests, with each module's total, land in E2E_DURATIONS (tests/e2e/durations.py); .ci/run shows it.
+E2E_DURATIONS := build/e2e-durations.txt
 e2e: e2e-tools $(DEV)
 	$(NO_ECHO_IF_SECRET)GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
-	  $(UV) run --no-sync pytest tests/e2e $(ARGS)
+	  E2E_DURATIONS_FILE=$(abspath $(E2E_DURATIONS)) $(UV) run --no-sync pytest tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:
 # make real-preview STACK=mylab. It runs the program's host and cluster preflights (no GPU_POOL_OFFLINE), with

@@ -53,12 +53,25 @@ class BenchError(RuntimeError):
     pass
 
 
+# What make itself puts in a recipe's environment: the flags and command-line variables it passes to a sub-make
+# (MAKEFLAGS, MFLAGS, MAKEOVERRIDES), the recursion depth, and whether its output is a terminal.
+MAKE_OWN_VARIABLES = frozenset({"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR"})
+# A parameter of the project's Makefile (`ARGS ?=`, `STACK ?= prod`): what a caller sets for its own target.
+MAKEFILE_PARAMETER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*\?=", re.MULTILINE)
+
+
+def makefile_parameters(makefile: Path = ROOT / "Makefile") -> frozenset[str]:
+    """The variables the project's Makefile takes from its caller (`NAME ?= default`, not exported ones: an
+    `export NAME ?=` is meant for every process below it)."""
+    return frozenset(MAKEFILE_PARAMETER.findall(makefile.read_text()))
+
+
 def without_make_variables(environ: dict[str, str]) -> dict[str, str]:
-    """The environment for a `make` the benchmark starts: without the variables of the `make bench` that started
-    it. `make bench ARGS=--e2e-cold` exports ARGS to its recipes and lists it in MAKEFLAGS; a child `make preview`
-    would read it from either and pass `--e2e-cold` to the preview."""
-    flags = environ.get("MAKEFLAGS", "")
-    overrides = flags.split(" -- ", 1)[1] if " -- " in flags else ""
-    names = set(re.findall(r"(?:^|(?<=\s))([A-Za-z_][A-Za-z0-9_]*)=", overrides))
-    dropped = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", *names}
+    """The environment for a `make` (or anything) a benchmark or a test starts: without the variables of the make
+    that started it. `make e2e ARGS=--durations=40` exports ARGS to its recipes and lists it in MAKEFLAGS; a child
+    `make diff` would read it from either and pass `--durations=40` to the diff. Dropped: make's own variables and
+    every parameter of the project's Makefile (ARGS, STACK, OUT, ...), from the command line or the environment.
+    Any other command-line variable stays, as an environment variable: a child make's own assignments win over it,
+    and what the caller meant for the processes below (`make e2e CI=1`) still reaches them."""
+    dropped = MAKE_OWN_VARIABLES | makefile_parameters()
     return {key: value for key, value in environ.items() if key not in dropped}

@@ -71,6 +71,10 @@ def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in _map(metadata(obj).get("labels")).items()}
 
 
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return {str(k): str(v) for k, v in _map(metadata(obj).get("annotations")).items()}
+
+
 def parse_time(value: Any) -> datetime | None:
     """An RFC 3339 timestamp as the API server writes it ("...Z") or the Python client ("...+00:00")."""
     if not isinstance(value, str) or not value:

@@ -37,6 +37,7 @@ __all__ = [
     "DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION",
     "DRIVER_UPGRADE_SKIP_LABEL",
     "DRIVER_UPGRADE_STATE_LABEL",
+    "FIRST_BOOT_ANNOTATION",
     "GPU_RESOURCE",
     "HEALTH_CONDITION",
     "REPAIRS_ANNOTATION",
@@ -57,6 +58,8 @@ ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
 WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
 WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
 REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
+# Each first-boot step's result, written by the VM itself once its node registered (first_boot.py); doctor reads it.
+FIRST_BOOT_ANNOTATION = "gpu-pool.dev/first-boot"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 WAVE_SKIP_ANNOTATION = "gpu-pool.dev/driver-upgrade-held"
 TURN_STATE_LABEL = "gpu-pool.dev/turn-state"

@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes_validate.utils
 import pytest
 
+from benchmarks.settings import without_make_variables
 from offline.recording import Recording, RecordingMonitor
 from offline.runner import install_mocks, read_stack_file, run_main, set_config, to_engine_config
 from refdata import fetch as refdata_fetch
@@ -25,6 +26,14 @@ UPSTREAM_ENV = "GPU_POOL_UPSTREAM_DIR"
 # Every skip for missing upstream data says this, so the session's summary can count them (pytest_terminal_summary).
 NO_UPSTREAM = "no upstream reference data"
 FETCH_HINT = "make upstream (or make upstream UPSTREAM_FROM=<mirror> without network)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process a test starts runs without the variables of the make that started the tests (`make test`,
+    `make e2e`): a test's own `make diff` under `make e2e ARGS=--durations=40` read that ARGS and failed with
+    "unrecognized arguments". Before pytest-xdist starts its workers, so they inherit the same."""
+    for name in set(os.environ) - set(without_make_variables(dict(os.environ))):
+        del os.environ[name]
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:

@@ -6,9 +6,10 @@ kube-apiserver, kube-controller-manager, kube-scheduler, a kubelet, containerd a
 bundles with runc (seccomp) and the CNI bridge, the NVIDIA Container Toolkit's installer with the environment the
 program renders for it, and the device plugin as a pod with the program's RuntimeClass. On it go the program's own
 objects, rendered here from a shipped stack (`examples/day2/Pulumi.h200-lab.yaml`, domain dc2: the lent card,
-profile `a1000-x4`): the time-slicing ConfigMap, the toolkit's environment, the node's labels and taint, and five
-copies of the domain's CUDA smoke Job (its image swapped for one built here from Debian packages). Four Jobs each
-get one of the card's four slots; the fifth waits.
+profile `a1000-x4`): the time-slicing ConfigMap, the toolkit's environment, the node's labels and taint, five
+copies of the domain's CUDA smoke Job (its image swapped for one built here from Debian packages), and the
+unattended repair's node-check Job for the node with its namespace and code (its image swapped for one built from
+Debian's Python 3.11). Four smoke Jobs each get one of the card's four slots; the fifth waits.
 
     python -m tests.gpu_node_recording objects DIR          the program's objects for the run (DIR/objects/)
     python -m tests.gpu_node_recording import RAW.tar.gz     tests/fixtures/gpu_node/ from what the run printed
@@ -34,6 +35,14 @@ from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_devi
 from components.gpu_platform.release_values import release_values
 from components.gpu_platform.time_slicing import build_time_slicing_configmap, render_profile
 from components.shared.node_marking import GpuNodeMarking
+from components.unattended.node_check_job import (
+    node_check_code,
+    node_check_flags,
+    node_check_job,
+    node_check_namespace,
+    node_check_zip,
+)
+from config.repair import UnattendedConfig
 from config.stack import StackConfig
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET
@@ -52,6 +61,9 @@ DEVICE_PLUGIN_VERSION: Final = "v0.20.0"
 # The local images the run builds from Debian packages (e2e/gpunode/run.sh), never pulled.
 SMOKE_IMAGE: Final = "gpu-pool.local/cuda-smoke:debian12"
 PLUGIN_IMAGE: Final = f"gpu-pool.local/k8s-device-plugin:{DEVICE_PLUGIN_VERSION}"
+# The node-check Job's image: Debian 12's python3.11-minimal and standard library on the base (prepare-carry.sh).
+PYTHON_IMAGE: Final = "gpu-pool.local/python:3.11-debian12"
+NODE_CHECK_JOB: Final = "node-check-gpunode"
 # Files of the run the fixture keeps, by their path in the run's tarball.
 KEPT: Final = (
     "summary.json",
@@ -69,6 +81,8 @@ KEPT: Final = (
     "logs/device-plugin.log",
     "logs/nvcc.log",
     "logs/cdi-generate.log",
+    "node-check-job-report.json",
+    "toolkit-path.txt",
 )
 # Folders of the run the fixture keeps whole: each pod's log and object, the CDI specs on the node (the toolkit's,
 # the device plugin's, `nvidia-ctk cdi generate`'s), and containerd's configs (RKE2's at each start, the toolkit's).
@@ -155,6 +169,23 @@ def _smoke_jobs(stack: StackConfig) -> list[dict[str, Any]]:
         copy_["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
         jobs.append(copy_)
     return jobs
+
+
+def _node_check_objects(stack: StackConfig) -> dict[str, Any]:
+    """The unattended repair's node-check Job for the domain's node, exactly as the watcher creates it
+    (components/unattended/node_check_job.py, with the stack's flags for the domain), with its namespace and code,
+    the image swapped for the run's local Python image. The watcher's defaults stand for the stack's own
+    `repair.unattended` (off in this stack): the namespace, the image's role and the Job's spec do not depend on it."""
+    domain = _domain(stack)
+    cfg = UnattendedConfig(image=PYTHON_IMAGE)
+    job = node_check_job(cfg, domain.hostname, node_check_flags(stack, domain), NODE_CHECK_JOB)
+    # A local image is never pulled (the node cannot reach a registry).
+    job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Never"
+    return {
+        "node-check-namespace.json": node_check_namespace(cfg),
+        "node-check-code.json": node_check_code(cfg, node_check_zip()),
+        "node-check-job.json": job,
+    }
 
 
 def toolkit_container(values: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -344,6 +375,7 @@ def program_objects() -> dict[str, Any]:
         },
         "device-plugin-pod.json": _device_plugin_pod(stack, domain.sharing, runtime_class),
         "smoke-jobs.json": {"apiVersion": "v1", "kind": "List", "items": _smoke_jobs(stack)},
+        **_node_check_objects(stack),
         "digests.json": digests(),
         "containerd-socket.txt": RKE2_CONTAINERD_SOCKET + "\n",
         "resource.txt": GPU_RESOURCE + "\n",

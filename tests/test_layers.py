@@ -57,6 +57,9 @@ ALLOWED: dict[str, set[str]] = {
         "knowledge",
         "components.gpu_failure_domain.plan",
         "components.stack_check",
+        # What a lab with no route out must serve (make preview ARGS=--inventory).
+        "components.air_gap",
+        "components.rendered_plan",
         "components.unattended.credential",
         "components.unattended.rbac",
     },

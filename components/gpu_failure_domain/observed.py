@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "ACTIVE_TURN_STATES",
+    "FIRST_BOOT_ANNOTATION",
     "NODES_ENV",
     "REPAIRS_ANNOTATION",
     "ROLLOUT_ANNOTATION",
@@ -38,6 +39,7 @@ from knowledge.kubernetes import HOSTNAME_LABEL
 # The Node's vocabulary is node/'s (node/vocabulary.py, declared once); this reader re-exports what the plan reads.
 from node.vocabulary import (
     ACTIVE_TURN_STATES,
+    FIRST_BOOT_ANNOTATION,
     REPAIRS_ANNOTATION,
     ROLLOUT_ANNOTATION,
     TURN_HOLDER_ANNOTATION,

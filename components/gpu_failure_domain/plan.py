@@ -45,6 +45,7 @@ from components.gpu_failure_domain.observed import (
     nodes_by_domain,
 )
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
+from components.gpu_failure_domain.registries import registry_files, secret_files_payload
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
     apt_mirror_check_command,
@@ -336,7 +337,15 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
         },
         file_name=snippet_file_name(domain),
         user_data=lambda token, registry_auth: build_user_data(
-            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth, stack.apt_mirror
+            domain,
+            stack.rke2,
+            token,
+            marking,
+            stack.proxy,
+            stack.mirrors,
+            registry_auth,
+            stack.apt_mirror,
+            stack.trusted_ca,
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
@@ -473,7 +482,9 @@ def _files(at: _Scope) -> list[Step]:
                 node_files_command(domain_egress_files(at.domain, at.stack), archive_sources(at.stack)),
                 interpreter=None,
                 triggers=at.key,
-                registry_auth_stdin=True,
+                stdin_from_registry_auth=lambda auth: secret_files_payload(
+                    registry_files(at.stack.mirrors, bool(at.stack.trusted_ca), auth)
+                ),
             ),
             waits_for=(StepName.WAVE_DRAIN,),
             turn_step=True,

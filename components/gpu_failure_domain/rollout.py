@@ -16,20 +16,22 @@ import json
 import posixpath
 import shlex
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from components.gpu_failure_domain.cloud_init import (
     EGRESS_FILES,
     RKE2_INSTALL_URL,
-    RKE2_REGISTRIES_FILE,
     SOURCES_HEADER,
+    SYSTEM_TRUSTED_CA_FILE,
     UBUNTU_ARCHIVE,
     apt_sources_file,
     egress_files,
 )
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
+from components.gpu_failure_domain.registries import REGISTRY_TLS_DIR, RKE2_REGISTRIES_FILE
 from config.failure_domain import FailureDomainConfig
-from config.proxy import ProxyConfig
+from config.proxy import ProxyConfig, reached_directly
 from config.rke2 import Rke2InstallerConfig
 from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
@@ -73,7 +75,9 @@ def guest_os(stack: StackConfig) -> str:
 
 
 def domain_egress_files(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
-    return egress_files(domain, stack.rke2, stack.proxy, stack.registry_mirrors, stack.apt_mirror, guest_os(stack))
+    return egress_files(
+        domain, stack.rke2, stack.proxy, stack.mirrors, stack.apt_mirror, guest_os(stack), stack.trusted_ca
+    )
 
 
 def archive_sources(stack: StackConfig) -> dict[str, str]:
@@ -95,18 +99,14 @@ def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> 
     left alone. The content travels base64-encoded: a proxy password's quotes reach the file as written. Each file
     is written beside its place and renamed, so a failed write never leaves half a file."""
     wanted = {file["path"]: file for file in files}
-    # The registry credentials (gpu-pool:registryAuth) arrive on stdin, never in this text (registries_file).
-    parts = ["set -e", "auth=$(cat)"]
+    # registries.yaml and the TLS files it names arrive on stdin (cloud_init.registry_files as
+    # registries.secret_files_payload: they may carry gpu-pool:registryAuth), never in this text.
+    parts = ["set -e", "payload=$(cat)", _write_payload()]
     for path in EGRESS_FILES:
         file, quoted = wanted.get(path), shlex.quote(path)
-        if file is not None:
-            parts.append(_write(file))
-        elif path == RKE2_REGISTRIES_FILE:
-            # Credentials without mirrors: registries.yaml holds them alone.
-            alone = _write({"path": path, "permissions": "0600", "content": "mirrors: {}\n"})
-            parts.append(f'if [ -n "$auth" ]; then {alone}; else sudo rm -f {quoted}; fi')
-        else:
-            parts.append(f"sudo rm -f {quoted}")
+        if path not in (RKE2_REGISTRIES_FILE, SYSTEM_TRUSTED_CA_FILE):
+            parts.append(_write(file) if file is not None else f"sudo rm -f {quoted}")
+    parts.append(_system_trust(wanted.get(SYSTEM_TRUSTED_CA_FILE)))
     mirror, quoted = wanted.get(archive["path"]), shlex.quote(archive["path"])
     marks = " ".join(f"-e {shlex.quote('^' + mark)}" for mark in GENERATED_SOURCES_MARKS)
     left = shlex.quote(f"{archive['path']} was written by hand: left as it is")
@@ -120,17 +120,47 @@ def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> 
 
 
 def _write(file: Mapping[str, str]) -> str:
-    """One file written beside its place, then renamed over it; registries.yaml gets the credentials from stdin."""
+    """One file written beside its place, then renamed over it."""
     path = file["path"]
     quoted = shlex.quote(path)
     encoded = base64.b64encode(file["content"].encode()).decode()
     write = f"sudo sh -c {shlex.quote(f'umask 077; cat > {quoted}.new')}"
     steps = [f"sudo mkdir -p {shlex.quote(posixpath.dirname(path))}", f"echo {encoded} | base64 -d | {write}"]
-    if path == RKE2_REGISTRIES_FILE:
-        credentials = f"printf 'configs: %s\\n' \"$auth\" | sudo tee -a {quoted}.new >/dev/null"
-        steps.append(f'if [ -n "$auth" ]; then {credentials}; fi')
     steps += [f"sudo chmod {file['permissions']} {quoted}.new", f"sudo mv {quoted}.new {quoted}"]
     return "; ".join(steps)
+
+
+# Where cloud-init's ca_certs module wrote the lab CA at first boot (cc_ca_certs: cloud-init-ca-cert-<n>.crt, or
+# cloud-init-ca-certs.crt before 23.x), filled only from gpu-pool's user data.
+CLOUD_INIT_CA_FILES = "/usr/local/share/ca-certificates/cloud-init-ca-cert*.crt"
+
+
+def _system_trust(ca: Mapping[str, str] | None) -> str:
+    """The lab CA into the VM's system store (update-ca-certificates: curl, apt and containerd read its bundle), in
+    place of the copy cloud-init wrote at first boot; or, once the stack has none, out of it."""
+    ours = shlex.quote(SYSTEM_TRUSTED_CA_FILE)
+    if ca is not None:
+        return f"{_write(ca)}; sudo rm -f {CLOUD_INIT_CA_FILES}; sudo update-ca-certificates >/dev/null"
+    return (
+        f"if [ -e {ours} ] || ls {CLOUD_INIT_CA_FILES} >/dev/null 2>&1; then sudo rm -f {ours} {CLOUD_INIT_CA_FILES}; "
+        "sudo update-ca-certificates --fresh >/dev/null; fi"
+    )
+
+
+def _write_payload() -> str:
+    """The files stdin carries, `<path> <mode> <base64>` a line, each written beside its place and renamed; the
+    TLS files of a host no longer named are removed, and registries.yaml when stdin has none."""
+    registries, tls = shlex.quote(RKE2_REGISTRIES_FILE), shlex.quote(REGISTRY_TLS_DIR)
+    write = (
+        'sudo mkdir -p "$(dirname "$path")"; printf %s "$data" | base64 -d | '
+        """sudo sh -c 'umask 077; cat > "$1.new"' _ "$path"; """
+        'sudo chmod "$mode" "$path.new"; sudo mv "$path.new" "$path"'
+    )
+    return (
+        f"sudo rm -rf {tls}; "
+        f'printf "%s\\n" "$payload" | while read -r path mode data; do [ -n "$path" ] || continue; {write}; done; '
+        f'printf "%s\\n" "$payload" | grep -q "^{RKE2_REGISTRIES_FILE} " || sudo rm -f {registries}'
+    )
 
 
 def apt_mirror_check_command(sources: Mapping[str, str], proxy: ProxyConfig | None) -> str:
@@ -145,6 +175,12 @@ def apt_mirror_check_command(sources: Mapping[str, str], proxy: ProxyConfig | No
     urls = {"http": proxy.http if proxy else None, "https": proxy.https if proxy else None}
     proxies = " ".join(f"-o Acquire::{scheme}::Proxy={shlex.quote(url or 'DIRECT')}" for scheme, url in urls.items())
     uris = sorted({line.split()[1] for line in sources["content"].splitlines() if line.startswith(("URIs:", "deb "))})
+    # A mirror NO_PROXY reaches directly goes direct, as the files turn's apt settings say (apt never reads NO_PROXY).
+    hosts = dict.fromkeys(urlsplit(uri).hostname or "" for uri in uris)
+    direct = [host for host in hosts if host and proxy is not None and proxy.enabled and reached_directly(proxy, host)]
+    proxies += "".join(
+        f" -o Acquire::{scheme}::Proxy::{host}=DIRECT" for host in direct for scheme in ("http", "https")
+    )
     failed = shlex.quote(
         f"gpu-pool: apt on this VM cannot read the release from gpu-pool:aptMirror ({', '.join(uris)}): apt's last "
         "lines above say why (a mirror that lacks the release, or a proxy that does not reach it: apt sends it "

@@ -88,9 +88,10 @@ class Command:
     triggers: tuple[str, ...] = ()
     # Steps whose resource id is a trigger too (node-ready runs again for a new VM).
     id_triggers: tuple[str, ...] = ()
-    # A remote step that reads the registry credentials (gpu-pool:registryAuth, a secret Output the component
-    # holds) on its standard input: a secret never travels in the command's text.
-    registry_auth_stdin: bool = False
+    # A remote step that reads files made from the registry credentials (gpu-pool:registryAuth, a secret Output the
+    # component holds) on its standard input: this renders that input from the secret's value (None: not set). A
+    # secret never travels in the command's text.
+    stdin_from_registry_auth: Callable[[str | None], str] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

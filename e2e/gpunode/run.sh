@@ -7,7 +7,11 @@
 # RKE2's paths under a supervisor that renders RKE2's config.toml at each start (as RKE2's agent does); the kubelet,
 # registering the node with the program's labels and taint; the NVIDIA Container Toolkit's installer in the toolkit
 # container's mounts and environment (the operator's, with the program's toolkit.env); the device plugin pod under
-# the program's RuntimeClass and x4 profile; five copies of the program's smoke Job. Then `gpu-pool node-check`.
+# the program's RuntimeClass and x4 profile; five copies of the program's smoke Job; `gpu-pool node-check` on the
+# host, then the unattended repair's node-check Job as the program renders it, on the kubelet.
+# If the toolkit's installer cannot install (the run of 2026-12-05 stopped there), the toolkit's documented path for
+# a pre-installed driver is taken instead (its runtimes, CDI from `nvidia-ctk cdi generate --driver-root=/`, the
+# runtime in CDI mode), and toolkit-path.txt says which path ran and why.
 # Everything goes to $OUT/gpunode.tar.gz (and $OUT/summary.txt, $OUT/run.log), whatever step fails.
 set -uo pipefail
 
@@ -32,6 +36,14 @@ SOCK="$(cat "$OBJ/containerd-socket.txt")"
 export PATH="$W/bin:$PATH"
 export KUBECONFIG="$W/kubeconfig" KUBE_SERVER=https://127.0.0.1:6443
 kube() { python3 "$REPO/e2e/gpunode/kube.py" "$@"; }
+# A pod's log through the API server, else from the kubelet's own files (CRI lines: time, stream, tag, text): the
+# API server reaches the kubelet at the node's address, which a machine without iproute2 may not report.
+pod_log() {
+  local out f
+  if out="$(kube logs "$1" "$2" 2>/dev/null)"; then printf '%s\n' "$out"; return 0; fi
+  for f in /var/log/pods/"$1"_"$2"_*/*/*.log; do [[ -f "$f" ]] && cut -d' ' -f4- "$f"; done
+}
+job_image() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]["image"])' "$1"; }
 PIDS=()
 
 collect() {
@@ -39,7 +51,7 @@ collect() {
   touch "$W/stop"
   kube dump >"$R/dump-final.json" 2>/dev/null
   for p in $(python3 -c 'import json,sys; print(" ".join(i["metadata"]["namespace"] + "/" + i["metadata"]["name"] for i in json.load(open(sys.argv[1]))["items"] if i["kind"] == "Pod"))' "$R/dump-final.json" 2>/dev/null); do
-    kube logs "${p%/*}" "${p#*/}" >"$R/pods/${p#*/}.log" 2>&1
+    pod_log "${p%/*}" "${p#*/}" >"$R/pods/${p#*/}.log" 2>&1
     kube get "/api/v1/namespaces/${p%/*}/pods/${p#*/}" >"$R/pods/${p#*/}.json" 2>/dev/null
   done
   cp -f /var/run/cdi/* /etc/cdi/* "$R/cdi/" 2>/dev/null
@@ -76,7 +88,7 @@ step "machine"
   date -u +%Y-%m-%dT%H:%M:%SZ; uname -a; cat /etc/os-release 2>/dev/null | head -3; ldd --version | head -1
   nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id,uuid,compute_cap --format=csv
   echo "cgroup: $(stat -fc %T /sys/fs/cgroup) $(cat /sys/fs/cgroup/cgroup.controllers)"
-  grep -E 'overlay|bridge' /proc/filesystems; ls /sys/module | grep -E '^(bridge|veth|overlay|br_netfilter)$' | tr '\n' ' '; echo
+  grep -E 'overlay|bridge' /proc/filesystems; echo "modules: $(grep -cE '^nvidia' /proc/modules 2>&1)"; ls /sys/module | grep -E '^(bridge|veth|overlay|br_netfilter)$' | tr '\n' ' '; echo
   ip -4 -o addr; ip route; command -v unshare ldconfig nvcc iptables || true; ls /usr/local/nvidia
   for b in kubelet etcd containerd runc nvidia-ctk nvidia-device-plugin; do echo "$b: $("$W/bin/$b" --version 2>&1 | head -1)"; done
   "$W/bin/bridge" 2>&1 | head -1
@@ -88,6 +100,14 @@ cat "$R/machine.txt"
 mount --make-rshared /
 [[ -e /dev/kmsg ]] || ln -s /dev/console /dev/kmsg
 [[ -e /etc/resolv.conf ]] || : >/etc/resolv.conf
+# The kubelet gives each sandbox oom_score_adj -998, which only a process with CAP_SYS_RESOURCE may set below its
+# own: a root without it (a sandboxed build machine rehearsing this script) fails every sandbox with runc's "can't
+# get final child's PID from pipe". There containerd caps the score at its own, as k3s does for rootless nodes.
+RESTRICT_OOM=""
+if ! (echo -998 >/proc/self/oom_score_adj) 2>/dev/null; then
+  RESTRICT_OOM=$'\n  restrict_oom_score_adj = true'
+  echo "no CAP_SYS_RESOURCE here: containerd's restrict_oom_score_adj on"
+fi
 # (The lent machine has no iproute2: the CNI plugins speak netlink themselves, but this script cannot use `ip`.)
 if [[ -d /sys/module/bridge ]]; then echo "bridge: kernel module present"; else echo "bridge: no kernel module"; fi
 
@@ -160,7 +180,7 @@ state = "$(dirname "$SOCK")"
   stream_server_port = "10010"
 
 [plugins.'io.containerd.cri.v1.runtime']
-  enable_selinux = false
+  enable_selinux = false$RESTRICT_OOM
   enable_unprivileged_ports = true
   enable_unprivileged_icmp = true
   device_ownership_from_security_context = false
@@ -244,7 +264,11 @@ $OCI "$W/smoke.tar" "$(python3 -c 'import json,sys; print(json.load(open(sys.arg
   --entrypoint '["/bin/sh","/smoke.sh"]' --env SMOKE_HOLD_SECONDS=45 --env PATH=/usr/local/nvidia/bin:/usr/bin:/bin "$W/img/base" "$W/img/smoke"
 $OCI "$W/plugin.tar" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["containers"][0]["image"])' "$OBJ/device-plugin-pod.json")" \
   "$W/img/base" "$W/img/plugin"
-for t in pause smoke plugin; do ctr -a "$SOCK" -n k8s.io images import --snapshotter "$SNAPSHOTTER" "$W/$t.tar" 2>&1 | tail -1; done
+# The node-check Job's image: Debian's Python 3.11 on the same base (its payload needs 3.11 or newer).
+mkdir -p "$W/img/python"
+unxz_ "$CARRY/rootfs/python.tar.xz" | tar -x -C "$W/img/python"
+$OCI "$W/python.tar" "$(job_image "$OBJ/node-check-job.json")" "$W/img/base" "$W/img/python"
+for t in pause smoke plugin python; do ctr -a "$SOCK" -n k8s.io images import --snapshotter "$SNAPSHOTTER" "$W/$t.tar" 2>&1 | tail -1; done
 ctr -a "$SOCK" -n k8s.io images ls -q
 
 step "kubelet"
@@ -280,14 +304,26 @@ mkdir -p /run/nvidia/validations /run/nvidia/toolkit /run/nvidia/driver
 printf 'IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n' \
   >/run/nvidia/validations/driver-ready
 
+step "the unattended repair's node-check Job (the program's spec; it needs no GPU slot, so it starts now)"
+# hostPath /etc/machine-id is of type File: a machine without one gets one, as systemd's first boot would write.
+[[ -s /etc/machine-id ]] || { od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >/etc/machine-id; echo "wrote /etc/machine-id"; }
+for f in node-check-namespace node-check-code node-check-job; do kube apply "$OBJ/$f.json"; done
+NC_NS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["namespace"])' "$OBJ/node-check-job.json")"
+NC_JOB="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["name"])' "$OBJ/node-check-job.json")"
+
 step "NVIDIA Container Toolkit installer (the toolkit container's mounts and environment)"
 # The lent machine's driver files are a read-only /usr/local/nvidia, which is also the chart's toolkit.installDir
 # (the run of 2026-12-05 stopped there: tests/fixtures/gpu_node_blocked). A writable layer over it, as that folder
 # is on a node whose driver lives elsewhere; the driver's files stay visible beneath it.
 if ! touch /usr/local/nvidia/.gpunode-probe 2>/dev/null; then
   mkdir -p "$W/nvidia-upper" "$W/nvidia-work"
-  mount -t overlay overlay -o "lowerdir=/usr/local/nvidia,upperdir=$W/nvidia-upper,workdir=$W/nvidia-work" /usr/local/nvidia &&
+  if mount -t overlay overlay -o "lowerdir=/usr/local/nvidia,upperdir=$W/nvidia-upper,workdir=$W/nvidia-work" /usr/local/nvidia; then
     echo "/usr/local/nvidia is read-only here: a writable overlay on it"
+  else
+    # An overlay needs a lower filesystem it supports: else a writable copy, bound over the folder.
+    cp -a /usr/local/nvidia "$W/nvidia-copy" && mount --bind "$W/nvidia-copy" /usr/local/nvidia &&
+      echo "/usr/local/nvidia is read-only here and takes no overlay: a writable copy bound over it"
+  fi
 else
   rm -f /usr/local/nvidia/.gpunode-probe
 fi
@@ -319,7 +355,12 @@ set +e
 exec env -i PATH=/artifacts/deb/usr/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   $(cat /run/nvidia/validations/driver-ready) "${ENVS[@]}" nvidia-toolkit --ignore-errors
 EOF
-unshare -m --propagation private bash -c "$(declare -p MOUNTS ENVS); $(cat "$W/toolkit-ctr.sh")" >"$R/logs/toolkit.log" 2>&1 &
+# In a session of its own: the installer signals containerd with the PID from the socket's peer credentials
+# (nvidia-ctk-installer containerd_linux.go SignalContainerd), and where containerd wrote to the socket before the
+# installer asked for credentials the PID reads 0, and kill(0, SIGHUP) reaches the caller's whole process group (a
+# rehearsal of this script on a loaded machine lost its control plane so). On a node the operator's toolkit pod is
+# a process group of its own too.
+setsid unshare -m --propagation private bash -c "$(declare -p MOUNTS ENVS); $(cat "$W/toolkit-ctr.sh")" >"$R/logs/toolkit.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 120); do
   grep -q 'nvidia-cdi' "$CFG" 2>/dev/null && grep -q "containerd start [2-9]" "$R/logs/containerd.log" && break
@@ -333,6 +374,42 @@ if ! grep -q "'nvidia'" "$CFG"; then
 fi
 for _ in $(seq 60); do ctr -a "$SOCK" version >/dev/null 2>&1 && break; sleep 0.5; done
 tail -30 "$R/logs/toolkit.log"
+if [[ -x /usr/local/nvidia/toolkit/nvidia-container-runtime ]] && grep -q "'nvidia'" "$CFG"; then
+  echo "installer: the toolkit's own installer (nvidia-toolkit), in the operator's mounts and environment" >"$R/toolkit-path.txt"
+else
+  # The toolkit's documented path for a driver installed on the host: its runtimes where RKE2 looks for them, CDI
+  # specs generated from the driver root, the runtime in CDI mode (nvidia-ctk's own config, then --set).
+  why="$(grep -m1 -iE 'error|fail' "$R/logs/toolkit.log" || echo 'the installer exited without installing the runtime')"
+  printf 'fallback-cdi: the installer did not install its runtime (%s); installed the toolkit v1.20.0 binaries into /usr/local/nvidia/toolkit, generated CDI with nvidia-ctk cdi generate --driver-root=/, runtime in cdi mode\n' "$why" >"$R/toolkit-path.txt"
+  TK=/usr/local/nvidia/toolkit
+  mkdir -p "$TK/.config/nvidia-container-runtime" /var/run/cdi
+  for b in nvidia-ctk nvidia-container-runtime nvidia-container-runtime.cdi nvidia-container-runtime.legacy \
+    nvidia-container-runtime-hook nvidia-cdi-hook; do cp -f "$W/bin/$b" "$TK/$b"; done
+  nvidia-ctk config default --output="$TK/.config/nvidia-container-runtime/config.toml"
+  nvidia-ctk config --in-place --config="$TK/.config/nvidia-container-runtime/config.toml" \
+    --set nvidia-container-runtime.mode=cdi \
+    --set nvidia-container-runtime.modes.cdi.default-kind=management.nvidia.com/gpu \
+    --set nvidia-ctk.path="$TK/nvidia-ctk" --set nvidia-container-runtime-hook.path="$TK/nvidia-container-runtime-hook"
+  # XDG_CONFIG_HOME: the runtime reads its config from there, as the installer's wrapper would point it.
+  for b in nvidia-container-runtime nvidia-container-runtime.cdi; do
+    mv "$TK/$b" "$TK/$b.real"
+    printf '#!/bin/sh\nXDG_CONFIG_HOME=%s/.config exec %s/%s.real "$@"\n' "$TK" "$TK" "$b" >"$TK/$b" && chmod 755 "$TK/$b"
+  done
+  nvidia-ctk cdi generate --driver-root=/ --vendor=management.nvidia.com --class=gpu --nvidia-cdi-hook-path="$TK/nvidia-cdi-hook" \
+    --output=/var/run/cdi/management.nvidia.com-gpu.yaml >>"$R/logs/toolkit-fallback.log" 2>&1
+  echo "fallback CDI generate rc=$?"
+  cat "$R/toolkit-path.txt"
+  pkill -P "$SUPERVISOR" -x containerd; sleep 3
+  for _ in $(seq 60); do ctr -a "$SOCK" version >/dev/null 2>&1 && grep -q "'nvidia'" "$CFG" && break; sleep 0.5; done
+fi
+# The installer's runtime wrappers run plain runc unless /proc/modules lists `nvidia` (installer/executables.go);
+# a machine whose driver works but is not listed there (built in) would run every GPU pod without its devices.
+if ! grep -q '^nvidia ' /proc/modules 2>/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  for f in /usr/local/nvidia/toolkit/nvidia-container-runtime*; do
+    grep -q '^cat /proc/modules' "$f" 2>/dev/null && sed -i '/^cat \/proc\/modules/,/^fi$/d' "$f"
+  done
+  echo "deviation: /proc/modules does not list nvidia on this machine though nvidia-smi works: the wrappers' module check removed" | tee -a "$R/toolkit-path.txt"
+fi
 grep -n "runtimes\.'nvidia" "$CFG"
 
 step "nvidia-ctk cdi generate (the machine's driver root)"
@@ -346,7 +423,7 @@ for _ in $(seq 90); do
   late && break; sleep 1
 done
 kube get "/api/v1/namespaces/$NS/pods/nvidia-device-plugin" status.phase
-kube logs "$NS" nvidia-device-plugin >"$R/logs/device-plugin.log" 2>&1; tail -20 "$R/logs/device-plugin.log"
+pod_log "$NS" nvidia-device-plugin >"$R/logs/device-plugin.log" 2>&1; tail -20 "$R/logs/device-plugin.log"
 kube get "/api/v1/nodes/$NODE" >"$R/node.json"
 echo "nvidia.com/gpu (capacity allocatable): $(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["status"]; print(s["capacity"].get("nvidia.com/gpu"), s["allocatable"].get("nvidia.com/gpu"))' "$R/node.json")"
 
@@ -372,6 +449,17 @@ EXPECT="$(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["expect"];
 # shellcheck disable=SC2086
 python3 -m day2.node_check $EXPECT --node "$NODE" -o json --save-nvml "$R/nvml.json" >"$R/node-check.json" 2>"$R/logs/node-check.err"
 echo "node-check exit $?"; cat "$R/node-check.json" | head -40
+
+step "the node-check Job's report"
+for _ in $(seq 60); do
+  [[ "$(kube get "/apis/batch/v1/namespaces/$NC_NS/jobs/$NC_JOB" status.succeeded status.failed 2>/dev/null | tr -d ' ')" =~ [0-9] ]] && break
+  late && break; sleep 1
+done
+kube get "/apis/batch/v1/namespaces/$NC_NS/jobs/$NC_JOB" status.succeeded status.failed
+for p in $(kube get "/api/v1/namespaces/$NC_NS/pods" | python3 -c 'import json,sys; print(" ".join(p["metadata"]["name"] for p in json.load(sys.stdin)["items"]))'); do
+  pod_log "$NC_NS" "$p" >"$R/node-check-job-report.json"
+done
+head -c 1500 "$R/node-check-job-report.json"; echo
 
 step "wait for the Jobs (the fifth runs once a slot frees)"
 for _ in $(seq 150); do

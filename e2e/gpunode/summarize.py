@@ -66,6 +66,14 @@ def main() -> None:
                         "message": condition.get("message"),
                     }
                 )
+    path = run / "toolkit-path.txt"
+    summary["toolkitPath"] = path.read_text().strip() if path.exists() else None
+    report = _json(run / "node-check-job-report.json")
+    summary["nodeCheckJob"] = {
+        "node": report.get("node"),
+        "floors": {f["name"]: f.get("ok") for f in report.get("floors", [])},
+        "firstBroken": report.get("firstBroken"),
+    }
     toolkit_log = run / "logs" / "toolkit.log"
     if toolkit_log.exists():
         summary["toolkitIgnoredErrors"] = [

@@ -26,6 +26,7 @@ from offline.runner import ROOT_DIR, read_stack_file
 from tests.e2e.chart import package_chart
 from tests.e2e.cluster_programs import running_kyverno
 from tests.e2e.control_plane import ControlPlane, start_control_plane
+from tests.e2e.durations import start as start_durations
 from tests.e2e.engine import Engine, PulumiStack
 from tests.e2e.engine_deployed import Deployed, deploy
 from tests.e2e.engine_stacks import engine_config, new_stack
@@ -62,6 +63,13 @@ UPSTREAM_CRDS = (
 CONTROL_PLANE_CRDS = tuple(crd for crd in UPSTREAM_CRDS if not crd.startswith("kyverno/"))
 # Clusters this session started, for the failure report.
 STARTED: list[Cluster | ControlPlane] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`make e2e` writes the run's slowest tests to a file CI shows (tests/e2e/durations.py)."""
+    recorder = start_durations(config)
+    if recorder is not None:
+        config.pluginmanager.register(recorder, "e2e-durations")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

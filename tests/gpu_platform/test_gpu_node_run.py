@@ -6,6 +6,7 @@ these tests replay what the node printed, and fail when the program renders some
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -20,6 +21,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from components.unattended.node_check_job import node_check_flags, node_check_job
+from config.repair import UnattendedConfig
 from knowledge.gpu_operator import GPU_RESOURCE
 from offline.runner import ROOT_DIR
 from tests import gpu_node_recording as recording
@@ -54,6 +57,7 @@ def test_every_object_the_run_applies_is_valid_against_the_schema() -> None:
     objects = recording.program_objects()
     applied = [objects["time-slicing-config.json"], objects["runtimeclass.json"], objects["device-plugin-pod.json"]]
     applied += objects["namespaces.json"]["items"] + objects["smoke-jobs.json"]["items"]
+    applied += [objects[name] for name in ("node-check-namespace.json", "node-check-code.json", "node-check-job.json")]
     for obj in applied:
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
@@ -70,6 +74,24 @@ def test_the_smoke_jobs_are_the_programs_job_with_only_name_image_and_pull_polic
         assert container["imagePullPolicy"] == "Never"
         assert container["resources"] == {"limits": {GPU_RESOURCE: "1"}}
         assert job["spec"]["template"]["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_the_node_check_job_is_the_one_the_watcher_creates_with_only_name_image_and_pull_policy_changed() -> None:
+    """The run starts the unattended repair's own Job for the domain's node (what the stack hands the watcher in its
+    facts), not a look-alike: only what a node with no registry needs differs."""
+    stack = recording._stack()
+    domain = recording._domain(stack)
+    watcher_job = node_check_job(
+        UnattendedConfig(), domain.hostname, node_check_flags(stack, domain), f"node-check-{domain.hostname}"
+    )
+    run_job = copy.deepcopy(recording.program_objects()["node-check-job.json"])
+    container = run_job["spec"]["template"]["spec"]["containers"][0]
+
+    assert container.pop("imagePullPolicy") == "Never"
+    assert container["image"] == recording.PYTHON_IMAGE
+    container["image"] = UnattendedConfig().image
+    run_job["metadata"]["name"] = watcher_job["metadata"]["name"]
+    assert run_job == watcher_job
 
 
 def test_the_toolkit_container_gets_rke2s_socket_and_the_default_config_paths_rke2_never_reads() -> None:
