@@ -33,9 +33,9 @@ from node.vocabulary import (
     WAVE_STOPPED_ANNOTATION,
     WAVE_TURN_ANNOTATION,
     TurnState,
-    annotations,
+    annotations_of,
     boot_id,
-    labels,
+    labels_of,
     ours_cordoned,
     ready,
     ready_status,
@@ -203,7 +203,9 @@ def hold_operator(turn: Turn) -> None:
     WRONG-3). The mark says the turn set it; a skip label an admin set (no mark) is theirs, kept, never removed."""
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
-        if labels(node).get(DRIVER_UPGRADE_SKIP_LABEL) == "true" and not annotations(node).get(WAVE_SKIP_ANNOTATION):
+        if labels_of(node).get(DRIVER_UPGRADE_SKIP_LABEL) == "true" and not annotations_of(node).get(
+            WAVE_SKIP_ANNOTATION
+        ):
             return None
         return {
             "metadata": {
@@ -219,7 +221,7 @@ def release_operator(turn: Turn) -> None:
     """The skip label off again once the drain is done, where the turn set it (its mark)."""
 
     def change(node: dict[str, Any]) -> dict[str, Any] | None:
-        if not annotations(node).get(WAVE_SKIP_ANNOTATION):
+        if not annotations_of(node).get(WAVE_SKIP_ANNOTATION):
             return None
         return {"metadata": {"labels": {DRIVER_UPGRADE_SKIP_LABEL: None}, "annotations": {WAVE_SKIP_ANNOTATION: None}}}
 

@@ -106,11 +106,11 @@ def holder_of(kind: str, who: str) -> str:
 # ---------------------------------------------------------------------------------------------------- reading
 
 
-def labels(node: Mapping[str, Any]) -> Mapping[str, str]:
+def labels_of(node: Mapping[str, Any]) -> Mapping[str, str]:
     return (node.get("metadata") or {}).get("labels") or {}
 
 
-def annotations(node: Mapping[str, Any]) -> Mapping[str, str]:
+def annotations_of(node: Mapping[str, Any]) -> Mapping[str, str]:
     return (node.get("metadata") or {}).get("annotations") or {}
 
 
@@ -119,17 +119,17 @@ def resource_version(node: Mapping[str, Any]) -> Any:
 
 
 def turn_state(node: Mapping[str, Any]) -> str:
-    return str(labels(node).get(TURN_STATE_LABEL) or "")
+    return str(labels_of(node).get(TURN_STATE_LABEL) or "")
 
 
 def turn_holder(node: Mapping[str, Any]) -> str:
     """The holder without ` since <time>` ('' when none)."""
-    return str(annotations(node).get(TURN_HOLDER_ANNOTATION) or "").split(" since ", 1)[0]
+    return str(annotations_of(node).get(TURN_HOLDER_ANNOTATION) or "").split(" since ", 1)[0]
 
 
 def held_since(node: Mapping[str, Any]) -> str:
     """When the holder took the hold ('' when none)."""
-    holder = str(annotations(node).get(TURN_HOLDER_ANNOTATION) or "")
+    holder = str(annotations_of(node).get(TURN_HOLDER_ANNOTATION) or "")
     return holder.split(" since ", 1)[1] if " since " in holder else ""
 
 
@@ -148,7 +148,7 @@ def unschedulable(node: Mapping[str, Any]) -> bool:
 
 def ours_cordoned(node: Mapping[str, Any]) -> bool:
     """The turn cordoned the node (WAVE_CORDON_ANNOTATION): only its end uncordons it."""
-    return bool(annotations(node).get(WAVE_CORDON_ANNOTATION))
+    return bool(annotations_of(node).get(WAVE_CORDON_ANNOTATION))
 
 
 def ready(node: Mapping[str, Any]) -> bool:
@@ -171,7 +171,7 @@ def allocatable_gpus(node: Mapping[str, Any]) -> str:
 
 
 def upgrade_state(node: Mapping[str, Any]) -> str:
-    return str(labels(node).get(DRIVER_UPGRADE_STATE_LABEL) or "")
+    return str(labels_of(node).get(DRIVER_UPGRADE_STATE_LABEL) or "")
 
 
 # ---------------------------------------------------------------------------------------------------- the record
@@ -179,7 +179,7 @@ def upgrade_state(node: Mapping[str, Any]) -> str:
 
 def repair_records(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     """REPAIRS_ANNOTATION's entries, oldest first (an unreadable record reads as none)."""
-    raw = annotations(node).get(REPAIRS_ANNOTATION) or "[]"
+    raw = annotations_of(node).get(REPAIRS_ANNOTATION) or "[]"
     try:
         parsed = json.loads(raw)
     except ValueError:
