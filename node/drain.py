@@ -91,6 +91,12 @@ def drain(
         )
     uids = {str((p.get("metadata") or {}).get("uid") or _name(p)) for p in picked.evict}
     refused: dict[str, str] = {}
+    said: set[str] = set()
+
+    def say(line: str) -> None:
+        if out is not None:
+            out.write(line + "\n")
+            out.flush()
 
     def gone() -> tuple[bool, str, str]:
         left = [p for p in pods_on(kube, node) if str((p.get("metadata") or {}).get("uid") or _name(p)) in uids]
@@ -99,11 +105,19 @@ def drain(
             path = f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta.get('name')}/eviction"
             if meta.get("deletionTimestamp"):
                 continue
+            if _name(pod) not in said:
+                # kubectl drain's own words (pkg/drain/drain.go evictPods), so a drain reads as it always did.
+                say(f"evicting pod {_name(pod)}")
+                said.add(_name(pod))
             try:
                 kube.create(path, eviction(pod), retry=False)
             except ApiError as error:
                 if error.status == 429:
                     refused[_name(pod)] = str(error).rsplit(": ", 1)[-1]
+                    say(
+                        f'error when evicting pods/"{meta.get("name")}" -n "{meta.get("namespace")}" (will retry): '
+                        f"{refused[_name(pod)]}"
+                    )
                 elif error.status != 404:
                     raise
         names = ", ".join(_name(p) for p in left)
@@ -118,3 +132,4 @@ def drain(
     if poll is not None:
         waiter.poll = poll
     waiter.until(gone)
+    say(f"node/{node} drained")
