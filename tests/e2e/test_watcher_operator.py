@@ -45,19 +45,30 @@ from node.vocabulary import (
     HEALTH_CONDITION,
     TURN_STATE_LABEL,
 )
-from offline.runner import PROJECT, ROOT_DIR
+from offline.runner import PROJECT
 from tests.e2e.engine_deployed import STACK, Deployed
 
 DC2 = "rke2-worker-dc2-gpu-a"
-REPORTS = ROOT_DIR / "examples" / "day2"
 REPAIR = {"healthCheck": {"enabled": True}, "unattended": {"enabled": True}}
 
 
-def report(name: str) -> NodeCheck:
-    """dc2's saved node-check report without the capture's facts (an H200's; prod's dc2 is an A1000)."""
-    document = json.loads((REPORTS / name).read_text(encoding="utf-8"))
-    document.pop("facts", None)
-    return parse_node_check(document, name)
+def report(xid: bool) -> NodeCheck:
+    """node-check's report of prod's dc2 as its Job would print it (KWOK runs no container): every floor ok, and
+    with `xid` an Xid 79 in its kernel log (the floor's power-cycle fix). No card facts: they are the card's own."""
+    floors = [
+        {"name": "pci", "ok": True, "detail": "the stack's card on the bus"},
+        {"name": "link", "ok": True, "detail": "as trained as the card allows"},
+        {"name": "driver", "ok": True, "detail": "the GPU Operator's driver loaded"},
+        {"name": "nvml", "ok": None, "detail": "skipped: no NVML in the Job's image"},
+        {
+            "name": "health",
+            "ok": not xid,
+            "detail": "Xid 79 at 0000:01:00: GPU has fallen off the bus" if xid else "ok",
+        },
+    ]
+    fix = {"traps": [], "command": "power cycle the VM from Proxmox", "powerCycle": True} if xid else None
+    document = {"node": DC2, "floors": floors, "firstBroken": "health" if xid else None, "fix": fix}
+    return parse_node_check(document, "the Job's log")
 
 
 @dataclass
@@ -112,7 +123,7 @@ def watcher_on_deployed(deployed: Deployed) -> Iterator[tuple[Deployed, Watcher]
         poll_seconds=1,
         limits=Limits(drain=3, ready=6, node_check=2, smoke=6),
     )
-    reports = {"before": report("node-check-dc2-xid79.json"), "after": report("node-check-dc2.json")}
+    reports = {"before": report(xid=True), "after": report(xid=False)}
     watcher.node_check = lambda w, host, attempt: (reports[attempt], "")
 
     def stand_in(facts: WatcherFacts, token: str) -> Proxmox:
