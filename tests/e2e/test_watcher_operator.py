@@ -185,7 +185,9 @@ def test_a_the_watcher_repairs_a_node_in_upgrade_required_and_the_operator_neith
     # While the operator is held off (the drain), it does not move dc2 on: no cordon, no GPU-pod deletion of its own.
     during_drain = [s for s in held if s["skip"] == "true"]
     assert during_drain and {s["upgrade"] for s in during_drain} == {"upgrade-required"}, during_drain
-    # The watcher's gate waited for the operator's upgrade to end; the operator left the node to the watcher.
+    # The operator ran its upgrade of dc2 once the drain was done, and ended it with dc2 still cordoned (the
+    # initial-state mark): the watcher's gate waited for that, and only the watcher's end uncordoned it.
+    assert any(s["upgrade"] == "upgrade-done" and s["cordoned"] for s in held), held
     final = kubectl.json("get", "node", DC2)
     assert final["metadata"]["labels"].get(DRIVER_UPGRADE_STATE_LABEL) in ("upgrade-done", None)
     assert final["metadata"]["labels"][TURN_STATE_LABEL] == "done" and not final["spec"].get("unschedulable")
