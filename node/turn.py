@@ -317,9 +317,12 @@ def wait_ready(turn: Turn, minutes: float, old_boot: str | None = None) -> None:
             )
         return True, "Ready", ""
 
-    turn.waiter(f"{turn.node} to be Ready" + (" after the power cycle" if old_boot is not None else ""), minutes).until(
-        check
+    what = (
+        f"node {turn.node} to register and be Ready"
+        if old_boot is None
+        else f"{turn.node} to come back Ready after the power cycle"
     )
+    turn.waiter(what, minutes).until(check)
 
 
 # ---------------------------------------------------------------------------------------------------- the end

@@ -190,16 +190,16 @@ def test_node_ready_waits_for_registration_then_readiness_and_reports_progress(h
     harness.scenario({}, sequences={NODE_PATH: [None, registered, {"status": node()["status"]}]})
     result = harness.run("node-ready", TIMEOUT_MINUTES="5")
     assert result.returncode == 0, result.stderr
-    assert f"still waiting for {NODE} to be Ready" in result.stdout
+    assert f"still waiting for node {NODE} to register and be Ready" in result.stdout
     assert "not registered" in result.stdout and "registered, not Ready" in result.stdout
-    assert f"done: {NODE} to be Ready" in result.stdout
+    assert f"done: node {NODE} to register and be Ready" in result.stdout
 
 
 def test_a_node_ready_timeout_blames_the_api_server_when_kubectl_cannot_reach_it(harness: Harness) -> None:
     harness.scenario({}, down=True)
     result = harness.run("node-ready", TIMEOUT_MINUTES=TIMES_OUT)
     assert result.returncode == 1
-    assert f"timed out after {TIMES_OUT} min waiting for {NODE} to be Ready" in result.stderr
+    assert f"timed out after {TIMES_OUT} min waiting for node {NODE} to register and be Ready" in result.stderr
     assert "was refused" in result.stderr
     assert "Likeliest cause: kubectl cannot reach the API server" in result.stderr
 
