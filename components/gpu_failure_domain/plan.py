@@ -27,18 +27,20 @@ from components.gpu_failure_domain.kernel_upgrade import (
     install_kernel_command,
     login_check_command,
     unchanged_kernel_command,
+    unchanged_kernel_script,
 )
 from components.gpu_failure_domain.node_metadata import node_labels, ssh_host, taint_command, untaint_command
 from components.gpu_failure_domain.node_steps import (
     INTERPRETER,
+    drain_environment,
     gpu_ready_environment,
     node_steps_script,
     power_cycle_environment,
+    rollout_environment,
     step_environment,
 )
 from components.gpu_failure_domain.observed import (
     NODES_ENV,
-    WAVE_STOPPED_ANNOTATION,
     ObservedNode,
     nodes_by_domain,
 )
@@ -54,9 +56,7 @@ from components.gpu_failure_domain.rollout import (
     node_files_command,
     retire_drain_command,
     rke2_upgrade_command,
-    rollout_done_command,
     rollout_state,
-    wave_drain_command,
 )
 from components.gpu_failure_domain.settled import settled_nodes
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
@@ -265,6 +265,7 @@ def _script_step(
     id_triggers: tuple[str, ...] = (),
     proxmox_credentials: bool = False,
     turn_step: bool = False,
+    after_previous_batch: bool = False,
     job: Mapping[str, Any] | None = None,
 ) -> LocalStep:
     """A step the node-steps script runs where `pulumi up` runs (`python3 -c`); `environment` names which of
@@ -278,17 +279,16 @@ def _script_step(
         triggers=triggers,
         id_triggers=id_triggers,
     )
-    if job is not None:
-        return RepairSmokeStep(
-            name=name,
-            does=does,
-            waits_for=waits_for,
-            platform=platform,
-            turn_step=turn_step,
-            command=command,
-            manifest=job,
-        )
-    return LocalStep(name=name, does=does, waits_for=waits_for, platform=platform, turn_step=turn_step, command=command)
+    fields: dict[str, Any] = {
+        "name": name,
+        "does": does,
+        "waits_for": waits_for,
+        "platform": platform,
+        "turn_step": turn_step,
+        "after_previous_batch": after_previous_batch,
+        "command": command,
+    }
+    return RepairSmokeStep(**fields, manifest=job) if job is not None else LocalStep(**fields)
 
 
 def _remote_step(at: _Scope, name: str, does: str, command: Command, **fields: Any) -> RemoteStep:
@@ -439,15 +439,17 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
     if not at.turn.drains:
         return []
     return [
-        LocalStep(
-            name=StepName.WAVE_DRAIN,
-            does="cordon (marked as the wave's) and drain",
+        _script_step(
+            at,
+            StepName.WAVE_DRAIN,
+            "cordon (marked as the wave's) and drain",
+            drain_environment(at.domain, at.kubectl_args, at.holder),
             waits_for=(StepName.VM, *logins),
             # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
             # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
             platform=("operator",),
             after_previous_batch=True,
-            command=Command(wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), triggers=at.key),
+            triggers=at.key,
             turn_step=True,
         )
     ]
@@ -633,13 +635,14 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             Command(login_check_command(kernel), update=unchanged, interpreter=None, triggers=triggers),
             waits_for=after,
         ),
-        LocalStep(
-            name=StepName.KERNEL_DRAIN,
-            does="cordon (marked as the wave's) and drain",
+        _script_step(
+            at,
+            StepName.KERNEL_DRAIN,
+            "cordon (marked as the wave's) and drain",
+            drain_environment(at.domain, at.kubectl_args, at.holder),
             waits_for=(*after, StepName.KERNEL_LOGIN),
-            command=Command(
-                wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), update=unchanged, triggers=triggers
-            ),
+            update=unchanged_kernel_script(kernel),
+            triggers=triggers,
         ),
     ]
 
@@ -678,7 +681,8 @@ def _kernel_rebuild(
             OPERATOR_NAMESPACE=at.stack.gpu_operator.namespace,
         ),
         waits_for=after,
-        update=unchanged_kernel_command(kernel),
+        # `python3 -c` runs the update too: the unchanged kernel said in Python, not in shell.
+        update=unchanged_kernel_script(kernel),
         triggers=triggers,
         turn_step=turn,
     )
@@ -796,7 +800,7 @@ def _wave_gate(at: _Scope, after: tuple[str, ...]) -> LocalStep:
             at.kubectl_args,
             KUBELET_VERSION=at.stack.rke2.version,
             WAVE_DOMAIN=at.domain.name,
-            WAVE_STOPPED_ANNOTATION=WAVE_STOPPED_ANNOTATION,
+            TURN_HOLDER=at.holder,
         ),
         waits_for=after,
         platform=("operator",),
@@ -822,18 +826,17 @@ def _repair_done(at: _Scope, after: tuple[str, ...]) -> LocalStep:
 def _rollout(at: _Scope, after: tuple[str, ...]) -> LocalStep:
     turn = at.turn
     ends = ", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else before the wave)"
-    return LocalStep(
-        name=StepName.ROLLOUT,
-        does="record the rollout" + ends if turn.gated else "record what the node runs",
+    # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's token makes
+    # the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a resumed turn that rolls
+    # a change runs the step for its new record, and a token there stayed behind in the state, so the next `up`
+    # showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
+    resumed = {"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {}
+    return _script_step(
+        at,
+        StepName.ROLLOUT,
+        "record the rollout" + ends if turn.gated else "record what the node runs",
+        rollout_environment(at.domain, at.kubectl_args, rollout_state(at.domain, at.stack), **resumed),
         waits_for=after,
-        # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
-        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a
-        # resumed turn that rolls a change runs the step for its new record, and a token there stayed behind in the
-        # state, so the next `up` showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
-        command=Command(
-            rollout_done_command(at.host, at.kubectl, rollout_state(at.domain, at.stack)),
-            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {},
-        ),
     )
 
 
