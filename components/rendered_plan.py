@@ -32,7 +32,6 @@ from config.chart_values_guard import leaf_paths
 from config.cross_key import StackParts
 from config.failure_domain import FailureDomainConfig
 from config.proxy import proxy_environment
-from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
 from knowledge.driver_matrix import driver_problem
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, MANAGED_LABEL_PREFIXES
@@ -43,6 +42,7 @@ from knowledge.gpu_operator_chart import (
     NFD_WORKER_DEFAULT_TOLERATIONS,
 )
 from knowledge.kubernetes import HOSTNAME_LABEL, LABEL_VALUE_MAX_LENGTH, kubelet_may_self_label
+from knowledge.quantities import parse_quantity
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET, RKE2_NVIDIA_RUNTIMES
 
 NAMESPACE = "gpu-pool"
