@@ -22,6 +22,7 @@ from config.monitoring import MonitoringConfig
 from config.operator_schema import dropped_false_warnings, image_problems_of, schema_problems_of
 from config.proxmox import ProxmoxConfig
 from config.proxy import AptMirrorConfig, ProxyConfig, registry_mirrors
+from config.reclaim import ReclaimConfig
 from config.rke2 import RKE2_VERSION, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
@@ -61,6 +62,7 @@ class StackParts:
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
+    reclaim: ReclaimConfig | None = None
     unknown: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def known(self, label: str, attr: str) -> bool:
@@ -88,6 +90,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
+        reclaim=cfg.reclaim,
     )
 
 
@@ -194,6 +197,7 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
+        reclaim=_parsed(ReclaimConfig.model_validate, raw.get("reclaim", {})),
         unknown=unknown,
     )
 
@@ -392,6 +396,20 @@ def _exporter_job_is_the_service_monitors(parts: StackParts) -> list[str]:
         f"ServiceMonitor gives the exporter ({DCGM_EXPORTER_APP}, from its jobLabel: app), so the GPU alerts and "
         "the dashboard would see no exporter: leave it out, or rename the job with relabelings in "
         "gpuOperator.extraValues.dcgmExporter.serviceMonitor"
+    ]
+
+
+def _reclaim_reads_the_card_rules(parts: StackParts) -> list[str]:
+    """The notebook reclaim policy judges idleness from the per-card recording rules, which ship in the GPU
+    PrometheusRule (monitoring.alertsEnabled): without them every card's series is missing, so every notebook is
+    "unknown" and the policy would run, holding its patch right on Notebooks, and never stop one."""
+    reclaim, monitoring = parts.reclaim, parts.monitoring
+    if reclaim is None or monitoring is None or not reclaim.idle_notebooks.enabled or monitoring.alerts_enabled:
+        return []
+    return [
+        "gpu-pool:reclaim.idleNotebooks.enabled: the policy reads the per-card utilisation gpu-pool records in its "
+        "GPU PrometheusRule, which gpu-pool:monitoring.alertsEnabled false does not ship: set "
+        "monitoring.alertsEnabled to true, or reclaim.idleNotebooks.enabled to false"
     ]
 
 
@@ -625,6 +643,7 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("smoke-test-steered-by-kyverno", _smoke_test_steered),
     ("no-gpu-quota-where-gpu-pool-asks-for-gpus", _no_quota_where_gpu_pool_asks_for_gpus),
     ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
+    ("reclaim-reads-the-card-rules", _reclaim_reads_the_card_rules),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
     ("kernel-of-the-guest-release", _kernel_of_the_guest_release),
