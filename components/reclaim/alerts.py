@@ -57,8 +57,9 @@ def build_reclaim_alert_rules(
                 "its nvidia.com/gpu on {{ $labels.node }} ({{ $labels.phase }}; finalizers: "
                 "{{ $labels.finalizers }}). A pod held in Terminating by a finalizer keeps its card until the "
                 "controller that owns the finalizer removes it: find it from the finalizer's name, or, once sure "
-                f"nothing needs it, kubectl -n {{{{ $labels.namespace }}}} patch pod {{{{ $labels.pod }}}} --type merge "
-                "-p '{\"metadata\":{\"finalizers\":null}}'. The policy stops no other notebook until the card is back."
+                "nothing needs it, kubectl -n {{ $labels.namespace }} patch pod {{ $labels.pod }} --type merge "
+                "-p '{\"metadata\":{\"finalizers\":null}}'. The policy stops no other notebook until the card is "
+                "back."
             ),
         ),
         _alert(
