@@ -58,7 +58,7 @@ def build_reclaim_alert_rules(
                 "{{ $labels.finalizers }}). A pod held in Terminating by a finalizer keeps its card until the "
                 "controller that owns the finalizer removes it: find it from the finalizer's name, or, once sure "
                 "nothing needs it, kubectl -n {{ $labels.namespace }} patch pod {{ $labels.pod }} --type merge "
-                "-p '{\"metadata\":{\"finalizers\":null}}'. The policy stops no other notebook until the card is "
+                '-p \'{"metadata":{"finalizers":null}}\'. The policy stops no other notebook until the card is '
                 "back."
             ),
         ),
