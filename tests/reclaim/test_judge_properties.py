@@ -142,9 +142,9 @@ def _pool(
     ]
     series: list[CardSeries] = []
     shapes = iter(cards)
-    for i, shape in enumerate(nodes):
+    for i, node_shape in enumerate(nodes):
         node = NODES[i]
-        for gpu in range(shape.cards):
+        for gpu in range(node_shape.cards):
             drawn = next(shapes, CardShape(False, 0.0, True, False))
             if not drawn.present:
                 continue
