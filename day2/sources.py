@@ -106,8 +106,11 @@ def load_dump(path: str, needs: tuple[str, ...] = (), command: str = "") -> Snap
     return snapshot
 
 
-def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool = False) -> Snapshot:
-    """List nodes, pods, configmaps and jobs across namespaces with the official client.
+def load_live(
+    kubeconfig: str | None, context: str | None, *, namespaces: bool = False, reclaim: bool = False
+) -> Snapshot:
+    """List nodes, pods, configmaps and jobs across namespaces with the official client; with `reclaim`, also the
+    ResourceQuotas and Kubeflow Notebooks (`claims --reclaimable`).
 
     kubeconfig/context None: kubectl's defaults (KUBECONFIG, ~/.kube/config, its current context).
     """
@@ -135,6 +138,7 @@ def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool =
         # Their Kubeflow profile owner annotation, for `claims --usage` only: the other commands need no right to
         # list namespaces.
         *((("Namespace", core.list_namespace),) if namespaces else ()),
+        *((("ResourceQuota", core.list_resource_quota_for_all_namespaces),) if reclaim else ()),
     )
     items: list[JsonObject] = []
     try:
@@ -142,6 +146,9 @@ def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool =
             listed = list_call(_request_timeout=REQUEST_TIMEOUT_SECONDS)
             for item in api.sanitize_for_serialization(listed.items):
                 items.append({"kind": kind, **item})
+        if reclaim:
+            kind = "Notebook"
+            items += _notebooks(client.CustomObjectsApi(api))
     except client.ApiException as error:
         raise Day2Error(f"the API server {server} refused to list {kind}s: {error.status} {error.reason}") from None
     except Exception as error:  # urllib3, ssl and socket errors: the cluster cannot be reached
@@ -149,6 +156,23 @@ def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool =
     finally:
         api.close()
     return Snapshot.from_items(items)
+
+
+def _notebooks(custom: Any) -> list[JsonObject]:
+    """Every Kubeflow Notebook; none where the cluster has no Notebook CRD (Kubeflow is not installed)."""
+    from kubernetes import client
+
+    from knowledge.kubeflow import NOTEBOOK_GROUP, NOTEBOOK_PLURAL, NOTEBOOK_VERSION
+
+    try:
+        listed = custom.list_cluster_custom_object(
+            NOTEBOOK_GROUP, NOTEBOOK_VERSION, NOTEBOOK_PLURAL, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
+    except client.ApiException as error:
+        if error.status == 404:
+            return []
+        raise
+    return [{"kind": "Notebook", **item} for item in listed.get("items") or []]
 
 
 def root_cause(error: BaseException) -> str:

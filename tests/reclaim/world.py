@@ -199,3 +199,9 @@ def world(*objects: Obj | list[Obj]) -> Snapshot:
     for item in objects:
         flat.extend(item if isinstance(item, list) else [item])
     return Snapshot.from_items(flat)
+
+
+def kubectl_list(objects: list[Obj]) -> Obj:
+    """What `kubectl get nodes,pods,namespaces,resourcequotas,notebooks.kubeflow.org -A -o json` writes. The core
+    objects were validated when built; the Notebooks against Kubeflow's CRD (test_world_fixtures)."""
+    return {"apiVersion": "v1", "items": objects, "kind": "List", "metadata": {"resourceVersion": ""}}
