@@ -69,7 +69,7 @@ if not OFFLINE:
     )
     if problems:
         refuse("this machine cannot run `pulumi up` for this stack", problems)
-for warning in [*config_warnings(cfg), *quota_warnings(cfg.gpu_quotas, cfg.total_slots)]:
+for warning in [*loaded.notes, *config_warnings(cfg), *quota_warnings(cfg.gpu_quotas, cfg.total_slots)]:
     pulumi.log.warn(warning)
 
 proxmox_provider = build_proxmox_provider(loaded)

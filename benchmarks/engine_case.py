@@ -39,7 +39,7 @@ import yaml
 from benchmarks.settings import PREVIEW_ENV, ROOT, SDK_MODULES_ENV, BenchError
 
 PROGRAM_ENTRIES = ("Pulumi.yaml", "__main__.py", "pyproject.toml", "uv.lock", "README.md", "components", "config",
-                   "knowledge", "offline", "day2")  # fmt: skip
+                   "knowledge", "node", "offline", "day2")  # fmt: skip
 PASSPHRASE = "gpu-pool bench passphrase"
 # Values in the shapes the program checks (config/secret_checks.py); never a user's.
 SECRETS = {

@@ -16,8 +16,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.air_gap import Fetched, air_gap_problems, inventory
 from components.gpu_failure_domain.cloud_init import HELD_KERNEL_PACKAGES, rke2_agent_config, user_data_document
+from components.gpu_failure_domain.first_boot import step_commands
 from components.gpu_failure_domain.node_metadata import node_labels, registration_labels
+from components.gpu_platform.apt_sources import APT_SOURCES_CONFIGMAP
 from components.gpu_platform.dcgm_metrics import (
     DCGM_METRICS_CONFIGMAP,
     build_dcgm_metrics_csv,
@@ -27,12 +30,14 @@ from components.gpu_platform.dcgm_metrics import (
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
 from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
+from components.gpu_platform.trusted_ca import TRUSTED_CA_CONFIGMAP
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.chart_values_guard import leaf_paths
-from config.cross_key import StackParts
 from config.failure_domain import FailureDomainConfig
 from config.proxy import proxy_environment
 from config.rke2 import containerd_problem
+from config.stack import StackConfig
+from config.stack_parts import StackParts, parts_of
 from knowledge.driver_matrix import driver_problem
 from knowledge.gpu_operator import DEVICE_PLUGIN_CONFIG_LABEL, MANAGED_LABEL_PREFIXES
 from knowledge.gpu_operator_chart import (
@@ -41,6 +46,7 @@ from knowledge.gpu_operator_chart import (
     NFD_MASTER_DEFAULT_TOLERATIONS,
     NFD_WORKER_DEFAULT_TOLERATIONS,
 )
+from knowledge.gpu_operator_images import value_at
 from knowledge.kubernetes import HOSTNAME_LABEL, LABEL_VALUE_MAX_LENGTH, kubelet_may_self_label
 from knowledge.quantities import parse_quantity
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET, RKE2_NVIDIA_RUNTIMES
@@ -107,7 +113,13 @@ def render(parts: StackParts) -> RenderedPlan:
         crds = bool(registered_crds(parts.operator))
         driver_env = proxy_environment(parts.proxy, parts.rke2) if parts.rke2 is not None else {}
         values = release_values(
-            parts.operator, parts.kyverno, parts.monitoring, crds_registered=crds, driver_env=driver_env
+            parts.operator,
+            parts.kyverno,
+            parts.monitoring,
+            crds_registered=crds,
+            driver_env=driver_env,
+            repo_config=APT_SOURCES_CONFIGMAP if parts.apt_mirror is not None else None,
+            cert_config=TRUSTED_CA_CONFIGMAP if parts.trusted_ca is not None else None,
         )
     nodes: list[RenderedNode] = []
     # Where the Kyverno keys did not parse, the nodes are rendered with the default marking and the rules about
@@ -118,7 +130,14 @@ def render(parts: StackParts) -> RenderedPlan:
         if parts.rke2 is not None:
             agent = rke2_agent_config(domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking)
             user_data = user_data_document(
-                domain, parts.rke2, TOKEN_PLACEHOLDER, node_marking, parts.proxy, parts.registry_mirrors
+                domain,
+                parts.rke2,
+                TOKEN_PLACEHOLDER,
+                node_marking,
+                parts.proxy,
+                parts.registry_mirrors,
+                apt_mirror=parts.apt_mirror,
+                trusted_ca=parts.trusted_ca,
             )
         nodes.append(
             RenderedNode(
@@ -137,13 +156,7 @@ def render(parts: StackParts) -> RenderedPlan:
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def _get(values: Mapping[str, Any] | None, path: str, default: Any = None) -> Any:
-    node: Any = values
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    return node
+_get = value_at
 
 
 def _extra(parts: StackParts, path: str) -> str | None:
@@ -466,8 +479,13 @@ def _dcgm_metrics_follow_the_csv(plan: RenderedPlan) -> list[str]:
     ]
 
 
-def _runcmd(node: RenderedNode) -> list[str]:
-    return [str(line) for line in (node.user_data or {}).get("runcmd", [])]
+def _steps(node: RenderedNode) -> dict[str, tuple[str, str]]:
+    """The first boot's steps as the rendered runcmd runs them: name -> (kind, command)."""
+    return step_commands((node.user_data or {}).get("runcmd", []))
+
+
+def _commands(node: RenderedNode) -> list[str]:
+    return [command for _, command in _steps(node).values()]
 
 
 def _written(node: RenderedNode, path: str) -> str | None:
@@ -482,7 +500,7 @@ def _kernel_held(plan: RenderedPlan) -> list[str]:
     for node in plan.nodes:
         if node.user_data is None:
             continue
-        holds = [line for line in _runcmd(node) if line.startswith("apt-mark hold")]
+        holds = [line for line in _commands(node) if line.startswith("apt-mark hold")]
         held = set(holds[0].split()[2:]) if holds else set()
         blacklist = _written(node, "/etc/apt/apt.conf.d/51gpu-pool-no-kernel-upgrades") or ""
         if not set(HELD_KERNEL_PACKAGES) <= held or '"linux-"' not in blacklist:
@@ -499,7 +517,7 @@ def _nouveau_kept_out(plan: RenderedPlan) -> list[str]:
         if node.user_data is None:
             continue
         blacklist = _written(node, "/etc/modprobe.d/blacklist-nouveau.conf") or ""
-        if "blacklist nouveau" not in blacklist or "update-initramfs -u" not in _runcmd(node):
+        if "blacklist nouveau" not in blacklist or "update-initramfs -u" not in _commands(node):
             problems.append(
                 f"{node.key}: the VM's cloud-init must blacklist nouveau (and rebuild the initramfs): the driver "
                 "container cannot load beside it"
@@ -510,7 +528,7 @@ def _nouveau_kept_out(plan: RenderedPlan) -> list[str]:
 def _containerd_2(plan: RenderedPlan) -> list[str]:
     problems = []
     for node in plan.nodes:
-        for line in _runcmd(node):
+        for line in _commands(node):
             match = re.search(r'INSTALL_RKE2_VERSION="(?P<version>[^"]+)"', line)
             problem = containerd_problem(match["version"]) if match else None
             if problem:
@@ -724,8 +742,17 @@ def violations(plan: RenderedPlan) -> Iterator[tuple[Rule, str]]:
 
 
 def rendered_problems(parts: StackParts) -> list[str]:
-    """Every rule broken by what this config renders, one message each naming the key that did it."""
-    return list(dict.fromkeys(message for _, message in violations(render(parts))))
+    """Every rule broken by what this config renders, one message each naming the key that did it; with
+    `airGapped`, each thing the nodes or the cluster would fetch that no lab copy serves (components/air_gap.py)."""
+    plan = render(parts)
+    messages = [message for _, message in violations(plan)] + air_gap_problems(plan.parts, plan.values)
+    return list(dict.fromkeys(messages))
+
+
+def stack_inventory(cfg: StackConfig) -> list[Fetched]:
+    """What the nodes and the cluster fetch for a validated stack, from what it renders (components/air_gap.py)."""
+    plan = render(parts_of(cfg))
+    return inventory(plan.parts, plan.values)
 
 
 def rule(rule_id: str) -> Rule:

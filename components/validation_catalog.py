@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from types import UnionType
 from typing import Any, Final, get_args
 
+from components.air_gap import air_gap_problems
 from components.gpu_failure_domain.host_preflight import datastore_problems, host_check_problems, pci_problems
 from components.gpu_failure_domain.turns import rke2_problems
 from components.gpu_platform.cluster_objects import (
@@ -47,7 +48,7 @@ RULES_BY_KIND: Final[Mapping[str, Mapping[str, Any]]] = {
         (field.alias or name): _model_of(field.annotation) for name, field in StackConfig.model_fields.items()
     },
     "across keys": dict(CROSS_KEY_RULES),
-    "rendered plan": {rule.id: rule.check for rule in RULES},
+    "rendered plan": {**{rule.id: rule.check for rule in RULES}, "air-gap-served-by-the-lab": air_gap_problems},
     "secrets": {
         "secret-missing": secret_problems,
         "secret-in-plain-text": secret_problems,

@@ -118,6 +118,12 @@ OWN_MESSAGES: Mapping[tuple[str, str], OwnMessage] = {
         "is empty: list each card the VM gets, one entry per card (or `gpu:` for a single card), as "
         "`gpu-pool discover` prints them"
     ),
+    ("diskGiB", "less_than_equal"): lambda got: (
+        f"is {got} GiB ({got / 1024:.0f} TiB), beyond any worker's root disk: diskGiB is in GiB; {got} MiB is "
+        f"{got // 1024} GiB, written diskGiB: {got // 1024}"
+        if isinstance(got, int)
+        else f"is {got!r}: a number of GiB"
+    ),
     ("cores", "greater_than_equal"): lambda got: (
         f"is {got}: a VM needs at least 1 vCPU; leave cores out for the default (8)"
     ),

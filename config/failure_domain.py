@@ -35,6 +35,8 @@ MIN_MEMORY_MIB = 8192
 # Driver, toolkit and CUDA images are several GB each; containerd's image GC starts evicting
 # at 85% disk, which on a small disk means re-pulling the driver image on every reboot.
 MIN_DISK_GIB = 40
+# 16 TiB: far beyond any worker's root disk, and below the number a size in MiB comes to (204800 for 200 GiB).
+MAX_DISK_GIB = 16384
 
 
 class GpuConfig(ConfigModel):
@@ -246,7 +248,8 @@ class FailureDomainConfig(ConfigModel):
         default=100,
         alias="diskGiB",
         ge=MIN_DISK_GIB,
-        description=f"root disk in GiB, at least {MIN_DISK_GIB}",
+        le=MAX_DISK_GIB,
+        description=f"root disk in GiB, {MIN_DISK_GIB} to {MAX_DISK_GIB}",
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="the VM's network (cloud-init)")
     firmware: Literal["seabios", "ovmf"] = Field(default="seabios", description="seabios (default) or ovmf (UEFI)")

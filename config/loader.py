@@ -17,6 +17,7 @@ from config.secret_checks import secret_problems
 from config.secrets import SECRET_KEYS, SECRETS, Auth, auth_mode, needed_secrets
 from config.stack import StackConfig
 from config.text_file import NotUtf8Error, read_utf8
+from config.validate import normalization_notes
 
 # The stack file the config came from, where the offline preview says (it may read one outside the project);
 # otherwise Pulumi.<stack>.yaml in the project directory, where the CLI runs the program.
@@ -52,6 +53,8 @@ class Secrets:
 class LoadedConfig:
     stack: StackConfig
     secrets: Secrets
+    # What was accepted but is worth a word: a value taken in a normalized form, a secret's risky setting.
+    notes: tuple[str, ...] = ()
 
 
 def _stack_file() -> Path | None:
@@ -120,8 +123,13 @@ def load_config(validate: StackValidation) -> LoadedConfig:
         raise ConfigError(problems)
     config = pulumi.Config(NAMESPACE)
     values = {secret.key: config.get_secret(secret.key) for secret in SECRETS}
+    notes = normalization_notes(raw) + [
+        note for secret in SECRETS if secret.key in secret_values for note in secret.warnings(secret_values[secret.key])
+    ]
     return LoadedConfig(
-        stack=stack, secrets=Secrets({key: value for key, value in values.items() if value is not None})
+        stack=stack,
+        secrets=Secrets({key: value for key, value in values.items() if value is not None}),
+        notes=tuple(notes),
     )
 
 

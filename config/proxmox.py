@@ -130,10 +130,18 @@ class ProxmoxConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _guest_os_is_ubuntu(self) -> ProxmoxConfig:
-        if self.guest_os is not None:
-            return self
         name = self.cloud_image.rsplit("/", 1)[-1]
         found = guest_os_of(self.cloud_image)
+        if self.guest_os is not None:
+            if found in GUEST_OSES and found != self.guest_os:
+                # The driver container's package sources (driver.repoConfig), the VM's apt sources and the
+                # precompiled driver image are all of guestOs: the wrong release's suites on this image.
+                raise ValueError(
+                    f"guestOs is {self.guest_os}, but cloudImage {name!r} is {found} ({CODENAME_OF[found]}): the apt "
+                    f"sources and the driver images would be {CODENAME_OF[self.guest_os]}'s; leave guestOs out (the "
+                    f"image's name says it) or set it to {found}"
+                )
+            return self
         if found in GUEST_OSES:
             # The model is frozen once built; this is its own default, set while it is being built.
             object.__setattr__(self, "guest_os", found)

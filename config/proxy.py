@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
 from config.rke2 import Rke2Config
@@ -60,11 +60,43 @@ class ProxyConfig(ConfigModel):
         for entry in value:
             if not entry or any(c.isspace() or c == "," for c in entry):
                 raise ValueError(f"{entry!r}: one host, domain or CIDR an entry, without spaces or commas")
+            if "://" in entry or ("/" in entry and not _is_cidr(entry)):
+                # curl and Go compare NO_PROXY entries with the host alone: a URL never matches, and its host then
+                # goes through the proxy (or, air-gapped, nowhere).
+                host = urlsplit(entry if "://" in entry else f"//{entry}").hostname or entry
+                raise ValueError(
+                    f"{entry!r} is a URL: NO_PROXY entries are hosts ({host}), domains (.{host.split('.', 1)[-1]}) "
+                    "or CIDRs, compared with the host alone"
+                )
         return value
+
+    @model_validator(mode="after")
+    def _https_downloads(self) -> ProxyConfig:
+        if self.http and not self.https:
+            # Every download of a first boot is https (get.rke2.io, GitHub, the registries): with only `http`,
+            # curl and containerd go direct, which a lab behind a proxy cannot.
+            raise ValueError(
+                f"has http alone, and every download the VMs make is https (the RKE2 installer, GitHub, the "
+                f"registries), which would then go direct: set https too (most proxies take both on one port: "
+                f"https: {self.http})"
+            )
+        return self
 
     @property
     def enabled(self) -> bool:
         return bool(self.http or self.https)
+
+
+def _is_cidr(entry: str) -> bool:
+    try:
+        ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+# `.../ubuntu/dists/noble`: a suite's folder, copied from a browser; apt appends dists/<suite> itself.
+DISTS_SUFFIX = re.compile(r"/dists(/[^/]*)*/?$")
 
 
 def _archive_url(value: str | None) -> str | None:
@@ -76,7 +108,21 @@ def _archive_url(value: str | None) -> str | None:
             f"{value!r} is not an archive URL: write http://<host>/ubuntu, as an Ubuntu archive mirror serves it "
             "(dists/ and pool/ below it)"
         )
-    return value.rstrip("/")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{value!r} has a query or fragment: apt appends its own paths to the archive's URL")
+    return DISTS_SUFFIX.sub("", value.rstrip("/"))
+
+
+def apt_mirror_notes(raw: object) -> list[str]:
+    """What the aptMirror validator normalized: a suite's folder (`/dists/noble`) taken off the archive's URL."""
+    if not isinstance(raw, dict):
+        return []
+    return [
+        f"gpu-pool:aptMirror.{key}: {value} names a suite's folder; apt appends dists/<suite> to the archive's URL "
+        f"itself, so it is written as {DISTS_SUFFIX.sub('', value.rstrip('/'))} (write that to silence this)"
+        for key in ("uri", "securityUri")
+        if isinstance(value := raw.get(key), str) and DISTS_SUFFIX.search(value.rstrip("/") or "/")
+    ]
 
 
 class AptMirrorConfig(ConfigModel):
@@ -105,36 +151,6 @@ def no_proxy_for(proxy: ProxyConfig, cidrs: Sequence[str], subnet: str | None, s
     return ",".join(dict.fromkeys(entries))
 
 
-# A registry as containerd names it: a host with an optional port, or `*` for every registry (RKE2's
-# registries.yaml, "Mirrors": the default endpoint for any registry without a mirror of its own).
-_REGISTRY = re.compile(r"^(\*|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?)$")
-
-
-def registry_mirrors(value: dict[str, list[str]]) -> dict[str, list[str]]:
-    """`gpu-pool:registryMirrors`: registry -> its mirror endpoints, in the order containerd tries them."""
-    for registry, endpoints in value.items():
-        if not _REGISTRY.match(registry):
-            raise ValueError(
-                f"{registry!r} is not a registry name: a host with an optional port as images name it (docker.io, "
-                "nvcr.io, registry.lab:5000), or * for every registry"
-            )
-        if not endpoints:
-            raise ValueError(f"{registry}: give at least one endpoint, e.g. https://mirror.lab.internal:5000")
-        for endpoint in endpoints:
-            parts = urlsplit(endpoint)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(
-                    f"{registry}: {endpoint!r} is not an endpoint URL: write https://<host>[:port], as RKE2's "
-                    "registries.yaml takes it"
-                )
-    return value
-
-
-def registries_yaml(mirrors: dict[str, list[str]]) -> dict[str, object]:
-    """/etc/rancher/rke2/registries.yaml (RKE2 docs, "Private Registry Configuration": mirrors.<registry>.endpoint)."""
-    return {"mirrors": {registry: {"endpoint": list(endpoints)} for registry, endpoints in mirrors.items()}}
-
-
 def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str | None = None) -> dict[str, str]:
     """HTTP_PROXY, HTTPS_PROXY, NO_PROXY and curl's lower-case names (curl reads only `http_proxy` in lower case);
     empty without a proxy. NO_PROXY keeps the cluster inside: its CIDRs and names, the VM's subnet, the server."""
@@ -147,6 +163,20 @@ def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str |
     return {**env, **{name.lower(): value for name, value in env.items()}}
 
 
+def reached_directly(proxy: ProxyConfig, host: str) -> bool:
+    """Whether the user's NO_PROXY entries send `host` direct (a host, or a `.domain` it is under)."""
+    return any(host == entry or (entry.startswith(".") and host.endswith(entry)) for entry in proxy.no_proxy)
+
+
+def apt_direct_hosts(proxy: ProxyConfig | None, mirror: AptMirrorConfig | None) -> list[str]:
+    """The apt mirror's hosts NO_PROXY reaches directly: apt never reads NO_PROXY, so its proxy settings would send
+    the lab's own mirror through the proxy; apt.conf's per-host `DIRECT` keeps it off."""
+    if proxy is None or not proxy.enabled or mirror is None:
+        return []
+    hosts = [urlsplit(url).hostname or "" for url in (mirror.uri, mirror.security)]
+    return [host for host in dict.fromkeys(hosts) if host and reached_directly(proxy, host)]
+
+
 def installer_hosts(proxy: ProxyConfig, rke2: Rke2Config) -> list[tuple[str, int]]:
     """The hosts the RKE2 installer downloads from through the proxy: the script's and the artifacts' (GitHub
     where no mirror is set), with their ports; those NO_PROXY names reach directly are left out."""
@@ -155,7 +185,7 @@ def installer_hosts(proxy: ProxyConfig, rke2: Rke2Config) -> list[tuple[str, int
     for url in urls:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        if any(host == entry or (entry.startswith(".") and host.endswith(entry)) for entry in proxy.no_proxy):
+        if reached_directly(proxy, host):
             continue
         hosts.append((host, parts.port or (443 if parts.scheme == "https" else 80)))
     return list(dict.fromkeys(hosts))

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
 from config.smoke_test import PINNED_IMAGE
-from config.validators import dns_label
+from config.validators import own_namespace
 from config.window import WINDOW, window_hours
 
 # The Docker official image: python3 and the standard library, which is all the health check runs on (the
@@ -48,10 +48,24 @@ def longest_gap_minutes(schedule: str) -> int:
     return max(later - earlier for earlier, later in zip(times, [*times[1:], times[0] + 24 * 60], strict=True))
 
 
+# The payloads (doctor, the watcher, node-check) use the standard library of Python 3.11 (tomllib, `Self`, the
+# `match` statements and exception groups of 3.10 and 3.11).
+PAYLOAD_PYTHON = (3, 11)
+# The Python release a tag of the official image (or an image named python) says: `3.9-slim`, `3.12.4-bookworm`.
+_PYTHON_TAG = re.compile(r"^(?:.*/)?python:(?P<major>\d+)\.(?P<minor>\d+)(?:[.-]|$)")
+
+
 def pinned_image(value: str) -> str:
     last = value.rsplit("/", 1)[-1]
     if (":" not in last and "@" not in last) or last.endswith(":latest") or not PINNED_IMAGE.match(value):
         raise ValueError(f"must be an image pinned by tag or digest, e.g. {HEALTH_CHECK_IMAGE}")
+    python = _PYTHON_TAG.match(value.split("@", 1)[0])
+    if python and (int(python["major"]), int(python["minor"])) < PAYLOAD_PYTHON:
+        need = ".".join(map(str, PAYLOAD_PYTHON))
+        raise ValueError(
+            f"runs Python {python['major']}.{python['minor']}, and the payloads need {need} or newer (they fail at "
+            f"import in the pod): pin e.g. {HEALTH_CHECK_IMAGE}"
+        )
     return value
 
 
@@ -73,7 +87,7 @@ class HealthCheckConfig(ConfigModel):
         default="gpu-pool-health", description="namespace the stack creates for it (Pod Security restricted)"
     )
 
-    _namespace = field_validator("namespace")(classmethod(lambda cls, v: dns_label(v)))
+    _namespace = field_validator("namespace")(classmethod(lambda cls, v: own_namespace(v, "gpu-pool-health")))
 
     @field_validator("schedule")
     @classmethod
@@ -146,7 +160,10 @@ class UnattendedConfig(ConfigModel):
         description="raise it to replace the watcher's Proxmox token (a new secret, the old one deleted)",
     )
 
-    _namespaces = field_validator("namespace", "node_check_namespace")(classmethod(lambda cls, v: dns_label(v)))
+    _namespace = field_validator("namespace")(classmethod(lambda cls, v: own_namespace(v, "gpu-pool-repair")))
+    _node_check_namespace = field_validator("node_check_namespace")(
+        classmethod(lambda cls, v: own_namespace(v, "gpu-pool-node-check"))
+    )
     _image = field_validator("image")(classmethod(lambda cls, v: pinned_image(v)))
 
     @field_validator("breaker_window")

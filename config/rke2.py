@@ -61,6 +61,33 @@ def _download_url(value: str | None) -> str | None:
     return value.rstrip("/")
 
 
+# The last part of a release folder's URL (`v1.33.5+rke2r1`, `v1.33.5%2Brke2r1`) or of a file in it.
+_RELEASE_FOLDER = re.compile(r"^v\d+\.\d+\.\d+(\+|%2[bB])rke2r\d+$")
+_RELEASE_FILE = re.compile(r"^(rke2[.-].*\.(tar\.gz|tar\.zst)|sha256sum-[a-z0-9]+\.txt|install\.sh)$")
+
+
+def _artifacts_prefix(value: str | None) -> str | None:
+    """`artifacts` is the folder that holds the release folders: install.sh appends `/<version>/<file>` itself, so
+    a URL of the release's own folder or of a file in it becomes `.../v1.33.5%2Brke2r1/v1.33.5%2Brke2r1/...`: 404."""
+    url = _download_url(value)
+    if url is None:
+        return None
+    parts = url.split("/")
+    if _RELEASE_FOLDER.match(parts[-1]):
+        return_to = "/".join(parts[:-1])
+        raise ValueError(
+            f"{value!r} is the release's own folder, and install.sh appends /<version>/<file> itself (404): "
+            f"write {return_to}"
+        )
+    if _RELEASE_FILE.match(parts[-1]):
+        folder = parts[:-2] if len(parts) > 4 and _RELEASE_FOLDER.match(parts[-2]) else parts[:-1]
+        raise ValueError(
+            f"{value!r} is a file, and artifacts is the folder that holds the release folders (install.sh appends "
+            f"/<version>/<file> itself): write {'/'.join(folder)}"
+        )
+    return url
+
+
 class Rke2InstallerConfig(ConfigModel):
     """Where the first boot and the upgrade step get RKE2 from (docs/air-gap.md): the install script, and the
     release files the pinned install script downloads (INSTALL_RKE2_ARTIFACT_URL, install.sh at v1.33.5+rke2r1:
@@ -79,7 +106,8 @@ class Rke2InstallerConfig(ConfigModel):
         "default: GitHub's releases",
     )
 
-    _urls = field_validator("script", "artifacts")(classmethod(lambda cls, v: _download_url(v)))
+    _script = field_validator("script")(classmethod(lambda cls, v: _download_url(v)))
+    _artifacts = field_validator("artifacts")(classmethod(lambda cls, v: _artifacts_prefix(v)))
 
 
 class Rke2Config(ConfigModel):
@@ -110,6 +138,13 @@ class Rke2Config(ConfigModel):
     @field_validator("cluster_cidr", "service_cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
+        if "/" not in value:
+            # ip_network reads a bare address as a /32: NO_PROXY would keep one address of the cluster off the
+            # proxy, and every other pod and service address would go to it.
+            raise ValueError(
+                f"{value!r} has no prefix length, which reads as a single address (/32): write the servers' CIDR, "
+                f"e.g. {value}/16"
+            )
         try:
             network = ipaddress.ip_network(value)
         except ValueError:

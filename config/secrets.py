@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from config.registries import registry_auth_problem, registry_auth_secret_texts, registry_auth_warnings
+
 # `gpu-pool:proxmox.auth`: how the program logs in to the Proxmox API, and so which credential it needs.
 Auth = Literal["apiToken", "rootPassword"]
 AUTH_MODES: tuple[Auth, ...] = get_args(Auth)
@@ -92,34 +94,10 @@ def _private_key(value: str) -> str | None:
     return "is not a private key: expected the whole file, from -----BEGIN ... PRIVATE KEY----- to its END line"
 
 
-# What RKE2's registries.yaml takes under `configs.<host>.auth` (RKE2 docs, "Private Registry Configuration").
-REGISTRY_AUTH_FIELDS = ("username", "password", "auth", "identity_token")
-
-
 def _registry_auth(value: str) -> str | None:
-    """The secret is the `configs` mapping of registries.yaml as one line of JSON, written into the file as it is
-    (JSON is YAML): the preview then shows it as <secret gpu-pool:registryAuth>, as it shows the join token."""
-    example = '{"harbor.lab.internal": {"auth": {"username": "robot", "password": "..."}}}'
-    if "\n" in value or "\r" in value:
-        return f"has a line break: give the configs mapping as one line of JSON, e.g. {example}"
-    try:
-        configs = json.loads(value)
-    except ValueError:
-        return f"is not JSON: give RKE2's registries.yaml `configs` mapping as one line of JSON, e.g. {example}"
-    if not isinstance(configs, dict) or not configs:
-        return f"is not a JSON object of registry hosts: e.g. {example}"
-    for host, entry in configs.items():
-        auth = entry.get("auth") if isinstance(entry, dict) else None
-        if not isinstance(entry, dict) or set(entry) != {"auth"} or not isinstance(auth, dict):
-            return f'{host}: give {{"auth": {{...}}}} alone (configs.<host>.auth of registries.yaml), e.g. {example}'
-        unknown = sorted(set(auth) - set(REGISTRY_AUTH_FIELDS))
-        if unknown or not auth or not all(isinstance(v, str) and v for v in auth.values()):
-            return f"{host}.auth: takes non-empty strings of {', '.join(REGISTRY_AUTH_FIELDS)}" + (
-                f", not {', '.join(unknown)}" if unknown else ""
-            )
-        if ("username" in auth) != ("password" in auth):
-            return f"{host}.auth: give username and password together"
-    return None
+    """The secret is the `configs` mapping of registries.yaml as one line of JSON (config/registries.py): each host's
+    `auth` and `tls`; a `tls` file given as PEM text is written by the stack to a root-only file and named there."""
+    return registry_auth_problem(value)
 
 
 # The placeholders take a digest (hex) of what they stand for: the secret's `secure:` ciphertext when the stack file
@@ -166,6 +144,11 @@ class Secret:
     placeholder: Callable[[str], str]
     # A key file ends with a newline: only quotes around it are a wrapping mistake (config/secret_checks.py).
     key_file: bool = False
+    # Valid, but said at every preview (never with the value): e.g. a registry whose TLS is not verified.
+    warnings: Callable[[str], list[str]] = lambda value: []
+    # Parts of the value the program writes apart from the value as a whole (a password, a client key in a file of
+    # its own): the offline preview shows the secret's marker in their place too.
+    written_parts: Callable[[str], list[str]] = lambda value: []
 
     @property
     def source_env(self) -> str:
@@ -227,12 +210,15 @@ SECRETS: tuple[Secret, ...] = (
         key="registryAuth",
         description="the registry mirrors' credentials",
         purpose="the credentials RKE2 pulls from the registry mirrors with (registries.yaml `configs`)",
-        needed="when a registry mirror asks for a login; one line of JSON: {host: {auth: {username, password}}}",
+        needed="when a registry mirror asks for a login or a client certificate; one line of JSON: {host: {auth: "
+        "{username, password}, tls: {ca_file, cert_file, key_file, insecure_skip_verify}}}",
         auth=None,
         required=False,
         shape=_registry_auth,
         provider_env=None,
         placeholder=_registry_auth_placeholder,
+        warnings=registry_auth_warnings,
+        written_parts=registry_auth_secret_texts,
     ),
 )
 BY_KEY: Mapping[str, Secret] = {secret.key: secret for secret in SECRETS}

@@ -12,13 +12,15 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
-from config.proxy import AptMirrorConfig, ProxyConfig, registry_mirrors
+from config.proxy import AptMirrorConfig, ProxyConfig
 from config.reclaim import ReclaimConfig
+from config.registries import RegistryMirrorConfig, registry_mirrors
 from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
 from config.rollout import RolloutConfig
 from config.sharing import SharingProfile
 from config.smoke_test import SmokeTestConfig
+from config.trust import certificates_of, read_bundle
 from config.validators import LABEL_VALUE
 
 
@@ -27,11 +29,18 @@ class StackConfig(ConfigModel):
 
     proxmox: ProxmoxConfig = Field(description="how the stack reaches the Proxmox VE cluster that holds the GPU hosts")
     rke2: Rke2Config = Field(description="the RKE2 cluster the GPU workers join")
-    registry_mirrors: dict[str, list[str]] = Field(
+    registry_mirrors: dict[str, list[str] | RegistryMirrorConfig] = Field(
         default_factory=dict,
         description="registry -> mirror endpoints every new VM's containerd pulls through, written as "
         "/etc/rancher/rke2/registries.yaml (mirrors.<registry>.endpoint), e.g. {docker.io: "
-        "[https://mirror.lab:5000]}; `*` for every registry (docs/air-gap.md)",
+        "[https://mirror.lab:5000]}, or {endpoint: [...], rewrite: {...}} for a Harbor project; `*` for every "
+        "registry (docs/air-gap.md)",
+    )
+    trusted_ca: str | None = Field(
+        default=None,
+        description="the lab's CA, one PEM bundle (a file path, relative to the project directory, or the PEM "
+        "text): trusted by every VM (cloud-init ca_certs), by containerd for each registry mirror (registries.yaml "
+        "tls.ca_file) and by the GPU Operator's driver container (driver.certConfig) (docs/air-gap.md)",
     )
     proxy: ProxyConfig = Field(
         default_factory=ProxyConfig,
@@ -45,8 +54,9 @@ class StackConfig(ConfigModel):
     )
     air_gapped: bool = Field(
         default=False,
-        description="the lab has no route out, not even a proxy: the preview refuses what needs one (the driver "
-        "build without an apt mirror, the RKE2 installer from the internet) (docs/air-gap.md)",
+        description="the lab has no route out, not even a proxy: the preview refuses every URL and image a node or "
+        "the cluster would fetch that no lab copy serves (installer, apt, chart, images), naming the key that points "
+        "it at one; `make preview ARGS=--inventory` lists them (docs/air-gap.md)",
     )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description="the Kubernetes API the stack and its kubectl steps talk to"
@@ -92,7 +102,19 @@ class StackConfig(ConfigModel):
         default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"
     )
 
-    _mirrors = field_validator("registry_mirrors")(classmethod(lambda cls, v: registry_mirrors(v)))
+    _mirrors = field_validator("registry_mirrors", mode="before")(
+        classmethod(lambda cls, v: registry_mirrors(v) if isinstance(v, dict) else v)
+    )
+    _trusted_ca = field_validator("trusted_ca")(classmethod(lambda cls, v: read_bundle(v) if v is not None else None))
+
+    @property
+    def mirrors(self) -> dict[str, RegistryMirrorConfig]:
+        """registryMirrors, each as {endpoint, rewrite} (the validator made them so)."""
+        return registry_mirrors(self.registry_mirrors)
+
+    @property
+    def trusted_certificates(self) -> tuple[str, ...]:
+        return certificates_of(self.trusted_ca)
 
     def slots(self, domain: FailureDomainConfig) -> int:
         """Schedulable `nvidia.com/gpu` the domain's cards advertise under its sharing profile (per card, each)."""

@@ -16,12 +16,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from config.base import nearest
-from config.cross_key import StackParts, cross_key_problems, parts_from_raw, parts_of
+from config.cross_key import cross_key_problems
 from config.earlier_file import waived
 from config.errors import NAMESPACE, ConfigError, format_validation_error, key_path
+from config.proxy import apt_mirror_notes
+from config.registries import mirror_notes
 from config.secret_checks import secret_problems
 from config.secrets import SECRET_KEYS
 from config.stack import StackConfig
+from config.stack_parts import StackParts, parts_from_raw, parts_of
 from config.stack_yaml import surprising_numbers
 
 # The pass over what a config renders (components/rendered_plan.py's rendered_problems).
@@ -65,6 +68,12 @@ def _rendered(parts: StackParts, rendered: RenderedPass) -> list[str]:
     """The rendered plan's rules; on an earlier stack file (make diff) they are waived like the other rules that
     guard the next `up`."""
     return [problem for problem in rendered(parts) if not waived(problem)]
+
+
+def normalization_notes(raw: Mapping[str, Any]) -> list[str]:
+    """What the validators took in a normalized form, said once per preview (the value written is not an error,
+    but the stack file should say what is used)."""
+    return mirror_notes(raw.get("registryMirrors")) + apt_mirror_notes(raw.get("aptMirror"))
 
 
 def file_problems(raw: Mapping[str, Any], text: str | None, other_keys: Iterable[str]) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sys
 from pathlib import Path
@@ -11,10 +10,12 @@ from typing import Any
 
 from config.text_file import NotUtf8Error, read_utf8
 from day2.errors import Day2Error
+from day2.kube_client import connect
 from day2.objects import JsonObject, Snapshot
+from knowledge.kubeflow import notebooks_path
+from node.kube import ApiError
 
 DUMP_COMMAND = "kubectl get nodes,pods,configmaps,jobs -A -o json"
-REQUEST_TIMEOUT_SECONDS = 15
 # The kinds each command reads, and the kubectl resource name that lists each. Jobs are read by doctor's smoke
 # floor but never required: a cluster can truly have none (smoke test off, finished Jobs cleaned up), and then
 # that floor already says so. Every running cluster has Nodes, Pods (RKE2's control plane runs as static pods)
@@ -109,86 +110,30 @@ def load_dump(path: str, needs: tuple[str, ...] = (), command: str = "") -> Snap
 def load_live(
     kubeconfig: str | None, context: str | None, *, namespaces: bool = False, reclaim: bool = False
 ) -> Snapshot:
-    """List nodes, pods, configmaps and jobs across namespaces with the official client; with `reclaim`, also the
-    ResourceQuotas and Kubeflow Notebooks (`claims --reclaimable`).
+    """List nodes, pods, configmaps and jobs across namespaces through the one client (node/kube.py) over the
+    official client's kubeconfig handling (day2/kube_client.py); with `reclaim`, also the ResourceQuotas and the
+    Kubeflow Notebooks (`claims --reclaimable`: none where the cluster has no Notebook CRD, a 404).
 
     kubeconfig/context None: kubectl's defaults (KUBECONFIG, ~/.kube/config, its current context).
     """
-    from kubernetes import client, config  # imported here: dump-only runs never need the client
-
-    where = f"context {context}" if context else "the current context"
-    source = kubeconfig or "the default kubeconfig (KUBECONFIG or ~/.kube/config)"
-    # urllib3 logs every retry as a warning; the one line below says what failed instead.
-    logging.getLogger("urllib3").setLevel(logging.CRITICAL)
-    try:
-        config.load_kube_config(config_file=kubeconfig, context=context)
-    except Exception as error:  # ConfigException, OSError, or a file that is not a kubeconfig at all
-        hint = "" if kubeconfig else "; read a dump instead with --from FILE"
-        raise Day2Error(f"cannot load {where} from {source}: {_one_line(error)}{hint}") from None
-    configuration = client.Configuration.get_default_copy()
-    configuration.retries = 0
-    api = client.ApiClient(configuration)
-    server = f"{configuration.host} ({where})"
-    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    kube, server = connect(kubeconfig, context)
     kinds = (
-        ("Node", core.list_node),
-        ("Pod", core.list_pod_for_all_namespaces),
-        ("ConfigMap", core.list_config_map_for_all_namespaces),
-        ("Job", batch.list_job_for_all_namespaces),
+        ("Node", "/api/v1/nodes"),
+        ("Pod", "/api/v1/pods"),
+        ("ConfigMap", "/api/v1/configmaps"),
+        ("Job", "/apis/batch/v1/jobs"),
         # Their Kubeflow profile owner annotation, for `claims --usage` only: the other commands need no right to
         # list namespaces.
-        *((("Namespace", core.list_namespace),) if namespaces else ()),
-        *((("ResourceQuota", core.list_resource_quota_for_all_namespaces),) if reclaim else ()),
+        *((("Namespace", "/api/v1/namespaces"),) if namespaces else ()),
+        *((("ResourceQuota", "/api/v1/resourcequotas"), ("Notebook", notebooks_path())) if reclaim else ()),
     )
     items: list[JsonObject] = []
-    try:
-        for kind, list_call in kinds:
-            listed = list_call(_request_timeout=REQUEST_TIMEOUT_SECONDS)
-            for item in api.sanitize_for_serialization(listed.items):
-                items.append({"kind": kind, **item})
-        if reclaim:
-            kind = "Notebook"
-            items += _notebooks(client.CustomObjectsApi(api))
-    except client.ApiException as error:
-        raise Day2Error(f"the API server {server} refused to list {kind}s: {error.status} {error.reason}") from None
-    except Exception as error:  # urllib3, ssl and socket errors: the cluster cannot be reached
-        raise Day2Error(f"cannot reach the API server {server}: {root_cause(error)}") from None
-    finally:
-        api.close()
+    for kind, path in kinds:
+        try:
+            items += kube.list(path, kind)
+        except ApiError as error:
+            if error.status is None:
+                raise Day2Error(f"cannot reach the API server {server}: {str(error).rsplit(': ', 1)[-1]}") from None
+            reason = str(error).split(f": {error.status} ", 1)[-1].split(":", 1)[0].strip()
+            raise Day2Error(f"the API server {server} refused to list {kind}s: {error.status} {reason}") from None
     return Snapshot.from_items(items)
-
-
-def _notebooks(custom: Any) -> list[JsonObject]:
-    """Every Kubeflow Notebook; none where the cluster has no Notebook CRD (Kubeflow is not installed)."""
-    from kubernetes import client
-
-    from knowledge.kubeflow import NOTEBOOK_GROUP, NOTEBOOK_PLURAL, NOTEBOOK_VERSION
-
-    try:
-        listed = custom.list_cluster_custom_object(
-            NOTEBOOK_GROUP, NOTEBOOK_VERSION, NOTEBOOK_PLURAL, _request_timeout=REQUEST_TIMEOUT_SECONDS
-        )
-    except client.ApiException as error:
-        if error.status == 404:
-            return []
-        raise
-    return [{"kind": "Notebook", **item} for item in listed.get("items") or []]
-
-
-def root_cause(error: BaseException) -> str:
-    """The innermost reason of a chained error (urllib3 wraps the socket's in two layers), as one line."""
-    current = error
-    for _ in range(10):
-        inner = getattr(current, "reason", None)
-        inner = inner if isinstance(inner, BaseException) else current.__cause__ or current.__context__
-        if inner is None or inner is current:
-            break
-        current = inner
-    if isinstance(current, OSError) and current.strerror:
-        return current.strerror
-    return _one_line(current)
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text[:300] or type(error).__name__

@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         "--stack-dir", type=Path, default=None, help="folder holding Pulumi.<stack>.yaml (default: the project)"
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the resource tree")
+    parser.add_argument(
+        "--inventory",
+        action="store_true",
+        help="print every URL and image the nodes and the cluster fetch, and the lab copy that serves each (what a "
+        "lab with no route out must mirror: docs/air-gap.md)",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out or Path("build") / args.stack
     if args.secret:
@@ -91,7 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(args.stack, out, document, placeholders), end="")
     print(steering_note(config), end="")
     print(repair_credential_note(config, args.stack), end="")
+    if args.inventory:
+        print(inventory_note(config), end="")
     return 0
+
+
+def inventory_note(config: dict[str, Any]) -> str:
+    """What the nodes and the cluster fetch for this stack, and from where (components/air_gap.py)."""
+    from components.air_gap import inventory_text
+    from components.rendered_plan import stack_inventory
+    from components.stack_check import validate_stack
+
+    values = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
+    return inventory_text(stack_inventory(validate_stack(values)))
 
 
 def repair_credential_note(config: dict[str, Any], stack: str) -> str:

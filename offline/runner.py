@@ -76,7 +76,15 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
 def secret_markers(config: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, str]:
     """Each secret value the preview runs with -> the marker a reviewable file shows instead of it."""
     engine, secret_keys = to_engine_config(config, secrets)
-    return {engine[key]: f"<secret {key}>" for key in secret_keys if engine.get(key)}
+    markers = {engine[key]: f"<secret {key}>" for key in secret_keys if engine.get(key)}
+    # The parts of a secret the program writes on their own (a registry password inside registries.yaml, a client
+    # key as a file): their marker too.
+    for key in secret_keys:
+        secret = BY_KEY.get(key.partition(":")[2]) if key.startswith(f"{PROJECT}:") else None
+        if secret is not None and engine.get(key):
+            for part in secret.written_parts(engine[key]):
+                markers.setdefault(part, f"<secret {key}>")
+    return markers
 
 
 def placeholder_keys(config: Mapping[str, Any], secrets: Mapping[str, str]) -> list[str]:

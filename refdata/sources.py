@@ -224,6 +224,20 @@ SOURCES: Final[tuple[Source, ...]] = (
         "pulumi-build/pulumi-proxmoxve",
         "pulumi-build",
     ),
+    # RKE2's install script, which the first-boot test runs against https mirrors under a lab CA: at the tag the
+    # example stacks pin, and at master as get.rke2.io served it (tests/gpu_failure_domain/test_first_boot.py).
+    GitHubFile(
+        "rancher/rke2",
+        "d1092839cf08cb901b1d40461b0fa6e7ae6f8fc4",
+        "install.sh",
+        "rke2-install/v1.33.5+rke2r1/install.sh",
+    ),
+    GitHubFile(
+        "rancher/rke2",
+        "6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0",
+        "install.sh",
+        "rke2-install/main-6ce1a80/install.sh",
+    ),
     # The Python language host's main.go at v3.259.0 (pulumi/pulumi's archive is large; three files are needed).
     *(
         GitHubFile(

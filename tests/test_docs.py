@@ -51,6 +51,14 @@ def _validation_example(tmp: Path) -> str:
     return _captured(lambda: main(args), tmp)[1]
 
 
+def _air_gap_inventory(tmp: Path) -> str:
+    """What `make preview ARGS=--inventory` prints after the preview's own summary: the air-gap inventory."""
+    from offline.preview import main
+
+    out = _captured(lambda: main(["--stack", "prod", "--out", str(tmp), "--quiet", "--inventory"]), tmp)[0]
+    return out[out.index("what a node or the cluster fetches") :]
+
+
 def _make_test_shape(tmp: Path) -> str:
     """The commands `make test` runs, as make prints them, with what each tool prints on success."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
@@ -81,6 +89,7 @@ OUTPUTS: dict[str, Callable[[Path], str]] = {
     "make-diff-example": _diff_example,
     "validation-example": _validation_example,
     "make-test-shape": _make_test_shape,
+    "air-gap-inventory": _air_gap_inventory,
 }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("components", "config", "day2", "offline", "benchmarks", "refdata", "knowledge")
+PRODUCT = ("components", "config", "day2", "offline", "benchmarks", "refdata", "knowledge", "node")
 LIMIT = 80
 PLAN = ROOT / "components" / "gpu_failure_domain" / "plan.py"
 

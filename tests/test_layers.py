@@ -1,5 +1,6 @@
-"""The layers only import downwards, four floors: knowledge (and refdata) <- config <- components <- the program and
-its tools (__main__, offline, day2, benchmarks). tests stand on all of them.
+"""The layers only import downwards, four floors: knowledge (and refdata) <- config and node <- components <- the
+program and its tools (__main__, offline, day2, benchmarks). tests stand on all of them. node/ (one way to touch a
+node) stands beside config/ on knowledge/ alone: it is packed into every payload that acts on a node.
 
 A config model that imports a builder drags Pulumi and every provider SDK into validation, and a builder that
 the other component imports couples the two halves; both used to happen. This walks every import statement
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("knowledge", "config", "components", "offline", "day2", "benchmarks", "refdata", "tests")
+PACKAGES = ("knowledge", "node", "config", "components", "offline", "day2", "benchmarks", "refdata", "tests")
 # What each package (or sub-package) may import from the project, besides itself. Every top-level package but tests
 # has an entry (test_every_top_level_package_has_its_floor).
 ALLOWED: dict[str, set[str]] = {
@@ -25,13 +26,16 @@ ALLOWED: dict[str, set[str]] = {
     # The upstream reference data's pins and fetcher: facts about the outside world, like knowledge/.
     "refdata": set(),
     "config": {"knowledge"},
-    "components.shared": {"config", "knowledge"},
-    "components.gpu_failure_domain": {"components.shared", "config", "knowledge"},
-    "components.gpu_platform": {"components.shared", "config", "knowledge"},
-    "components": {"config", "knowledge"},
+    # One way to touch a node: the Node's vocabulary, the Kubernetes and Proxmox clients, the turn's transitions.
+    # Standard library and knowledge/ only, below both components/ and day2/ (it is packed into their payloads).
+    "node": {"knowledge"},
+    "components.shared": {"config", "knowledge", "node"},
+    "components.gpu_failure_domain": {"components.shared", "config", "knowledge", "node"},
+    "components.gpu_platform": {"components.shared", "config", "knowledge", "node"},
+    "components": {"config", "knowledge", "node"},
     # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its
     # Kubernetes objects as the platform's are.
-    "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge"},
+    "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge", "node"},
     # The notebook reclaim policy's objects are registered as the platform's are.
     "components.reclaim": {"components.shared", "config", "knowledge"},
     # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
@@ -40,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "day2": {
         "config",
         "knowledge",
+        "node",
         "components.shared",
         "components.gpu_platform",
         "components.gpu_failure_domain",
@@ -57,6 +62,9 @@ ALLOWED: dict[str, set[str]] = {
         "knowledge",
         "components.gpu_failure_domain.plan",
         "components.stack_check",
+        # What a lab with no route out must serve (make preview ARGS=--inventory).
+        "components.air_gap",
+        "components.rendered_plan",
         "components.unattended.credential",
         "components.unattended.rbac",
     },
@@ -64,7 +72,7 @@ ALLOWED: dict[str, set[str]] = {
     # health check's code) is packed from source by components/shared/payload.py, never imported.
     "__main__": {"components", "config", "knowledge"},
     # The benchmarks measure the offline tools and fetch the upstream data the contract tests read.
-    "benchmarks": {"components", "config", "knowledge", "offline", "refdata"},
+    "benchmarks": {"components", "config", "knowledge", "node", "offline", "refdata"},
 }
 
 
@@ -226,6 +234,9 @@ def test_no_module_under_config_imports_from_components() -> None:
         ("offline/x.py", "from components.gpu_failure_domain.rollout import x\n", "offline"),
         ("__main__.py", "from day2.bundle import node_check_zip\n", "__main__"),
         ("refdata/x.py", "from config.errors import ConfigError\n", "refdata"),
+        ("node/x.py", "from config.stack import StackConfig\n", "node"),
+        ("node/x.py", "from components.gpu_failure_domain.observed import ObservedNode\n", "node"),
+        ("node/x.py", "from day2.repair.decide import decide\n", "node"),
         ("benchmarks/x.py", "from day2.cli import main\n", "benchmarks"),
     ],
 )

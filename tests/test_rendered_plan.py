@@ -16,7 +16,7 @@ import pytest
 from components.gpu_platform.release_values import release_values
 from components.rendered_plan import RULE_IDS, RULES, RenderedNode, RenderedPlan, render, rule, tolerates
 from components.stack_check import validate_stack
-from config.cross_key import parts_of
+from config.stack_parts import parts_of
 from offline.runner import ROOT_DIR, read_stack_file
 from tests.config.refusal import FD, Run, refused
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 import shlex
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from components.gpu_failure_domain.first_boot import FirstBootStep, first_boot_runcmd, runner_file
 from components.gpu_failure_domain.node_metadata import registration_labels
+from components.gpu_failure_domain.registries import RKE2_REGISTRIES_FILE, RKE2_TRUSTED_CA_FILE, registry_files
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import CODENAME_OF
-from config.proxy import AptMirrorConfig, ProxyConfig, proxy_environment, registries_yaml, subnet_of
+from config.proxy import AptMirrorConfig, ProxyConfig, apt_direct_hosts, proxy_environment, subnet_of
 from config.rke2 import DEFAULT_INSTALL_SCRIPT, Rke2Config
+from config.trust import certificates_of
 
 RKE2_INSTALL_URL = DEFAULT_INSTALL_SCRIPT
 # Kernel packages held so no unattended upgrade swaps the kernel under the driver: a new kernel
@@ -29,13 +33,20 @@ RUNNING_KERNEL_PACKAGES = ('"linux-image-$(uname -r)"', '"linux-modules-$(uname 
 # Where RKE2's systemd unit reads its environment (RKE2 docs, "Configure an HTTP proxy"): the agent and the
 # containerd it starts pull images through the proxy.
 RKE2_AGENT_ENV_FILE = "/etc/default/rke2-agent"
-# Where RKE2 reads its registry mirrors at start (it writes containerd's hosts.toml from it).
-RKE2_REGISTRIES_FILE = "/etc/rancher/rke2/registries.yaml"
+# The lab CA in the VM's system store (what cloud-init's ca_certs module writes at first boot; the files turn writes
+# it here and runs update-ca-certificates): curl, apt and containerd trust it.
+SYSTEM_TRUSTED_CA_FILE = "/usr/local/share/ca-certificates/gpu-pool-trusted-ca.crt"
+# Where RKE2's release files come from without an installer mirror (install.sh's default INSTALL_RKE2_ARTIFACT_URL).
+GITHUB_RELEASES = "https://github.com/rancher/rke2/releases/download"
+# The guest agent Proxmox reads the VM's addresses and shuts it down through; the only package the first boot
+# installs (curl and ca-certificates are in Ubuntu's cloud images).
+FIRST_BOOT_PACKAGES = ("qemu-guest-agent",)
 # The file cloud-init's apt module writes its proxy keys to (cc_apt_configure's APT_PROXY_FN): a wave that adds
 # or changes the proxy on a VM that exists writes the same file, so apt (the kernel wave's) uses it.
 APT_PROXY_FILE = "/etc/apt/apt.conf.d/90cloud-init-aptproxy"
 # Every file the egress settings own on a VM: a turn writes those the stack asks for and removes the others.
-EGRESS_FILES = (RKE2_AGENT_ENV_FILE, RKE2_REGISTRIES_FILE, APT_PROXY_FILE)
+# registries.yaml (and the TLS files it names) may carry secrets: the turn gets them on its standard input.
+EGRESS_FILES = (RKE2_AGENT_ENV_FILE, RKE2_REGISTRIES_FILE, APT_PROXY_FILE, RKE2_TRUSTED_CA_FILE, SYSTEM_TRUSTED_CA_FILE)
 # Where cloud-init's apt module writes the release's sources from `apt: primary/security` (cc_apt_configure
 # generate_sources_list): deb822 `ubuntu.sources` where its APT_DEB822_SOURCE_LIST_FILE feature is on (Ubuntu
 # 24.04 and later), the one-line `sources.list` on 22.04, whose package turns it off ("can be removed when Jammy
@@ -81,44 +92,33 @@ def rke2_agent_config(
     }
 
 
-def registries_file(mirrors: Mapping[str, list[str]] | None, registry_auth: str | None = None) -> str:
-    """registries.yaml's text. The credentials (gpu-pool:registryAuth, one line of JSON: JSON is YAML) go in as
-    written, so the preview's redaction of the secret's value hides them whole, as it hides the join token."""
-    text = yaml.safe_dump(registries_yaml(dict(mirrors or {})), sort_keys=True)
-    return text + (f"configs: {registry_auth}\n" if registry_auth else "")
-
-
-def _egress_settings(
-    env: Mapping[str, str],
-    proxy: ProxyConfig | None,
-    mirrors: Mapping[str, list[str]] | None,
-    registry_auth: str | None = None,
-    apt_mirror: AptMirrorConfig | None = None,
-) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """The files and apt settings a lab behind a proxy or with registry mirrors needs (docs/air-gap.md)."""
-    write_files: list[dict[str, str]] = []
+def _apt_settings(proxy: ProxyConfig | None, apt_mirror: AptMirrorConfig | None) -> dict[str, Any]:
+    """cloud-config's `apt:` keys, which its apt module writes before any package is installed (cc_apt_configure):
+    the proxy (apt never reads NO_PROXY, so a mirror NO_PROXY reaches directly is `DIRECT` by name) and the
+    release's sources from the mirror (primary for the release and its updates, security for -security)."""
     apt: dict[str, Any] = {}
-    if env and proxy is not None:
-        write_files.append(
-            {
-                "path": RKE2_AGENT_ENV_FILE,
-                # The proxy URL may carry a password.
-                "permissions": "0600",
-                "content": "".join(f"{name}={value}\n" for name, value in env.items()),
-            }
-        )
-        # cloud-config's apt module writes these to apt's proxy settings before package_update (cc_apt_configure).
+    if proxy is not None and proxy.enabled:
         apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
+        direct = _apt_direct_lines(proxy, apt_mirror)
+        if direct:
+            apt["conf"] = direct
     if apt_mirror is not None:
-        # cloud-config's apt module writes the release's sources with these archives (cc_apt_configure:
-        # primary for the release and its updates, security for -security) before package_update.
         apt["primary"] = [{"arches": ["default"], "uri": apt_mirror.uri}]
         apt["security"] = [{"arches": ["default"], "uri": apt_mirror.security}]
-    if mirrors or registry_auth:
-        write_files.append(
-            {"path": RKE2_REGISTRIES_FILE, "permissions": "0600", "content": registries_file(mirrors, registry_auth)}
-        )
-    return write_files, apt
+    return apt
+
+
+def _apt_direct_lines(proxy: ProxyConfig, apt_mirror: AptMirrorConfig | None) -> str:
+    return "".join(
+        f'Acquire::{scheme}::Proxy::{host} "DIRECT";\n'
+        for host in apt_direct_hosts(proxy, apt_mirror)
+        for scheme in ("http", "https")
+    )
+
+
+def _trusted_ca_files(trusted_ca: str | None) -> list[dict[str, str]]:
+    """The lab CA for containerd's mirror hosts (registries.yaml tls.ca_file names it)."""
+    return [{"path": RKE2_TRUSTED_CA_FILE, "permissions": "0644", "content": trusted_ca}] if trusted_ca else []
 
 
 def apt_sources_file(mirror: AptMirrorConfig, guest_os: str) -> dict[str, str]:
@@ -147,21 +147,87 @@ def egress_files(
     domain: FailureDomainConfig,
     rke2: Rke2Config,
     proxy: ProxyConfig | None,
-    mirrors: Mapping[str, list[str]] | None,
+    mirrors: Mapping[str, Any] | None,
     apt_mirror: AptMirrorConfig | None = None,
     guest_os: str = "ubuntu-24.04",
+    trusted_ca: str | None = None,
 ) -> list[dict[str, str]]:
-    """The egress files a domain's VM holds once set up: what cloud-init writes at first boot, plus apt's proxy file
-    and the release's sources that cloud-init's `apt:` keys become. The wave's files turn writes exactly these
-    (rollout.node_files_command). The sources only with a mirror: a stack without one records what it did before."""
+    """The egress files a domain's VM holds once set up: what cloud-init writes at first boot, plus apt's proxy file,
+    the release's sources and the lab CA in the system store that cloud-init's `apt:` and `ca_certs` keys become.
+    The wave's files turn writes exactly these (rollout.node_files_command), registries.yaml from its standard
+    input (here without the secret registryAuth, whose change alone rolls nothing). The sources only with a mirror:
+    a stack without one records what it did before."""
     env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
-    files, apt = _egress_settings(env, proxy, mirrors)
+    files: list[dict[str, str]] = []
+    if env and proxy is not None:
+        files.append(_agent_env_file(env))
+    files += registry_files(mirrors, bool(trusted_ca), None)[:1]
+    apt = _apt_settings(proxy, None)
     if apt:
-        lines = "".join(f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items())
-        files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines})
+        lines = "".join(
+            f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items() if key != "conf"
+        )
+        direct = _apt_direct_lines(proxy, apt_mirror) if proxy is not None else ""
+        files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines + direct})
+    files += _trusted_ca_files(trusted_ca)
+    if trusted_ca:
+        files.append({"path": SYSTEM_TRUSTED_CA_FILE, "permissions": "0644", "content": trusted_ca})
     if apt_mirror is not None:
         files.append(apt_sources_file(apt_mirror, guest_os))
     return files
+
+
+def _agent_env_file(env: Mapping[str, str]) -> dict[str, str]:
+    # The proxy URL may carry a password.
+    return {
+        "path": RKE2_AGENT_ENV_FILE,
+        "permissions": "0600",
+        "content": "".join(f"{name}={value}\n" for name, value in env.items()),
+    }
+
+
+def first_boot_steps(rke2: Rke2Config, apt_mirror: AptMirrorConfig | None = None) -> list[FirstBootStep]:
+    """The first boot's steps, in order (first_boot.py). Essential: what joining the cluster needs (the installer,
+    the install, the agent); the rest is recorded when it fails, and the boot goes on."""
+    held = f"apt-mark hold {' '.join(HELD_KERNEL_PACKAGES)} {' '.join(RUNNING_KERNEL_PACKAGES)}"
+    installer = rke2.installer
+    return [
+        # The package lists and the guest agent (cloud-init's `apt:` sources and proxy are written by then).
+        # --error-on=any: a mirror that lacks the release fails here, naming it, instead of a later "Unable to
+        # locate package".
+        FirstBootStep(
+            "packages",
+            "optional",
+            "apt-get update -q --error-on=any && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+            + " ".join(FIRST_BOOT_PACKAGES),
+            download=True,
+            url=(apt_mirror or UBUNTU_ARCHIVE).uri,
+        ),
+        # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op,
+        # gpu-pool:failureDomains[].kernel). The unattended-upgrades blacklist (write_files) holds it too.
+        FirstBootStep("hold-kernel", "optional", held),
+        # nouveau must never bind the card in the guest: the NVIDIA driver container cannot load beside it.
+        FirstBootStep("initramfs", "optional", "update-initramfs -u"),
+        FirstBootStep("nouveau", "optional", "modprobe -r nouveau || true"),
+        # Downloaded first, not piped: in a pipe only the shell's exit is seen, never curl's.
+        FirstBootStep(
+            "fetch-installer",
+            "essential",
+            f"curl -fsSL {shlex.quote(installer.script)} -o /run/install-rke2.sh",
+            download=True,
+            url=installer.script,
+        ),
+        FirstBootStep(
+            "install-rke2",
+            "essential",
+            f'{artifact_env(rke2)}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" '
+            "sh /run/install-rke2.sh",
+            download=True,
+            url=installer.artifacts or GITHUB_RELEASES,
+        ),
+        FirstBootStep("guest-agent", "optional", "systemctl enable --now qemu-guest-agent"),
+        FirstBootStep("rke2-agent", "essential", "systemctl enable --now rke2-agent.service"),
+    ]
 
 
 def user_data_document(
@@ -170,9 +236,10 @@ def user_data_document(
     token: str,
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
-    mirrors: Mapping[str, list[str]] | None = None,
+    mirrors: Mapping[str, Any] | None = None,
     registry_auth: str | None = None,
     apt_mirror: AptMirrorConfig | None = None,
+    trusted_ca: str | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -186,32 +253,18 @@ def user_data_document(
     if domain.ssh_authorized_keys:
         user["ssh_authorized_keys"] = list(domain.ssh_authorized_keys)
     env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
-    runcmd: list[str] = [
-        # runcmd is one shell script: stop at the first failure, so a failed RKE2 install shows in
-        # /var/log/cloud-init-output.log instead of a node that silently never registers.
-        "set -e",
-        # Behind a proxy, the installer's downloads (curl, from get.rke2.io and GitHub) go through it.
-        *([exports(env)] if env else []),
-        # Hold the kernel: an unattended kernel upgrade strands the module (kernel upgrades are a deliberate op,
-        # gpu-pool:failureDomains[].kernel).
-        f"apt-mark hold {' '.join(HELD_KERNEL_PACKAGES)} {' '.join(RUNNING_KERNEL_PACKAGES)}",
-        # nouveau must never bind the card in the guest: the NVIDIA driver container cannot load beside it.
-        "update-initramfs -u",
-        "modprobe -r nouveau || true",
-        # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's.
-        f"curl -sfL {shlex.quote(rke2.installer.script)} -o /run/install-rke2.sh",
-        f'{artifact_env(rke2)}INSTALL_RKE2_TYPE=agent INSTALL_RKE2_VERSION="{rke2.version}" sh /run/install-rke2.sh',
-        "systemctl enable --now qemu-guest-agent",
-        "systemctl enable --now rke2-agent.service",
-    ]
-    write_files, apt = _egress_settings(env, proxy, mirrors, registry_auth, apt_mirror)
+    # Behind a proxy, every step's downloads (curl, from the installer's hosts) go through it.
+    runcmd = first_boot_runcmd([exports(env)] if env else [], first_boot_steps(rke2, apt_mirror), domain.hostname)
+    apt = _apt_settings(proxy, apt_mirror)
+    certificates = certificates_of(trusted_ca)
+    secret_files = registry_files(mirrors, bool(certificates), registry_auth)
     document: dict[str, Any] = {
         "hostname": domain.hostname,
         "manage_etc_hosts": True,
         "users": [user],
+        # The lab CA into the system store (cc_ca_certs, before any download): curl, apt, containerd trust it.
+        **({"ca_certs": {"trusted": list(certificates)}} if certificates else {}),
         **({"apt": apt} if apt else {}),
-        "package_update": True,
-        "packages": ["qemu-guest-agent", "curl", "ca-certificates"],
         "write_files": [
             {
                 "path": "/etc/modprobe.d/blacklist-nouveau.conf",
@@ -228,7 +281,15 @@ def user_data_document(
                 "permissions": "0644",
                 "content": 'Unattended-Upgrade::Package-Blacklist { "linux-"; };\n',
             },
-            *write_files,
+            runner_file(),
+            *([_agent_env_file(env)] if env and proxy is not None else []),
+            *_trusted_ca_files("".join(certificates)),
+            *secret_files[:1],
+            # A file of the secret (a client key) as base64: one line, which the preview replaces with a marker.
+            *(
+                {**file, "content": base64.b64encode(file["content"].encode()).decode(), "encoding": "b64"}
+                for file in secret_files[1:]
+            ),
         ],
         "runcmd": runcmd,
     }
@@ -241,13 +302,14 @@ def build_user_data(
     token: str,
     marking: GpuNodeMarking = ARTICLE_MARKING,
     proxy: ProxyConfig | None = None,
-    mirrors: Mapping[str, list[str]] | None = None,
+    mirrors: Mapping[str, Any] | None = None,
     registry_auth: str | None = None,
     apt_mirror: AptMirrorConfig | None = None,
+    trusted_ca: str | None = None,
 ) -> str:
     """The `#cloud-config` document. It holds the join token and the registry credentials: callers must keep the
     result secret."""
-    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror)
+    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror, trusted_ca)
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

@@ -170,9 +170,19 @@ class GpuFailureDomain(pulumi.ComponentResource):
             delete=run.delete,
             triggers=self._triggers(run),
             # pulumi-command sends no stdin for none: the step's `cat` reads an empty input then.
-            stdin=self._args.registry_auth if run.registry_auth_stdin else None,
+            stdin=self._stdin(run),
             opts=self._options(step),
         )
+
+    def _stdin(self, run: Command) -> pulumi.Output[str] | None:
+        """The step's standard input from the registry credentials, a secret whenever they are set."""
+        render = run.stdin_from_registry_auth
+        if render is None:
+            return None
+        auth = self._args.registry_auth
+        if auth is None:
+            return pulumi.Output.from_input(render(None))
+        return pulumi.Output.secret(auth.apply(lambda value: render(value or None)))
 
     def _local_command(self, name: str, step: LocalStep) -> pulumi.Resource:
         run = step.command

@@ -80,3 +80,8 @@ def uncordon_command(node: str, kubectl: str) -> str:
 def unchanged_kernel_command(kernel: str) -> str:
     """The `update` of every kernel step: the kernel did not change, so there is nothing to do."""
     return f"echo {shlex.quote(f'kernel {kernel} unchanged: nothing to do')}"
+
+
+def unchanged_kernel_script(kernel: str) -> str:
+    """The same for a step the node-steps script runs (`python3 -c`): Python, which `echo` is not."""
+    return f"print({f'kernel {kernel} unchanged: nothing to do'!r})"

@@ -1,25 +1,53 @@
-"""The steps gpu-pool runs against one GPU worker (node_steps_script.py), as pulumi-command inputs."""
+"""The steps gpu-pool runs against one GPU worker (node_steps_script.py), as pulumi-command inputs.
+
+The script and node/ travel as one zip (components/shared/payload.py, as node-check, the health check and the
+watcher do) inside a small bootstrap that `python3 -c` runs: it writes the zip to a private temporary file, runs
+it and removes it. The zip's bytes depend on the sources alone, so the command changes only when the code does.
+"""
 
 from __future__ import annotations
 
+import base64
+import functools
 import hashlib
 import json
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, reboot_settings
 from components.gpu_failure_domain.steps import ScriptStep
+from components.shared.payload import pack
 from config.failure_domain import FailureDomainConfig
 from config.proxmox import ProxmoxConfig
+from config.rollout import DRAIN_TIMEOUT_SECONDS
 from config.stack import StackConfig
 
-SCRIPT = Path(__file__).parent / "node_steps_script.py"
+ENTRY = "components.gpu_failure_domain.node_steps_script"
 INTERPRETER = ["python3", "-c"]
+# How long a turn's last step may take (one patch).
+ROLLOUT_MINUTES = 5
+# `python3 -c` of this: the zip from its base64 into a file only this user reads, run as `python3 app.pyz` would
+# run it (its exit status kept), then removed whatever happened.
+BOOTSTRAP = """import base64, os, runpy, sys, tempfile
+fd, path = tempfile.mkstemp(prefix="gpu-pool-node-steps-", suffix=".pyz")
+try:
+    with os.fdopen(fd, "wb") as f:
+        f.write(base64.b64decode("{encoded}"))
+    sys.argv = [path]
+    runpy.run_path(path, run_name="__main__")
+finally:
+    os.unlink(path)
+"""
 
 
+def node_steps_zip() -> bytes:
+    return pack(ENTRY)
+
+
+@functools.cache
 def node_steps_script() -> str:
-    """The script text itself (not its path), so the command does not change with the checkout location."""
-    return SCRIPT.read_text(encoding="utf-8")
+    """The command text (the bootstrap with the packed script), the same wherever the checkout is."""
+    return BOOTSTRAP.replace("{encoded}", base64.b64encode(node_steps_zip()).decode())
 
 
 def _digest(value: Any) -> str:
@@ -89,5 +117,32 @@ def power_cycle_environment(
         PROXMOX_INSECURE="true" if proxmox.insecure else "false",
         MAPPED_DEVICE=mapped_device(domain),
         VM_SETTINGS=_digest(reboot_settings(domain)),
+        **extra,
+    )
+
+
+def drain_environment(domain: FailureDomainConfig, kubectl: list[str], holder: str) -> dict[str, str]:
+    """A turn's start (the hold, the operator held off, the cordon, the drain): who holds the node, and the mark
+    its cordon and operator hold carry (the domain's name)."""
+    return step_environment(
+        ScriptStep.DRAIN,
+        domain.hostname,
+        kubectl,
+        DRAIN_TIMEOUT_SECONDS // 60,
+        TURN_HOLDER=holder,
+        TURN_DOMAIN=domain.name,
+    )
+
+
+def rollout_environment(
+    domain: FailureDomainConfig, kubectl: list[str], state: Mapping[str, str], **extra: str
+) -> dict[str, str]:
+    """A wave turn's end: the state rolled to, recorded on the Node (stable JSON)."""
+    return step_environment(
+        ScriptStep.ROLLOUT,
+        domain.hostname,
+        kubectl,
+        ROLLOUT_MINUTES,
+        ROLLOUT_STATE=json.dumps(dict(state), sort_keys=True, separators=(",", ":")),
         **extra,
     )

@@ -4,20 +4,29 @@ The day-2 plan (plan.py) is a function of this and of the stack file. The same r
 preview and, offline, a saved answer (`make diff NODES=<file>`) or the Nodes an earlier stack file's `up` leaves
 (`settled_nodes` in settled.py, written by `make diff` as `nodes.json` so that a user can edit one and pass it back).
 
-The Node's annotations are the contract between a wave and the next preview:
-- ROLLOUT_ANNOTATION: what the worker was last rolled to and gated on (written by the turn's last step).
-- WAVE_CORDON_ANNOTATION: the wave cordoned this node (only set when the drain found it schedulable), so only the
-  wave's last step uncordons it; a node someone else cordoned stays cordoned.
-- WAVE_TURN_ANNOTATION: when a turn's drain started; present until that turn's last step: a turn in progress.
-- REPAIRS_ANNOTATION: what `gpu-pool repair` did on the node, oldest first, the last week of it: each power cycle
-  of its VM (when, why, which VM: what the repair's daily budget counts), each repair that passed its checks,
-  each one that stopped (at which step, why, the command to resume).
-- WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
-- WAVE_SKIP_ANNOTATION: the wave set the GPU Operator's skip label for its drain (an admin's skip label has no
-  such mark and is never removed by gpu-pool).
+The Node's annotations (the contract between a turn and the next preview) are declared in node/vocabulary.py.
 """
 
 from __future__ import annotations
+
+__all__ = [
+    "ACTIVE_TURN_STATES",
+    "FIRST_BOOT_ANNOTATION",
+    "NODES_ENV",
+    "REPAIRS_ANNOTATION",
+    "ROLLOUT_ANNOTATION",
+    "TURN_HOLDER_ANNOTATION",
+    "TURN_STATES",
+    "TURN_STATE_LABEL",
+    "WAVE_CORDON_ANNOTATION",
+    "WAVE_SKIP_ANNOTATION",
+    "WAVE_STOPPED_ANNOTATION",
+    "WAVE_TURN_ANNOTATION",
+    "ObservedNode",
+    "node_document",
+    "nodes_by_domain",
+    "observed_node",
+]
 
 import json
 from collections.abc import Mapping, Sequence
@@ -27,29 +36,27 @@ from typing import TYPE_CHECKING, Any
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubernetes import HOSTNAME_LABEL
 
+# The Node's vocabulary is node/'s (node/vocabulary.py, declared once); this reader re-exports what the plan reads.
+from node.vocabulary import (
+    ACTIVE_TURN_STATES,
+    FIRST_BOOT_ANNOTATION,
+    REPAIRS_ANNOTATION,
+    ROLLOUT_ANNOTATION,
+    TURN_HOLDER_ANNOTATION,
+    TURN_STATE_LABEL,
+    TURN_STATES,
+    WAVE_CORDON_ANNOTATION,
+    WAVE_SKIP_ANNOTATION,
+    WAVE_STOPPED_ANNOTATION,
+    WAVE_TURN_ANNOTATION,
+)
+
 # Type-only: the unattended repair's watcher runs this reader in the cluster (the health check's
 # code packaging, components/shared/payload.py, leaves TYPE_CHECKING imports out), so nothing here may need the
 # pydantic-bound config at run time; nodes_by_domain reads the stack's fields by name.
 if TYPE_CHECKING:
     from config.stack import StackConfig
 
-ROLLOUT_ANNOTATION = "gpu-pool.dev/rollout"
-WAVE_CORDON_ANNOTATION = "gpu-pool.dev/wave-cordoned"
-WAVE_TURN_ANNOTATION = "gpu-pool.dev/wave-turn"
-REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
-WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
-# The wave set the operator's skip label on this node (knowledge/gpu_operator.py DRIVER_UPGRADE_SKIP_LABEL) to hold
-# its upgrade controller off until the wave's own drain is done: only then is the label the wave's to remove.
-WAVE_SKIP_ANNOTATION = "gpu-pool.dev/driver-upgrade-held"
-# One visible state per node gpu-pool works on (`kubectl get nodes -L gpu-pool.dev/turn-state`), as the operator's
-# own nvidia.com/gpu-driver-upgrade-state: draining, changing, gating, stopped, repairing, then done (kept until the
-# next turn). A node is held while it is not done, by the holder the annotation names: `up:<stack> since <time>` or
-# `repair:<user>@<host> since <time>`; a turn takes the hold with a conditional update (the Node's resourceVersion).
-TURN_STATE_LABEL = "gpu-pool.dev/turn-state"
-TURN_HOLDER_ANNOTATION = "gpu-pool.dev/turn-holder"
-TURN_STATES = ("draining", "changing", "gating", "stopped", "repairing", "done")
-# States in which the holder is at work right now (a stopped turn's holder is not running).
-ACTIVE_TURN_STATES = ("draining", "changing", "gating", "repairing")
 # Offline only: the path of a saved `kubectl get nodes -o json` the preview plans against instead of a cluster
 # (`make diff` sets it: NODES=, or the Nodes the earlier stack file's `up` leaves). Unset: a first install.
 NODES_ENV = "GPU_POOL_NODES"

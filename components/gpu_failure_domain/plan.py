@@ -27,22 +27,25 @@ from components.gpu_failure_domain.kernel_upgrade import (
     install_kernel_command,
     login_check_command,
     unchanged_kernel_command,
+    unchanged_kernel_script,
 )
 from components.gpu_failure_domain.node_metadata import node_labels, ssh_host, taint_command, untaint_command
 from components.gpu_failure_domain.node_steps import (
     INTERPRETER,
+    drain_environment,
     gpu_ready_environment,
     node_steps_script,
     power_cycle_environment,
+    rollout_environment,
     step_environment,
 )
 from components.gpu_failure_domain.observed import (
     NODES_ENV,
-    WAVE_STOPPED_ANNOTATION,
     ObservedNode,
     nodes_by_domain,
 )
 from components.gpu_failure_domain.proxmox_vm import mapped_indexes, pci_mapping_args, snippet_file_name, vm_args
+from components.gpu_failure_domain.registries import registry_files, secret_files_payload
 from components.gpu_failure_domain.rollout import (
     CHANGE_WORDS,
     apt_mirror_check_command,
@@ -53,9 +56,7 @@ from components.gpu_failure_domain.rollout import (
     node_files_command,
     retire_drain_command,
     rke2_upgrade_command,
-    rollout_done_command,
     rollout_state,
-    wave_drain_command,
 )
 from components.gpu_failure_domain.settled import settled_nodes
 from components.gpu_failure_domain.smoke_test import build_smoke_job, smoke_device, validated_stack
@@ -264,6 +265,7 @@ def _script_step(
     id_triggers: tuple[str, ...] = (),
     proxmox_credentials: bool = False,
     turn_step: bool = False,
+    after_previous_batch: bool = False,
     job: Mapping[str, Any] | None = None,
 ) -> LocalStep:
     """A step the node-steps script runs where `pulumi up` runs (`python3 -c`); `environment` names which of
@@ -287,7 +289,15 @@ def _script_step(
             command=command,
             manifest=job,
         )
-    return LocalStep(name=name, does=does, waits_for=waits_for, platform=platform, turn_step=turn_step, command=command)
+    return LocalStep(
+        name=name,
+        does=does,
+        waits_for=waits_for,
+        platform=platform,
+        turn_step=turn_step,
+        after_previous_batch=after_previous_batch,
+        command=command,
+    )
 
 
 def _remote_step(at: _Scope, name: str, does: str, command: Command, **fields: Any) -> RemoteStep:
@@ -327,7 +337,15 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
         },
         file_name=snippet_file_name(domain),
         user_data=lambda token, registry_auth: build_user_data(
-            domain, stack.rke2, token, marking, stack.proxy, stack.registry_mirrors, registry_auth, stack.apt_mirror
+            domain,
+            stack.rke2,
+            token,
+            marking,
+            stack.proxy,
+            stack.mirrors,
+            registry_auth,
+            stack.apt_mirror,
+            stack.trusted_ca,
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
@@ -430,15 +448,17 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
     if not at.turn.drains:
         return []
     return [
-        LocalStep(
-            name=StepName.WAVE_DRAIN,
-            does="cordon (marked as the wave's) and drain",
+        _script_step(
+            at,
+            StepName.WAVE_DRAIN,
+            "cordon (marked as the wave's) and drain",
+            drain_environment(at.domain, at.kubectl_args, at.holder),
             waits_for=(StepName.VM, *logins),
             # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
             # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
             platform=("operator",),
             after_previous_batch=True,
-            command=Command(wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), triggers=at.key),
+            triggers=at.key,
             turn_step=True,
         )
     ]
@@ -462,7 +482,9 @@ def _files(at: _Scope) -> list[Step]:
                 node_files_command(domain_egress_files(at.domain, at.stack), archive_sources(at.stack)),
                 interpreter=None,
                 triggers=at.key,
-                registry_auth_stdin=True,
+                stdin_from_registry_auth=lambda auth: secret_files_payload(
+                    registry_files(at.stack.mirrors, bool(at.stack.trusted_ca), auth)
+                ),
             ),
             waits_for=(StepName.WAVE_DRAIN,),
             turn_step=True,
@@ -622,13 +644,14 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             Command(login_check_command(kernel), update=unchanged, interpreter=None, triggers=triggers),
             waits_for=after,
         ),
-        LocalStep(
-            name=StepName.KERNEL_DRAIN,
-            does="cordon (marked as the wave's) and drain",
+        _script_step(
+            at,
+            StepName.KERNEL_DRAIN,
+            "cordon (marked as the wave's) and drain",
+            drain_environment(at.domain, at.kubectl_args, at.holder),
             waits_for=(*after, StepName.KERNEL_LOGIN),
-            command=Command(
-                wave_drain_command(at.host, at.kubectl, at.domain.name, at.holder), update=unchanged, triggers=triggers
-            ),
+            update=unchanged_kernel_script(kernel),
+            triggers=triggers,
         ),
     ]
 
@@ -667,7 +690,8 @@ def _kernel_rebuild(
             OPERATOR_NAMESPACE=at.stack.gpu_operator.namespace,
         ),
         waits_for=after,
-        update=unchanged_kernel_command(kernel),
+        # `python3 -c` runs the update too: the unchanged kernel said in Python, not in shell.
+        update=unchanged_kernel_script(kernel),
         triggers=triggers,
         turn_step=turn,
     )
@@ -785,7 +809,7 @@ def _wave_gate(at: _Scope, after: tuple[str, ...]) -> LocalStep:
             at.kubectl_args,
             KUBELET_VERSION=at.stack.rke2.version,
             WAVE_DOMAIN=at.domain.name,
-            WAVE_STOPPED_ANNOTATION=WAVE_STOPPED_ANNOTATION,
+            TURN_HOLDER=at.holder,
         ),
         waits_for=after,
         platform=("operator",),
@@ -811,18 +835,17 @@ def _repair_done(at: _Scope, after: tuple[str, ...]) -> LocalStep:
 def _rollout(at: _Scope, after: tuple[str, ...]) -> LocalStep:
     turn = at.turn
     ends = ", uncordon" if turn.uncordons else "; the node stays cordoned (cordoned by someone else before the wave)"
-    return LocalStep(
-        name=StepName.ROLLOUT,
-        does="record the rollout" + ends if turn.gated else "record what the node runs",
+    # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's token makes
+    # the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a resumed turn that rolls
+    # a change runs the step for its new record, and a token there stayed behind in the state, so the next `up`
+    # showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
+    resumed = {"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {}
+    return _script_step(
+        at,
+        StepName.ROLLOUT,
+        "record the rollout" + ends if turn.gated else "record what the node runs",
+        rollout_environment(at.domain, at.kubectl_args, rollout_state(at.domain, at.stack), **resumed),
         waits_for=after,
-        # A resumed turn may end in a state equal to the last one recorded (a change reverted): the attempt's
-        # token makes the step run anyway, so the node it cordoned is uncordoned after its gate. Only then: a
-        # resumed turn that rolls a change runs the step for its new record, and a token there stayed behind in the
-        # state, so the next `up` showed `~ dcN-rollout` and ran it again, outside any turn (issue 36 item 7's e2e).
-        command=Command(
-            rollout_done_command(at.host, at.kubectl, rollout_state(at.domain, at.stack)),
-            environment={"GPU_POOL_RESUMED_TURN": turn.resume_token} if turn.resume_token and not turn.changes else {},
-        ),
     )
 
 

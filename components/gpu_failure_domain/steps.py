@@ -7,8 +7,8 @@ nothing reads an optional field and asserts it is set. The component (component.
 Two vocabularies, one place:
 - `StepName`: the plan's steps. The resource is `<domain>-<name>`, a URN in users' state, so a name never changes.
 - `ScriptStep`: what the node-steps script runs (`GPU_POOL_STEP`, node_steps_script.py's `STEPS`). The script is
-  sent as text and run with `python3 -c`, standard library only, so it cannot import this module; its words are
-  also in every such step's environment in users' state, so they keep the script's own names
+  a packed payload of node/ and its own module, run with `python3 -c`, so it imports nothing of components/; its
+  words are also in every such step's environment in users' state, so they keep the script's own names
   (tests/gpu_failure_domain/test_node_steps.py proves the script's table names exactly these).
 """
 
@@ -65,6 +65,9 @@ class ScriptStep(StrEnum):
     KERNEL_REBUILD = "kernel-rebuild"
     SMOKE_TEST = "smoke-test"
     REPAIR_DONE = "repair-done"
+    # A turn's start (the hold, the operator held off, the cordon, the drain) and a wave turn's end (its record).
+    DRAIN = "drain"
+    ROLLOUT = "rollout"
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,10 @@ class Command:
     triggers: tuple[str, ...] = ()
     # Steps whose resource id is a trigger too (node-ready runs again for a new VM).
     id_triggers: tuple[str, ...] = ()
-    # A remote step that reads the registry credentials (gpu-pool:registryAuth, a secret Output the component
-    # holds) on its standard input: a secret never travels in the command's text.
-    registry_auth_stdin: bool = False
+    # A remote step that reads files made from the registry credentials (gpu-pool:registryAuth, a secret Output the
+    # component holds) on its standard input: this renders that input from the secret's value (None: not set). A
+    # secret never travels in the command's text.
+    stdin_from_registry_auth: Callable[[str | None], str] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota
 from components.gpu_platform.release_values import registered_crds, release_values
 from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
+from components.gpu_platform.trusted_ca import TRUSTED_CA_CONFIGMAP, build_trusted_ca_configmap
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_helm_release, register_object
 from components.shared.platform_handles import PlatformHandles
@@ -126,6 +127,18 @@ class GpuPlatform(pulumi.ComponentResource):
             if cfg.apt_mirror is not None
             else []
         )
+        # Before the release too, as the apt sources: the operator mounts it into the driver container.
+        trusted_ca = (
+            [
+                self._object(
+                    "trusted-ca",
+                    build_trusted_ca_configmap(cfg.trusted_ca, operator_cfg.namespace),
+                    self._after(namespace),
+                )
+            ]
+            if cfg.trusted_ca is not None
+            else []
+        )
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
         # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
         crd_opts = pulumi.ResourceOptions.merge(self._k8s, pulumi.ResourceOptions(retain_on_delete=True))
@@ -133,7 +146,7 @@ class GpuPlatform(pulumi.ComponentResource):
         self.release = register_helm_release(
             f"{self._name}-gpu-operator",
             _release(cfg, crds_registered=bool(crds)),
-            self._after(namespace, time_slicing, dcgm_metrics, *apt_sources, *crds),
+            self._after(namespace, time_slicing, dcgm_metrics, *apt_sources, *trusted_ca, *crds),
         )
         wait = operator_wait_command(
             kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
@@ -254,6 +267,7 @@ def _release(cfg: StackConfig, *, crds_registered: bool) -> dict[str, Any]:
             crds_registered=crds_registered,
             driver_env=proxy_environment(cfg.proxy, cfg.rke2),
             repo_config=APT_SOURCES_CONFIGMAP if cfg.apt_mirror is not None else None,
+            cert_config=TRUSTED_CA_CONFIGMAP if cfg.trusted_ca is not None else None,
         ),
         # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the workloads is
         # left to the operator-ready step, which reports what it sees.

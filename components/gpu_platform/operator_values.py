@@ -90,6 +90,7 @@ def build_gpu_operator_values(
     service_monitor_labels: Mapping[str, str] | None = None,
     driver_env: Mapping[str, str] | None = None,
     repo_config: str | None = None,
+    cert_config: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -148,6 +149,9 @@ def build_gpu_operator_values(
             # A lab's own Ubuntu archive (gpu-pool:aptMirror): the ConfigMap of package sources the operator mounts
             # into the driver container (NVIDIA's air-gap guide; components/gpu_platform/apt_sources.py).
             **({"repoConfig": {"configMapName": repo_config}} if repo_config else {}),
+            # The lab CA (gpu-pool:trustedCa), for an https package mirror under it (components/gpu_platform/
+            # trusted_ca.py).
+            **({"certConfig": {"name": cert_config}} if cert_config else {}),
         },
         "toolkit": {"env": _toolkit_env(cfg.toolkit)},
         "devicePlugin": {
@@ -196,7 +200,14 @@ def build_gpu_operator_values(
         # A Prometheus selects ServiceMonitors by label (kube-prometheus-stack: release=<its name>); the operator
         # copies these onto the DCGM exporter's (object_controls.go applyServiceMonitorCustomEdits).
         values["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(sorted(service_monitor_labels.items()))
-    return deep_merge(values, cfg.extra_values)
+    merged = deep_merge(values, cfg.extra_values)
+    # Helm replaces a list: extraValues.driver.env would drop the proxy's variables, so the two are joined (the
+    # names gpu-pool:proxy sets are refused in extraValues: config/lab_rules.py).
+    extra_driver = cfg.extra_values.get("driver")
+    extra_env = extra_driver.get("env") if isinstance(extra_driver, Mapping) else None
+    if driver_env and isinstance(extra_env, list):
+        merged["driver"]["env"] = [*values["driver"]["env"], *copy.deepcopy(extra_env)]
+    return merged
 
 
 def _tolerate_the_nodes_taint_in_nfd_worker(

@@ -46,6 +46,7 @@ def release_values(
     crds_registered: bool | None = None,
     driver_env: Mapping[str, str] | None = None,
     repo_config: str | None = None,
+    cert_config: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release, every key merged (extraValues last). Pure. `driver_env`: the
     proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads."""
@@ -61,4 +62,5 @@ def release_values(
         service_monitor_labels=monitoring.service_monitor_labels,
         driver_env=driver_env,
         repo_config=repo_config,
+        cert_config=cert_config,
     )

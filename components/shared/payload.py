@@ -1,6 +1,6 @@
 """Project code packed as one zip that Python runs (a zipapp), for where the project is not installed: node-check
-on a GPU worker (sent over SSH by `gpu-pool repair`) and the in-cluster health check (a ConfigMap the stack
-writes). Standard library only.
+on a GPU worker (sent over SSH by `gpu-pool repair`), the node-steps script pulumi-command runs (in its command
+text), the in-cluster health check and watcher (ConfigMaps the stack writes). Standard library only.
 
 What goes in is found, not listed: the import closure of the entry module, read from the source (nothing is
 imported here). Followed: every project import a module runs when it is loaded. Not followed: an import inside a
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # The project's own top-level packages: an import of anything else is the standard library or a site package.
-PROJECT_PACKAGES = ("knowledge", "config", "components", "day2", "offline", "benchmarks", "refdata")
+PROJECT_PACKAGES = ("knowledge", "node", "config", "components", "day2", "offline", "benchmarks", "refdata")
 # A zip entry's time: the earliest a zip can hold, so the bytes depend on the contents alone.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 

@@ -25,6 +25,7 @@ from components.unattended.node_check_job import node_check_code, node_check_nam
 from components.unattended.objects import NAME, SECRET_NAME, build_watcher_access, build_watcher_rbac, meta
 from components.unattended.rbac import watcher_rules
 from components.unattended.watcher import (
+    code_digest,
     watcher_code,
     watcher_deployment,
     watcher_service,
@@ -76,6 +77,10 @@ class UnattendedRepair(pulumi.ComponentResource):
             ),
         )
         token_id = pulumi.Output.concat(user_id, "!", plan.token_name)
+        # Each ACL depends on the token: PVE refuses an ACL for a token that does not exist yet and the delete of one
+        # whose token is gone (pve-access-control ACL.pm update_acl, check_token_exist: FIELD-REVIEW-6 W-1), so
+        # the engine creates the token first and deletes its ACLs before it. The id's value is unchanged.
+        after_token = pulumi.ResourceOptions.merge(pve, pulumi.ResourceOptions(depends_on=[token]))
         acls = [
             proxmoxve.Acl(
                 f"{name}-acl-{row.path.strip('/').replace('/', '-')}",
@@ -83,7 +88,7 @@ class UnattendedRepair(pulumi.ComponentResource):
                 role_id=roles[row.role_id].role_id,
                 token_id=token_id,
                 propagate=row.propagate,
-                opts=pve,
+                opts=after_token,
             )
             for row in plan.acls
         ]
@@ -134,8 +139,9 @@ class UnattendedRepair(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(placed, pulumi.ResourceOptions(depends_on=acls)),
         )
         facts = watcher_facts_document(args.stack, args.stack_name, args.pool_facts)
-        after += [secret, register_object(f"{name}-code", watcher_code(cfg, watcher_zip(), facts), placed)]
-        deployment: Any = watcher_deployment(cfg)
+        code = watcher_code(cfg, watcher_zip(), facts)
+        after += [secret, register_object(f"{name}-code", code, placed)]
+        deployment: Any = watcher_deployment(cfg, code_digest(code))
         kubernetes.apps.v1.Deployment(
             f"{name}-watcher",
             metadata=deployment["metadata"],

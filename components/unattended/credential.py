@@ -73,9 +73,8 @@ def why_not_eligible(domain: FailureDomainConfig) -> str | None:
     if raw:
         return (
             f"gpu-pool:failureDomains[{domain.name}].{', '.join(raw)}: passed through by raw id, not a resource "
-            "mapping: the watcher's token could only check such a card with Sys.Audit on / and only root@pam may "
-            "start such a VM; the watcher leaves this domain to `gpu-pool repair` (use passthrough: mapping to make "
-            "it eligible)"
+            "mapping: the watcher's token could only check such a card with Sys.Audit on /; the watcher leaves this "
+            "domain to `gpu-pool repair` (use passthrough: mapping to make it eligible)"
         )
     return None
 

@@ -12,6 +12,7 @@ with; its Roles are components/unattended/objects.py's and rbac.py's.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,17 @@ FACTS_KEY = "facts.json"
 MOUNT = "/opt/gpu-pool"
 # The port the watcher serves /metrics on (day2/repair/watcher.py METRICS_PORT; a test keeps them equal).
 METRICS_PORT = 9400
+# The digest of the code ConfigMap in the pod template: the watcher reads its facts and code once, at start, so a
+# changed fact (a driver wave's new pin, a profile's new slot count) or new code must start a new pod; a Deployment
+# rolls only when its template changes (FIELD-REVIEW-6 WRONG-2). A digest, not a re-read each pass: the facts and the
+# code that acts on them change together, and a pass never runs new facts with old code.
+CODE_DIGEST_ANNOTATION = "gpu-pool.dev/code-digest"
+
+
+def code_digest(code: Mapping[str, Any]) -> str:
+    """sha256 of the code ConfigMap's data and binaryData (the facts and the zip)."""
+    content = {"data": code.get("data") or {}, "binaryData": code.get("binaryData") or {}}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
 def watcher_files() -> tuple[str, ...]:
@@ -51,7 +63,8 @@ def watcher_code(cfg: UnattendedConfig, code: bytes, facts: Mapping[str, Any]) -
     }
 
 
-def watcher_deployment(cfg: UnattendedConfig) -> dict[str, Any]:
+def watcher_deployment(cfg: UnattendedConfig, digest: str) -> dict[str, Any]:
+    """`digest`: code_digest of the code ConfigMap (the pod template's annotation)."""
     container = {
         "name": "watcher",
         "image": cfg.image,
@@ -78,7 +91,10 @@ def watcher_deployment(cfg: UnattendedConfig) -> dict[str, Any]:
             # Never two watchers at once, not even during a rollout.
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": labels()},
-            "template": {"metadata": {"labels": labels()}, "spec": pod},
+            "template": {
+                "metadata": {"labels": labels(), "annotations": {CODE_DIGEST_ANNOTATION: digest}},
+                "spec": pod,
+            },
         },
     }
 

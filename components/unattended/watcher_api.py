@@ -67,6 +67,13 @@ WATCHER_API: Mapping[str, tuple[Request, ...]] = {
     "the drain": (Request("", "pods", "list", CLUSTER), Request("", "pods/eviction", "create", CLUSTER)),
     "Events": (Request("", "events", "create", EVENTS),),
     "the smoke test": (Request("batch", "jobs", "create", SMOKE), Request("batch", "jobs", "get", SMOKE)),
+    # node/gate.py, the same gate as the wave's: the driver pods on the node, and in upgrade-failed the driver
+    # DaemonSet's newest ControllerRevision and the out-of-sync pod's delete (FIELD-REVIEW-5 WRONG-2).
+    "the gate": (
+        Request("apps", "daemonsets", "get", OPERATOR),
+        Request("apps", "controllerrevisions", "list", OPERATOR),
+        Request("", "pods", "delete", OPERATOR),
+    ),
 }
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import ssl
 import sys
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from config.secrets import BY_KEY
 from config.text_file import NotUtf8Error, read_utf8
@@ -29,6 +27,7 @@ from day2.discover.cards import (
 )
 from day2.errors import Day2Error
 from knowledge.gpu_cards import card_facts, driver_listing
+from node.proxmox import Proxmox, ProxmoxFailed
 
 # discover lists hardware, which an API token may do (it never logs in as root).
 TOKEN_ENV = BY_KEY["proxmoxApiToken"].source_env
@@ -90,29 +89,27 @@ def _load_json(source: str, save: str = "pvesh get /nodes/<node>/hardware/pci --
         ) from None
 
 
-def _api_answer(endpoint: str, insecure: bool, path: str) -> Any:
+def _proxmox(endpoint: str, insecure: bool) -> Proxmox:
+    """The one Proxmox client (node/proxmox.py) with the token from the environment."""
     token = os.environ.get(TOKEN_ENV)
     if not token:
         raise Day2Error(
             f"asking the Proxmox API needs the token in the environment variable {TOKEN_ENV} "
             "(user@realm!tokenid=uuid), or a saved answer with --from FILE --node NAME"
         )
-    url = f"{endpoint.rstrip('/')}/api2/json/{path}"
-    request = urllib.request.Request(url, headers={"Authorization": f"PVEAPIToken={token}"})
-    context = ssl._create_unverified_context() if insecure else ssl.create_default_context()
+    pve = Proxmox(endpoint, insecure)
+    pve.login(token, None)
+    return pve
+
+
+def _asked(pve: Proxmox, read: Callable[[], Any]) -> Any:
+    """An answer of the API; a refusal or no answer is one line (exit 2)."""
     try:
-        with urllib.request.urlopen(request, timeout=20, context=context) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        raise Day2Error(f"{url}: the Proxmox API answered {error.code} {error.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", error)
-        hint = (
-            "; a self-signed certificate needs gpu-pool:proxmox.insecure: true (as the provider does)"
-            if isinstance(reason, ssl.SSLCertVerificationError)
-            else ""
-        )
-        raise Day2Error(f"{url}: no answer from the Proxmox API ({reason}){hint}") from None
+        return read()
+    except ProxmoxFailed as failure:
+        if failure.status is not None:
+            raise Day2Error(f"{pve.base}: the Proxmox API answered {failure.status} {failure.detail}") from None
+        raise Day2Error(str(failure)) from None
 
 
 def _bars(resources: list[str]) -> dict[str, int]:
@@ -189,10 +186,10 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
         wanted = (
             [args.node] if args.node else sorted({str(d.get("proxmoxNode")) for d in domains if isinstance(d, dict)})
         )
-        endpoint, insecure = str(proxmox["endpoint"]), bool(proxmox.get("insecure"))
-        in_proxmox = proxmox_mappings(_api_answer(endpoint, insecure, "cluster/mapping/pci"), "cluster/mapping/pci")
+        pve = _proxmox(str(proxmox["endpoint"]), bool(proxmox.get("insecure")))
+        in_proxmox = proxmox_mappings(_asked(pve, pve.pci_mappings), "cluster/mapping/pci")
         for node in wanted:
-            answer = _api_answer(endpoint, insecure, f"nodes/{quote(node)}/hardware/pci")
+            answer = _asked(pve, functools.partial(pve.hardware_pci, node))
             nodes[node] = find_cards(node, parse_answer(answer, f"node {node}"), mapped, in_proxmox, bars)
     for found in nodes.values():
         _driver_notes(found, raw)

@@ -3,6 +3,11 @@ capacity and the per-node CUDA smoke test."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from components.gpu_failure_domain.observed import FIRST_BOOT_ANNOTATION
 from day2 import objects as o
 from day2.doctor import traps as t
 from day2.doctor.floors_types import Check, Fix, NodeContext
@@ -33,6 +38,46 @@ def node_floor(ctx: NodeContext) -> Check:
         return Check(False, detail, Fix.of(f"kubectl describe node {ctx.name}"))
     cordoned = ", cordoned (spec.unschedulable)" if o.spec(ctx.node).get("unschedulable") else ""
     return Check(True, f"Ready{cordoned}")
+
+
+# Where the VM keeps each first-boot step's log (components/gpu_failure_domain/first_boot.py RESULTS_DIR).
+FIRST_BOOT_LOGS = "/var/lib/gpu-pool/first-boot"
+
+
+def _first_boot_steps(node: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The steps the node's first-boot record lists; None where it has none (or one that cannot be read)."""
+    text = o.annotations_of(node).get(FIRST_BOOT_ANNOTATION)
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    steps = record.get("steps") if isinstance(record, Mapping) else None
+    return [step for step in steps if isinstance(step, Mapping)] if isinstance(steps, list) else None
+
+
+def first_boot_floor(ctx: NodeContext) -> Check:
+    """The VM's first boot, as it recorded it on its Node once it joined: a step that failed (the guest agent apt
+    could not install, the kernel holds) left the boot going, and is named here with its error."""
+    steps = _first_boot_steps(ctx.node or {})
+    if steps is None:
+        return Check(True, f"no record ({FIRST_BOOT_ANNOTATION}): a VM created before gpu-pool recorded its first boot")
+    failed = [step for step in steps if step.get("exit") not in (0, None)]
+    if not failed:
+        return Check(True, f"{len(steps)} steps, none failed")
+    said = "; ".join(
+        f"{step.get('step')} failed (exit {step.get('exit')}"
+        + (f", {step['url']}" if step.get("url") else "")
+        + f"): {step.get('error') or 'no output'}"
+        for step in failed
+    )
+    command = f"ssh {ctx.name} sudo cat {FIRST_BOOT_LOGS}/{failed[0].get('step')}.log"
+    detail = (
+        f"first boot: {said}; the node joined without it (once fixed on the VM: kubectl annotate node {ctx.name} "
+        f"{FIRST_BOOT_ANNOTATION}-)"
+    )
+    return Check(False, detail, Fix.of(command))
 
 
 def _wanted_labels(ctx: NodeContext) -> dict[str, str | None]:

@@ -5,9 +5,9 @@ reads. A CronJob the stack deploys with `repair.healthCheck.enabled` runs it.
 It runs in a stock python image on the standard library (and PyYAML's pure-Python package, for the sharing
 profiles): the stack puts it in a ConfigMap as one zip (day2/bundle.py) beside the pool's facts as JSON (what
 `--stack` gives doctor), and the pod runs `python3 health-check.pyz --facts facts.json`. It reads the API with
-its ServiceAccount's token (nodes; pods, the time-slicing ConfigMap and the smoke Jobs in their namespaces) and
-patches only Node status. No Proxmox credential: a broken floor is an alert, the repair stays a human's
-(`gpu-pool repair <node> --stack <stack>`, which the alert's runbook names).
+its ServiceAccount's token (node/kube.py's client over REST): nodes; pods, the time-slicing ConfigMap and the
+smoke Jobs in their namespaces; it patches only Node status. No Proxmox credential: a broken floor is an alert,
+the repair stays a human's (`gpu-pool repair <node> --stack <stack>`, which the alert's runbook names).
 
 Exit 0 when every GPU node's verdict was written (broken floors included: they are the verdicts), 1 when the
 API could not be read or a Node not patched (the Job fails, and GpuPoolHealthCheckNotRunning says so), 2 on bad
@@ -19,12 +19,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import ssl
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,67 +29,21 @@ from components.shared.health_condition import CONDITION
 from day2 import objects as o
 from day2.doctor.walk import Diagnosis, diagnose_all
 from day2.pool import PoolFacts, facts_from_document
+from node.kube import STRATEGIC, ApiError, Kube, Rest
 
 HEALTHY_REASON = "AllFloorsOk"
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MESSAGE_LIMIT = 1024
-REQUEST_TIMEOUT_SECONDS = 30
 
 
-# ---------------------------------------------------------------------------------------------------- the API
-
-
-class ApiError(Exception):
-    pass
-
-
-class Api:
-    """The API server as a pod reaches it: its ServiceAccount's token and CA, the service's address."""
-
-    def __init__(self, server: str, token: str, ca_file: str | None) -> None:
-        self.server = server.rstrip("/")
-        self.token = token
-        self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-
-    @classmethod
-    def in_cluster(cls, account: Path = SERVICE_ACCOUNT) -> Api:
-        host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if not host:
-            raise ApiError("KUBERNETES_SERVICE_HOST is not set: not in a pod (give --server and --token-file)")
-        host = f"[{host}]" if ":" in host else host
-        return cls(f"https://{host}:{port}", (account / "token").read_text().strip(), str(account / "ca.crt"))
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json", "Content-Type": content_type}
-        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=REQUEST_TIMEOUT_SECONDS) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            if error.code == 404 and method == "GET":
-                return None
-            detail = error.read().decode(errors="replace")[:300]
-            raise ApiError(f"{method} {path}: {error.code} {error.reason}: {detail}") from None
-        except (urllib.error.URLError, OSError) as error:
-            raise ApiError(f"{method} {path}: {getattr(error, 'reason', error)}") from None
-
-    def items(self, path: str, kind: str) -> list[dict[str, Any]]:
-        found = self.call("GET", path) or {}
-        return [{"kind": kind, **item} for item in found.get("items") or []]
-
-
-def read_snapshot(api: Api, facts: PoolFacts) -> o.Snapshot:
+def read_snapshot(api: Kube, facts: PoolFacts) -> o.Snapshot:
     """What doctor's floors read, each from where the stack puts it (and only what the CronJob's RBAC grants)."""
-    items = api.items("/api/v1/nodes", "Node")
-    items += api.items(f"/api/v1/namespaces/{facts.operator_namespace}/pods", "Pod")
-    configmap = api.call(
-        "GET", f"/api/v1/namespaces/{facts.operator_namespace}/configmaps/{facts.time_slicing_configmap}"
-    )
+    items = api.list("/api/v1/nodes", "Node")
+    items += api.list(f"/api/v1/namespaces/{facts.operator_namespace}/pods", "Pod")
+    configmap = api.get(f"/api/v1/namespaces/{facts.operator_namespace}/configmaps/{facts.time_slicing_configmap}")
     if configmap is not None:
         items.append({"kind": "ConfigMap", **configmap})
     if facts.smoke_test_enabled:
-        items += api.items(f"/apis/batch/v1/namespaces/{facts.smoke_namespace}/jobs", "Job")
+        items += api.list(f"/apis/batch/v1/namespaces/{facts.smoke_namespace}/jobs", "Job")
     return o.Snapshot.from_items(items)
 
 
@@ -130,7 +80,7 @@ def condition_of(diagnosis: Diagnosis, stack: str | None, now: str, before: Mapp
     }
 
 
-def write_verdicts(api: Api, facts: PoolFacts, now: datetime.datetime, out: Any) -> int:
+def write_verdicts(api: Kube, facts: PoolFacts, now: datetime.datetime, out: Any) -> int:
     snapshot = read_snapshot(api, facts)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     present = {o.name(n): n for n in snapshot.nodes}
@@ -147,7 +97,7 @@ def write_verdicts(api: Api, facts: PoolFacts, now: datetime.datetime, out: Any)
         patch = {"status": {"conditions": [condition]}}
         path = f"/api/v1/nodes/{urllib.parse.quote(diagnosis.node)}/status"
         try:
-            api.call("PATCH", path, patch, "application/strategic-merge-patch+json")
+            api.patch(path, patch, STRATEGIC)
         except ApiError as error:
             failures += 1
             out.write(f"{diagnosis.node}: could not write {CONDITION}: {error}\n")
@@ -173,9 +123,9 @@ def main(argv: Sequence[str] | None = None, *, out: Any = None, err: Any = None)
     try:
         if args.server:
             token = args.token_file.read_text().strip() if args.token_file else ""
-            api = Api(args.server, token, args.ca_file)
+            api = Kube(Rest(args.server, token, args.ca_file), component="gpu-pool-health-check")
         else:
-            api = Api.in_cluster()
+            api = Kube(Rest.in_cluster(), component="gpu-pool-health-check")
         return write_verdicts(api, facts, datetime.datetime.now(datetime.UTC), out)
     except (ApiError, OSError) as error:
         err.write(f"gpu-pool health-check: {error}\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from day2.node_check.facts import NodeFacts, PciDevice, assignment_failures, enumerated_bars, nvml_gpu, xid_addresses
 from knowledge import nvml as nv
@@ -84,29 +85,65 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _cards(facts: NodeFacts, expected: Expected) -> tuple[list[PciDevice], str | None]:
-    """The stack's cards among the node's GPUs, or what is missing."""
+class CardMismatch(StrEnum):
+    """Why the stack's card is not where it should be, a closed set: only a card that is gone is a power cycle's
+    to bring back; a card of another model (a real H100 where the stack says H200) stays that model, and the
+    expected model at another address (moved to another slot) needs the mapping changed, not a cold start."""
+
+    NO_DEVICE = "no device"
+    OTHER_MODEL = "a device of another model"
+    OTHER_ADDRESS = "the expected model at another address"
+
+    @property
+    def power_cycle_fixes(self) -> bool:
+        return self is CardMismatch.NO_DEVICE
+
+
+def _cards(facts: NodeFacts, expected: Expected) -> tuple[list[PciDevice], str | None, CardMismatch | None]:
+    """The stack's cards among the node's GPUs, or what is missing and why (inside the VM the card's address is
+    the guest's, so a missing id beside an NVIDIA GPU of another id is another model, not a card gone)."""
     gpus = list(facts.gpus)
     if not expected.ids:
-        return gpus, None if gpus else "no NVIDIA display controller (class 03xx, vendor 10de) on the PCI bus"
+        if gpus:
+            return gpus, None, None
+        return gpus, "no NVIDIA display controller (class 03xx, vendor 10de) on the PCI bus", CardMismatch.NO_DEVICE
     chosen: list[PciDevice] = []
     for index, wanted in enumerate(expected.ids):
         subsystem = expected.subsystems[index] if index < len(expected.subsystems) else None
         match = next((g for g in gpus if g not in chosen and g.id == wanted.lower()), None)
         if match is None:
             seen = ", ".join(f"{g.address} {g.id}" for g in gpus) or "no NVIDIA GPU at all"
-            return chosen, f"card {index + 1} ({wanted}) is not on the PCI bus (seen: {seen})"
+            others = [g for g in gpus if g not in chosen and g.id not in {i.lower() for i in expected.ids}]
+            if others:
+                return (
+                    chosen,
+                    (
+                        f"card {index + 1} ({wanted}): {CardMismatch.OTHER_MODEL} is where it should be (seen: "
+                        f"{seen}): a power cycle does not change a card's model; correct the stack's card (gpu-pool "
+                        "discover) or the hardware"
+                    ),
+                    CardMismatch.OTHER_MODEL,
+                )
+            return (
+                chosen,
+                (f"card {index + 1} ({wanted}) is not on the PCI bus ({CardMismatch.NO_DEVICE}; seen: {seen})"),
+                CardMismatch.NO_DEVICE,
+            )
         if subsystem and match.subsystem != subsystem.lower():
-            return chosen, (
-                f"{match.address} {match.id} has subsystem {match.subsystem}, the stack names {subsystem}: "
-                "another card model or vendor board than the stack's"
+            return (
+                chosen,
+                (
+                    f"{match.address} {match.id} has subsystem {match.subsystem}, the stack names {subsystem}: "
+                    f"{CardMismatch.OTHER_MODEL} (another card model or vendor board than the stack's)"
+                ),
+                CardMismatch.OTHER_MODEL,
             )
         chosen.append(match)
-    return chosen, None
+    return chosen, None, None
 
 
 def pci_floor(facts: NodeFacts, expected: Expected) -> Verdict:
-    cards, missing = _cards(facts, expected)
+    cards, missing, why = _cards(facts, expected)
     if missing:
         return Verdict(
             False,
@@ -114,10 +151,13 @@ def pci_floor(facts: NodeFacts, expected: Expected) -> Verdict:
             (
                 "the card did not arrive in the VM: on the Proxmox host `qm config <vmid> | grep hostpci` and "
                 f"`lspci -nnk -s <host address>` (bound to vfio-pci?), then {power_cycle(expected)}"
+                if why is CardMismatch.NO_DEVICE
+                else "compare the stack's card with the host's (`gpu-pool discover --stack <stack>`) and the VM's "
+                "hostpci mapping; correct the stack or the hardware, then `pulumi up`"
             ),
             # A card that vanished from the bus (a host event, Xid 79) comes back with a cold start; another model
             # or board than the stack's does not.
-            power_cycle="is not on the PCI bus" in missing or not expected.ids,
+            power_cycle=why is not None and why.power_cycle_fixes,
         )
     parts = []
     for card in cards:
@@ -146,7 +186,7 @@ def pci_floor(facts: NodeFacts, expected: Expected) -> Verdict:
 
 
 def link_floor(facts: NodeFacts, expected: Expected) -> Verdict:
-    cards, _ = _cards(facts, expected)
+    cards, _, _ = _cards(facts, expected)
     parts, degraded = [], []
     for card in cards:
         speed, top = card.current_link_speed, card.max_link_speed
@@ -178,7 +218,7 @@ def link_floor(facts: NodeFacts, expected: Expected) -> Verdict:
 
 
 def driver_floor(facts: NodeFacts, expected: Expected) -> Verdict:
-    cards, _ = _cards(facts, expected)
+    cards, _, _ = _cards(facts, expected)
     for card in cards:
         if card.driver == "nvidia":
             continue
@@ -281,7 +321,7 @@ def nvml_floor(facts: NodeFacts, expected: Expected) -> Verdict:
                 ),
             )
         return Verdict(None, f"skipped: {facts.nvml_missing or 'NVML not read'}")
-    cards, _ = _cards(facts, expected)
+    cards, _, _ = _cards(facts, expected)
     parts = []
     version = facts.module.sys_version or _proc_version(facts.module.proc_version)
     nvml_driver = facts.nvml.get("driver")
@@ -333,7 +373,7 @@ def _nvml_buses(facts: NodeFacts) -> str:
 
 
 def health_floor(facts: NodeFacts, expected: Expected) -> Verdict:
-    cards, _ = _cards(facts, expected)
+    cards, _, _ = _cards(facts, expected)
     if facts.kernel_log is None and facts.nvml is None:
         # Neither source of this floor was read: an "ok" here would vouch for Xids and ECC nobody looked at.
         return Verdict(

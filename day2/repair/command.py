@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from components.gpu_failure_domain.node_metadata import ssh_host
-from components.gpu_failure_domain.node_steps_script import Proxmox, ProxmoxFailed
 from components.gpu_failure_domain.plan import Command, DomainPlan, nodes_by_domain, plan_domain, repair_turn
 from config.failure_domain import FailureDomainConfig
 from config.secret_sources import FILE_ENV
@@ -52,6 +51,7 @@ from day2.repair.decide import (
 )
 from day2.repair.run import Inputs, execute, key_file, ssh_argv
 from day2.sources import DOCTOR_NEEDS, load_dump, load_live
+from node.proxmox import Proxmox, ProxmoxFailed
 
 NAME = "repair"
 HELP = "power-cycle a faulted card's VM through Proxmox, one failure domain at a time (prints the plan; --yes runs it)"
@@ -140,7 +140,9 @@ def _refused(where: str, what: str, failure: ProxmoxFailed) -> Day2Error:
     if failure.status is None:
         return Day2Error(str(failure))
     privilege = {401: "the token is not valid", 403: "the token lacks the privilege"}.get(failure.status, "")
-    need = f" ({privilege}: VM.Audit on /vms, Sys.Audit on /nodes)" if privilege else ""
+    # GET /nodes/<node>/hardware/pci checks Sys.Audit on `/`, not on /nodes/<node> (pve-manager PVE/API2/Hardware/
+    # PCI.pm pci_scan: FIELD-REVIEW-6 W-4); propagate off is enough.
+    need = f" ({privilege}: VM.Audit on /vms, Sys.Audit on /)" if privilege else ""
     return Day2Error(f"{where} refused to {what}: {failure}{need}")
 
 
@@ -163,7 +165,7 @@ def proxmox_answers(
     if domain is None:
         return guests, None
     try:
-        pci = api.call("GET", f"/nodes/{domain.proxmox_node}/hardware/pci")
+        pci = api.hardware_pci(domain.proxmox_node)
     except ProxmoxFailed as failure:
         raise _refused(where, f"list {domain.proxmox_node}'s PCI devices", failure) from None
     return guests, pci
@@ -223,7 +225,7 @@ def node_check_over_ssh(
         return None, f"node-check over SSH to {target} printed no report: {error}"
 
 
-def _plan(inputs: Inputs, decision: Decision, node: Any, now: datetime.datetime) -> DomainPlan:
+def _plan(inputs: Inputs, decision: Decision, node: Any, now: datetime.datetime, holder: str) -> DomainPlan:
     at = now.strftime(TIME_FORMAT)
     turn = repair_turn(inputs.domain, node, decision.reason, at)
     check = None
@@ -231,7 +233,7 @@ def _plan(inputs: Inputs, decision: Decision, node: Any, now: datetime.datetime)
         check = Command(
             node_check_command(node_check_flags(inputs.stack, inputs.domain), strict=True), interpreter=None
         )
-    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check, holder=repair_holder())
+    return plan_domain(inputs.domain, inputs.stack, turn, node_check=check, holder=holder)
 
 
 def repair_holder() -> str:
@@ -397,7 +399,8 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
         checked = Checked(
             sum(1 for d in out_now if d.name != domain.name), len(power_cycles_within_a_day(node, now)), vm
         )
-        plan = _plan(inputs, decision, node, now)
+        holder = repair_holder()
+        plan = _plan(inputs, decision, node, now, holder)
         if args.output == "json":
             out.write(json.dumps(_document(domain.hostname, domain.name, decision, plan), indent=2) + "\n")
         else:
@@ -406,4 +409,4 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
         if not args.yes:
             return ExitStatus.SUCCESS
         # With -o json the plan is the answer on stdout; the run's progress goes to stderr.
-        return ExitStatus(execute(plan, inputs, credential, args, err if args.output == "json" else out))
+        return ExitStatus(execute(plan, inputs, credential, args, err if args.output == "json" else out, holder))

@@ -31,7 +31,7 @@ from components.gpu_failure_domain.observed import ACTIVE_TURN_STATES, ObservedN
 from day2.discover.cards import Device, parse_answer
 from day2.doctor.walk import Diagnosis
 from day2.errors import Day2Error
-from day2.node_check.floors import Floor
+from day2.node_check.floors import CardMismatch, Floor
 
 # Type-only: `decide` and what the unattended guard rails take from here run in the cluster's watcher without the
 # pydantic-bound config (components/shared/payload.py leaves TYPE_CHECKING imports out of its zip); the functions
@@ -257,6 +257,20 @@ def host_check(
     for index, card in enumerate(domain.cards):
         key = f"gpu-pool:failureDomains[{domain.name}].{domain.card_key(index)}"
         found = _device_at(devices, card.pci_address)
+        elsewhere = [
+            d.id
+            for d in devices
+            if f"{d.vendor}:{d.device}" == card.vendor_device_id.lower()
+            and d.slot != card.pci_address.lower().split(".")[0]
+        ]
+        if found is None and elsewhere:
+            failures.append(
+                f"the host {domain.proxmox_node} has no device at {card.pci_address} but {CardMismatch.OTHER_ADDRESS} "
+                f"({card.vendor_device_id} at {', '.join(elsewhere)}; {key}): the card moved to another slot, a "
+                "mapping change that a power cycle does not fix; point the stack's card (and the PCI mapping) at it "
+                "(`gpu-pool discover --stack <stack>`), then `pulumi up`"
+            )
+            continue
         if found is None:
             failures.append(
                 f"the host {domain.proxmox_node} no longer lists the card at {card.pci_address} ({card.model}, "
@@ -269,9 +283,9 @@ def host_check(
         found_id, found_sub = f"{found.vendor}:{found.device}", found.subsystem
         if found_id != card.vendor_device_id.lower() or found_sub != card.subsystem_id.lower():
             failures.append(
-                f"the host {domain.proxmox_node} has {found_id} (subsystem {found_sub}) at {card.pci_address}, but "
-                f"{key} names {card.vendor_device_id} (subsystem {card.subsystem_id}): the card was swapped or "
-                "moved, a mapping or hardware change that a power cycle does not fix; compare `gpu-pool discover "
-                f"--stack <stack>` with {key} and the PCI mapping (Datacenter > Resource Mappings)"
+                f"the host {domain.proxmox_node} has {CardMismatch.OTHER_MODEL} at {card.pci_address}: {found_id} "
+                f"(subsystem {found_sub}), but {key} names {card.vendor_device_id} (subsystem {card.subsystem_id}): "
+                "the card was swapped or moved, a mapping or hardware change that a power cycle does not fix; compare "
+                f"`gpu-pool discover --stack <stack>` with {key} and the PCI mapping (Datacenter > Resource Mappings)"
             )
     return HostCheck(tuple(refusals), tuple(failures), tuple(notes))

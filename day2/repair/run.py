@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import shlex
 import subprocess
@@ -18,24 +19,17 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from components.gpu_failure_domain.node_metadata import ssh_host
-from components.gpu_failure_domain.node_steps_script import (
-    REPAIRS_ANNOTATION,
-    TURN_STATE_LABEL,
-    WAVE_STOPPED_ANNOTATION,
-    Kubectl,
-    StepFailed,
-    patch_node,
-    post_event,
-    repairs_with,
-    utc_now,
-)
 from components.gpu_failure_domain.plan import CommandStep, DomainPlan, Step
 from components.shared.kubectl import kubectl_argv
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
+from node.kube import Kube, Kubectl
+from node.turn import Turn, stop
+from node.vocabulary import stamp
+from node.waiting import StepFailed
 
 # The ssh client the repair reaches the VM with (a command line; default `ssh`, reading ~/.ssh/config as usual).
 SSH_ENV = "GPU_POOL_SSH"
@@ -117,29 +111,33 @@ def resume_command(inputs: Inputs, args: argparse.Namespace) -> str:
     return f"gpu-pool repair {inputs.domain.hostname} --stack {args.stack}{where} --yes"
 
 
-def _record_stop(inputs: Inputs, step: Step, error: str, resume: str, out: TextIO) -> None:
-    """The stop on the Node: what a later look at it (`kubectl describe node`, the next repair) reads."""
-    kubectl = Kubectl(kubectl_argv(inputs.stack.kubernetes.kubeconfig, inputs.stack.kubernetes.context))
-    name = inputs.domain.hostname
+def _record_stop(inputs: Inputs, step: Step, error: str, resume: str, holder: str, out: TextIO) -> None:
+    """The stop on the Node (node/turn.py stop, as a wave's failed drain or gate writes it): what a later look at it
+    (`kubectl describe node`, the next repair) reads. Still the repair's hold: `pulumi up` refuses the node until
+    the repair is run again to its end."""
+    kube = Kube(
+        Kubectl(kubectl_argv(inputs.stack.kubernetes.kubeconfig, inputs.stack.kubernetes.context)),
+        component="gpu-pool-repair",
+    )
+    turn = Turn(kube, inputs.domain.hostname, holder, inputs.domain.name)
+    now = stamp(datetime.datetime.now(datetime.UTC))
+    why = f"repair stopped at {step.name} at {now}: {error}; resume: {resume}"
     entry = {"event": "stopped", "step": step.name, "reason": error, "resume": resume}
-    # The turn's own note too (what a wave's failed drain or gate writes): the node says why it is cordoned, and
-    # the next plan's resumed turn repeats it. The turn's last step, a repair's or a wave's, clears it.
-    why = f"repair stopped at {step.name} at {utc_now()}: {error}; resume: {resume}"[:1000]
-
-    def stopped(node: dict[str, Any]) -> dict[str, Any]:
-        annotations = {REPAIRS_ANNOTATION: repairs_with(node, entry), WAVE_STOPPED_ANNOTATION: why}
-        # Still the repair's hold: `pulumi up` refuses the node until the repair is run again to its end.
-        return {"metadata": {"labels": {TURN_STATE_LABEL: "stopped"}, "annotations": annotations}}
-
     try:
-        node = patch_node(kubectl, name, stopped)
-        post_event(kubectl, node, "Warning", "GpuPoolRepairStopped", f"gpu-pool repair stopped at {step.name}: {error}")
+        stop(turn, why, entry)
+        node = kube.node(inputs.domain.hostname) or {"metadata": {"name": inputs.domain.hostname}}
+        kube.event(node, "Warning", "GpuPoolRepairStopped", f"gpu-pool repair stopped at {step.name}: {error}")
     except StepFailed as failure:
         out.write(f"  (the stop could not be recorded on the Node: {failure})\n")
 
 
 def execute(
-    plan: DomainPlan, inputs: Inputs, credential: Mapping[str, str], args: argparse.Namespace, out: TextIO
+    plan: DomainPlan,
+    inputs: Inputs,
+    credential: Mapping[str, str],
+    args: argparse.Namespace,
+    out: TextIO,
+    holder: str,
 ) -> int:
     node = inputs.domain.hostname
     steps = plan.turn_steps()
@@ -151,7 +149,7 @@ def execute(
             continue
         error = last or f"exit {code}"
         resume = resume_command(inputs, args)
-        _record_stop(inputs, step, error, resume, out)
+        _record_stop(inputs, step, error, resume, holder, out)
         drained = any(s.name == "wave-drain" for s in steps[: index - 1]) or step.name != "wave-drain"
         state = (
             f"{node} stays cordoned with its turn in progress"

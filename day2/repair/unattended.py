@@ -28,14 +28,11 @@ from typing import TYPE_CHECKING, Any
 from components.gpu_failure_domain.observed import ObservedNode
 from config.window import window_hours
 from day2.repair.decide import TIME_FORMAT, Decision, parse_time, power_cycles_within_a_day
+from node.vocabulary import WATCHER_HOLDER_PREFIX
 
 # Type-only (see the module's docstring): UnattendedFacts.of reads the stack's fields by name at preview.
 if TYPE_CHECKING:
     from config.stack import StackConfig
-
-# The holder the watcher writes on a node it repairs (observed.TURN_HOLDER_ANNOTATION): its own, so that a
-# person's `gpu-pool repair` (repair:<user>@<host>) and a wave (up:<stack>) are told apart from it.
-WATCHER_HOLDER_PREFIX = "repair:unattended@"
 
 
 class Reason(StrEnum):
@@ -49,8 +46,11 @@ class Reason(StrEnum):
     NODE_HELD = "NodeHeld"
     DAILY_BUDGET_SPENT = "DailyBudgetSpent"
     BREAKER_OPEN = "BreakerOpen"
-    # Proxmox's view forbids it now: the VM locked, HA-managed, not the node's, or the host reports its card.
+    # Proxmox's view forbids it now: the VM locked, HA-managed, not the node's, the host reports its card, or
+    # Proxmox (or the token's Secret) could not be read.
     HOST_REFUSES = "HostRefuses"
+    # The repair token holds more than its role (someone widened it by hand): the watcher refuses to use it.
+    TOKEN_BEYOND_ROLE = "TokenBeyondRole"
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,21 @@
 """The unattended repair's watcher: the loop the in-cluster Deployment runs (`python3 watcher.pyz --facts F`).
 
-Each pass: read the breaker (its ConfigMap), each GPU domain's Node, and for a node the health check marked
-(GpuPoolHealthy False) whose standing guard rails pass, run node-check as a Job pinned to it and read its report;
-doctor's walk and the same `decide` as `gpu-pool repair`, then the guard rails (day2/repair/unattended.py). A
-repair: the Lease, the Proxmox token from its Secret (read per repair) and `GET /access/permissions` against the
-role, the node's hold and cordon in one conditional patch, the drain by evictions, the power cycle through the
-Proxmox API, Ready with a new boot id, node-check again; fixed: the hold released and the node uncordoned; not
-fixed: the node stays cordoned (turn-state stopped) and the breaker records it. Every refusal is recorded on the
-Node (gpu-pool.dev/unattended-verdict) and as an Event with its typed reason, when it changes.
+Each pass: read the breaker (its ConfigMap) and each GPU domain's Node; a node the watcher's own stack holds
+`repairing` whose holder is gone (the Lease is free) is resumed or stopped; a node the health check marked
+(GpuPoolHealthy False) whose standing guard rails pass gets node-check as a Job pinned to it; doctor's walk and
+the same `decide` as `gpu-pool repair`, then the guard rails (day2/repair/unattended.py). A repair: the Lease (this
+process's own identity, renewed during the waits), the Proxmox token from its Secret (read per repair) and `GET
+/access/permissions` against the role, the host's view of the VM and its card, every domain's Node read again,
+then the repair turn: node/'s transitions, the same the wave and `gpu-pool repair` run (node/turn.py: hold,
+operator held off, cordon, drain by `kubectl drain`'s rules, operator released; node/power.py: the power cycle;
+Ready, node-check again, node/gate.py: slots on the pinned driver, the smoke Jobs; then the end, or the stop,
+which leaves the node cordoned). What is the watcher's own, and stricter: its refusals (a token beyond its role,
+the host's mapping checks, an HA-managed VM, every other domain must serve, read again before the hold and before
+the power cycle), the breaker, the verdict on the Node and the metrics; never the sequence.
 
-The decisions are pure (day2/repair/watcher_core.py); this module carries them to the API server (the pod's
-ServiceAccount token, urllib, no kubectl) and Proxmox (node_steps_script.Proxmox, the wave's own client). Not done
-here: the smoke test after the power cycle (node-check's floors decide whether it fixed).
+Every refusal is recorded on the Node (gpu-pool.dev/unattended-verdict) and as an Event with its typed reason,
+when it changes; a Proxmox or Secret failure before the hold is one such refusal (HostRefuses, judged: no
+node-check Job per pass).
 """
 
 from __future__ import annotations
@@ -20,27 +24,16 @@ import argparse
 import base64
 import datetime
 import json
-import socket
 import sys
 import time
-import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from components.gpu_failure_domain.node_steps_script import (
-    Proxmox,
-    StepFailed,
-    boot_id,
-    node_ready,
-    start_vm,
-    task_ok,
-)
 from components.gpu_failure_domain.observed import observed_node
 from components.unattended.objects import BREAKER_CONFIGMAP, LEASE_NAME, SECRET_NAME
 from day2 import objects as o
-from day2.doctor.health_check import Api, ApiError
 from day2.doctor.node_report import NodeCheck, parse_node_check
 from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
@@ -58,32 +51,38 @@ from day2.repair.unattended import (
     verdict,
 )
 from day2.repair.watcher_core import (
+    JUDGED_ANNOTATION,
+    VERDICT_ANNOTATION,
     EventReason,
     WatcherFacts,
-    advertises,
     beyond,
-    done_patch,
-    event,
-    eviction,
-    held_by,
-    hold_patch,
     host_refusals,
     job_named,
     judged_already,
-    lease_free,
-    lease_released,
-    lease_taken,
+    mark_of,
     marked,
-    may_hold,
-    power_cycle_patch,
     slots_of,
     smoke_named,
-    stamp,
-    stopped_patch,
-    to_evict,
     verdict_changed,
     verdict_patch,
 )
+from node.gate import Pins, gate
+from node.jobs import job_log, run_job, smoke_test
+from node.kube import ApiError, Conflict, Kube, Rest, node_path
+from node.lease import Lease
+from node.power import Charge, Vm, power_cycle
+from node.proxmox import Proxmox
+from node.turn import HeldByOther, Turn, finish_repair, start, stop, wait_ready
+from node.vocabulary import (
+    TurnState,
+    boot_id,
+    held_since,
+    repair_records,
+    stamp,
+    turn_holder,
+    turn_state,
+)
+from node.waiting import StepFailed
 
 TOKEN_KEY = "token"
 # The metrics' names (components/unattended/alerts.py REPAIRS, REFUSALS, BREAKER_OPEN; a test keeps them equal).
@@ -91,41 +90,24 @@ REPAIRS_METRIC = "gpu_pool_unattended_repairs_total"
 REFUSALS_METRIC = "gpu_pool_unattended_refusals_total"
 BREAKER_METRIC = "gpu_pool_unattended_breaker_open"
 METRICS_PORT = 9400
-MERGE = "application/merge-patch+json"
-# How long each wait of a repair may take (minutes): the drain, the VM's stop and start, the node back Ready.
-DRAIN_MINUTES = 15
-READY_MINUTES = 30
-NODE_CHECK_MINUTES = 6
-SMOKE_MINUTES = 15
+EVENT_SOURCE = "gpu-pool-repair-watcher"
 
 
-class Conflict(ApiError):
-    """409: the object changed since it was read (its resourceVersion)."""
+@dataclass(frozen=True)
+class Limits:
+    """How long each wait of a repair may take (minutes): the drain, the node back Ready and the gate, node-check, a
+    smoke Job."""
+
+    drain: float = 15
+    ready: float = 30
+    node_check: float = 6
+    smoke: float = 15
 
 
-class Kube(Api):
-    """The API server with the watcher's ServiceAccount token: JSON calls, and a pod's log as text."""
-
-    def send(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        try:
-            return self.call(method, path, body, content_type)
-        except ApiError as error:
-            if ": 409 " in str(error):
-                raise Conflict(str(error)) from None
-            raise
-
-    def text(self, path: str) -> str:
-        import urllib.request
-
-        request = urllib.request.Request(
-            self.server + path, headers={"Authorization": f"Bearer {self.token}"}, method="GET"
-        )
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-                body: bytes = response.read()
-                return body.decode(errors="replace")
-        except OSError as error:
-            raise ApiError(f"GET {path}: {error}") from None
+LIMITS = Limits()
+# The Lease's term as this watcher writes it: renewed at every poll of a wait once a third of it has passed, so a
+# live watcher keeps it through any repair and a dead one frees it within half an hour (client-go leaderelection).
+LEASE_TERM_SECONDS = 30 * 60
 
 
 NodeCheckRunner = Callable[["Watcher", str, str], tuple[NodeCheck | None, str]]
@@ -173,6 +155,20 @@ def serve_metrics(metrics: Metrics, port: int) -> None:
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
 
 
+class Log:
+    """The watcher's log as a file: each line stamped (what the turn's waits say goes here too)."""
+
+    def __init__(self, out: TextIO, clock: Callable[[], datetime.datetime]) -> None:
+        self.out, self.clock = out, clock
+
+    def write(self, text: str) -> None:
+        for line in text.splitlines():
+            self.out.write(f"{stamp(self.clock())} {line}\n")
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 @dataclass
 class Watcher:
     kube: Kube
@@ -182,41 +178,55 @@ class Watcher:
     poll_seconds: float = 5.0
     # How node-check runs on a node: a Job pinned to it (job_node_check) unless a test gives another.
     node_check: NodeCheckRunner = field(default=lambda w, host, attempt: job_node_check(w, host, attempt))
-    # The Proxmox client for a token (node_steps_script.Proxmox, logged in).
+    # The Proxmox client for a token (node/proxmox.py, logged in).
     connect: Callable[[WatcherFacts, str], Proxmox] = field(default=lambda facts, token: login(facts, token))
-    host: str = field(default_factory=socket.gethostname)
     metrics: Metrics = field(default_factory=Metrics)
+    lease: Lease | None = None
+    limits: Limits = LIMITS
+
+    def __post_init__(self) -> None:
+        if self.lease is None:
+            path = f"/apis/coordination.k8s.io/v1/namespaces/{self.facts.namespace}/leases/{LEASE_NAME}"
+            self.lease = Lease(self.kube, path, seconds=LEASE_TERM_SECONDS)
+
+    @property
+    def the_lease(self) -> Lease:
+        assert self.lease is not None
+        return self.lease
 
     def log(self, line: str) -> None:
         self.out.write(f"{stamp(self.clock())} {line}\n")
         self.out.flush()
 
-    def wait(self, what: str, minutes: float, check: Callable[[], Any]) -> Any:
-        """Polls `check` until it returns something truthy, or StepFailed naming `what` after `minutes`."""
-        deadline = time.monotonic() + minutes * 60
-        while True:
-            found = check()
-            if found:
-                return found
-            if time.monotonic() >= deadline:
-                raise StepFailed(f"{what}: not within {minutes:g} minutes")
-            time.sleep(self.poll_seconds)
+    def turn(self, host: str, domain: str) -> Turn:
+        """The repair turn on `host`, as node/ runs it for everyone; its waits renew the Lease."""
+        turn = Turn(self.kube, host, self.facts.holder, domain, Log(self.out, self.clock), self.clock)
+        turn.tick = lambda: self.the_lease.renew(self.clock())
+        turn.poll = self.poll_seconds
+        return turn
 
 
 # ---------------------------------------------------------------------------------------------------- reading
 
 
-def node_path(name: str) -> str:
-    return f"/api/v1/nodes/{urllib.parse.quote(name)}"
-
-
 def read_nodes(w: Watcher) -> dict[str, dict[str, Any] | None]:
     """Each domain's Node by name (get, limited by resourceNames to the stack's hostnames: no list of Nodes)."""
-    return {d.name: w.kube.send("GET", node_path(d.hostname)) for d in w.facts.unattended.domains}
+    return {d.name: w.kube.node(d.hostname) for d in w.facts.unattended.domains}
 
 
 def breaker_path(w: Watcher) -> str:
     return f"/api/v1/namespaces/{w.facts.namespace}/configmaps/{BREAKER_CONFIGMAP}"
+
+
+def read_pool(w: Watcher, raw: Mapping[str, Mapping[str, Any] | None] | None = None) -> Pool:
+    """The breaker and every domain's Node as they are now (read again before the hold and before the power cycle:
+    another holder may have taken a domain meanwhile, FIELD-REVIEW-6 WRONG-4)."""
+    current = w.kube.get(breaker_path(w))
+    breaker = breaker_of((current or {}).get("data")) if current is not None else breaker_of({"state": "unknown"})
+    w.metrics.breaker_open = int(breaker.open)
+    raw = read_nodes(w) if raw is None else raw
+    observed = {name: observed_node(node) if node is not None else None for name, node in raw.items()}
+    return Pool(observed, breaker, dict(w.facts.not_eligible))
 
 
 def read_snapshot(w: Watcher, nodes: Mapping[str, Mapping[str, Any] | None]) -> o.Snapshot:
@@ -225,12 +235,12 @@ def read_snapshot(w: Watcher, nodes: Mapping[str, Mapping[str, Any] | None]) -> 
     pool = w.facts.pool
     operator = pool["operatorNamespace"]
     items: list[dict[str, Any]] = [{"kind": "Node", **n} for n in nodes.values() if n is not None]
-    items += w.kube.items(f"/api/v1/namespaces/{operator}/pods", "Pod")
-    configmap = w.kube.send("GET", f"/api/v1/namespaces/{operator}/configmaps/{pool['timeSlicingConfigMap']}")
+    items += w.kube.list(f"/api/v1/namespaces/{operator}/pods", "Pod")
+    configmap = w.kube.get(f"/api/v1/namespaces/{operator}/configmaps/{pool['timeSlicingConfigMap']}")
     if configmap is not None:
         items.append({"kind": "ConfigMap", **configmap})
     if pool["smokeTestEnabled"]:
-        items += w.kube.items(f"/apis/batch/v1/namespaces/{pool['smokeNamespace']}/jobs", "Job")
+        items += w.kube.list(f"/apis/batch/v1/namespaces/{pool['smokeNamespace']}/jobs", "Job")
     return o.Snapshot.from_items(items)
 
 
@@ -239,25 +249,14 @@ def job_node_check(w: Watcher, hostname: str, attempt: str) -> tuple[NodeCheck |
     log, or why there is none."""
     job = job_named(w.facts.node_check_jobs[hostname], hostname, w.clock(), attempt)
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
-    w.kube.send("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
-
-    def finished() -> str:
-        found = w.kube.send("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}") or {}
-        for condition in (found.get("status") or {}).get("conditions") or []:
-            if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-                return str(condition["type"])
-        return ""
-
+    turn = w.turn(hostname, "")
+    if attempt == "before":
+        turn.tick = None  # no Lease is held before the repair
     try:
-        w.wait(f"node-check Job {namespace}/{name}", NODE_CHECK_MINUTES, finished)
-    except StepFailed as error:
+        run_job(turn, job, w.limits.node_check, "node-check Job")
+        log = job_log(turn, namespace, name)
+    except (StepFailed, ApiError) as error:
         return None, str(error)
-    selector = urllib.parse.quote(f"job-name={name}")
-    pods = w.kube.items(f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}", "Pod")
-    if not pods:
-        return None, f"node-check Job {namespace}/{name} left no pod"
-    pod = pods[0]["metadata"]["name"]
-    log = w.kube.text(f"/api/v1/namespaces/{namespace}/pods/{pod}/log")
     try:
         return parse_node_check(json.loads(log), f"(Job {namespace}/{name})"), ""
     except (ValueError, Day2Error) as error:
@@ -268,37 +267,12 @@ def job_node_check(w: Watcher, hostname: str, attempt: str) -> tuple[NodeCheck |
 
 
 def post(w: Watcher, node: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
-    body = event(node, kind, reason, message, w.clock(), w.facts.events_namespace, w.host)
-    try:
-        w.kube.send("POST", f"/api/v1/namespaces/{w.facts.events_namespace}/events", body)
-    except ApiError as error:
-        # The record on the Node is what counts; an Event is for people and expires within hours anyway.
-        w.log(f"could not post the {reason} Event: {error}")
+    if not w.kube.event(node, kind, reason, message, w.facts.events_namespace):
+        w.log(f"could not post the {reason} Event")
     w.log(f"{(node.get('metadata') or {}).get('name')}: {reason}: {message}")
 
 
-def patch_node(w: Watcher, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any]:
-    """A merge patch carrying the resourceVersion `change` read it at, made again on a 409 from another writer (the
-    kubelet's status, the operator's labels) with the Node as read again; `change` returning None stops (the node
-    is no longer the watcher's to change). The Node as read before the patch that went through."""
-    for _attempt in range(10):
-        node: dict[str, Any] | None = w.kube.send("GET", node_path(name))
-        if node is None:
-            raise StepFailed(f"node {name} is gone")
-        patch = change(node)
-        if patch is None:
-            raise StepFailed(f"node {name} changed hands while the watcher patched it")
-        try:
-            w.kube.send("PATCH", node_path(name), patch, MERGE)
-        except Conflict:
-            continue
-        return node
-    raise StepFailed(f"node {name} kept changing under the patch (10 conflicts)")
-
-
-def record_refusals(
-    w: Watcher, node: Mapping[str, Any], refusals: tuple[Refusal, ...] | list[Refusal], judged: bool = False
-) -> None:
+def record_refusals(w: Watcher, node: Mapping[str, Any], refusals: Sequence[Refusal], judged: bool = False) -> None:
     """The verdict on the Node and, for each reason, an Event: only when it changed since the last pass; `judged`:
     it came from node-check or Proxmox, so this mark is not judged again (watcher_core.JUDGED_ANNOTATION)."""
     changed = verdict_changed(node, refusals)
@@ -306,7 +280,7 @@ def record_refusals(
         return
     name = str((node.get("metadata") or {}).get("name"))
     try:
-        w.kube.send("PATCH", node_path(name), verdict_patch(node, refusals, judged), MERGE)
+        w.kube.patch(node_path(name), verdict_patch(node, refusals, judged))
     except Conflict:
         return  # the next pass reads it again
     for refusal in refusals if changed else ():
@@ -320,7 +294,7 @@ def record_failure_in_breaker(w: Watcher, node: str, why: str) -> bool:
     """A repair that did not fix, in the breaker's ConfigMap (a conditional update, made again on 409: a person's
     --reset-breaker at the same moment is never lost); whether the breaker is open now."""
     for _attempt in range(10):
-        current = w.kube.send("GET", breaker_path(w))
+        current = w.kube.get(breaker_path(w))
         if current is None:
             raise StepFailed(f"ConfigMap {w.facts.namespace}/{BREAKER_CONFIGMAP} is gone")
         now = w.clock()
@@ -328,28 +302,36 @@ def record_failure_in_breaker(w: Watcher, node: str, why: str) -> bool:
             breaker_of(current.get("data")), w.facts.unattended, Failure(stamp(now), node, why), now
         )
         try:
-            w.kube.send("PUT", breaker_path(w), {**current, "data": breaker_data(breaker)})
+            w.kube.update(breaker_path(w), {**current, "data": breaker_data(breaker)})
         except Conflict:
             continue
         return breaker.open
     raise StepFailed("the breaker's ConfigMap kept changing (10 conflicts)")
 
 
+def count(w: Watcher, host: str, result: str) -> None:
+    w.metrics.repairs[(host, result)] = w.metrics.repairs.get((host, result), 0) + 1
+
+
 # ---------------------------------------------------------------------------------------------------- the pass
 
 
 def one_pass(w: Watcher) -> str:
-    """One look at the pool; at most one repair. What it did, in a line."""
-    current = w.kube.send("GET", breaker_path(w))
-    breaker = breaker_of((current or {}).get("data")) if current is not None else breaker_of({"state": "unknown"})
-    w.metrics.breaker_open = int(breaker.open)
+    """One look at the pool; at most one repair (or one resumed). What it did, in a line."""
     raw = read_nodes(w)
-    observed = {name: observed_node(node) if node is not None else None for name, node in raw.items()}
-    pool = Pool(observed, breaker, dict(w.facts.not_eligible))
+    for domain in w.facts.unattended.domains:
+        node = raw[domain.name]
+        if node is not None and turn_holder(node) == w.facts.holder and turn_state(node) == TurnState.REPAIRING:
+            # Its own stack's hold: a repair at work in another watcher process (left alone), or one whose process
+            # ended (resumed or stopped).
+            resumed = resume(w, domain.name, domain.hostname)
+            if resumed is not None:
+                return resumed
+    pool = read_pool(w, raw)
     cfg = w.facts.unattended
     for domain in cfg.domains:
         node = raw[domain.name]
-        if node is None or not marked(node) or held_by(node, w.facts.holder) or judged_already(node):
+        if node is None or not marked(node) or turn_holder(node) == w.facts.holder or judged_already(node):
             continue
         standing = standing_refusals(cfg, domain.name, pool, w.clock())
         if standing:
@@ -358,7 +340,7 @@ def one_pass(w: Watcher) -> str:
         report, why_not = w.node_check(w, domain.hostname, "before")
         diagnosis = diagnose(read_snapshot(w, raw), facts_from_document(w.facts.pool), domain.hostname, report)
         decision = decide(diagnosis, why_not)
-        judged = verdict(cfg, domain.name, decision, pool, w.clock())
+        judged = verdict(cfg, domain.name, decision, read_pool(w), w.clock())
         if not judged.repair:
             record_refusals(w, node, judged.refusals, judged=True)
             continue
@@ -366,32 +348,20 @@ def one_pass(w: Watcher) -> str:
     return "nothing to repair"
 
 
-def lease_path(w: Watcher) -> str:
-    return f"/apis/coordination.k8s.io/v1/namespaces/{w.facts.namespace}/leases/{LEASE_NAME}"
-
-
 def repair(w: Watcher, domain: str, decision: Decision) -> str:
     """The repair of one domain under the Lease, released whatever happens."""
-    lease = w.kube.send("GET", lease_path(w))
-    if lease is None:
-        return f"Lease {w.facts.namespace}/{LEASE_NAME} is missing: no repair"
-    if not lease_free(lease, w.facts.holder, w.clock()):
-        return f"Lease {w.facts.namespace}/{LEASE_NAME} is held by {lease['spec'].get('holderIdentity')}: no repair"
-    try:
-        lease = w.kube.send("PUT", lease_path(w), lease_taken(lease, w.facts.holder, w.clock()))
-    except Conflict:
-        return "another watcher took the Lease: no repair"
+    who = w.the_lease.acquire(w.clock())
+    if who:
+        return f"Lease {w.facts.namespace}/{LEASE_NAME} is held by {who}: no repair"
     try:
         return repair_turn(w, domain, decision)
     finally:
-        current = w.kube.send("GET", lease_path(w))
-        if current is not None:
-            w.kube.send("PUT", lease_path(w), lease_released(current))
+        w.the_lease.release()
 
 
 def proxmox_for(w: Watcher) -> Proxmox:
     """The Proxmox client with the token read from its Secret now (a replaced token takes effect here)."""
-    secret = w.kube.send("GET", f"/api/v1/namespaces/{w.facts.namespace}/secrets/{SECRET_NAME}")
+    secret = w.kube.get(f"/api/v1/namespaces/{w.facts.namespace}/secrets/{SECRET_NAME}")
     encoded = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
     if not encoded:
         raise StepFailed(f"Secret {w.facts.namespace}/{SECRET_NAME} has no {TOKEN_KEY}")
@@ -404,32 +374,29 @@ def login(facts: WatcherFacts, token: str) -> Proxmox:
     return api
 
 
-def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str, node: Mapping[str, Any]) -> str:
-    """Why Proxmox's side forbids the repair now ('' when nothing does): the token holding more than its role, or
-    the VM and the host's view of its card (watcher_core.host_refusals)."""
+def refused_by_proxmox(w: Watcher, api: Proxmox, domain_name: str) -> list[Refusal]:
+    """Why Proxmox's side forbids the repair now: the token holding more than its role, or the VM and the host's
+    view of its card (watcher_core.host_refusals)."""
     host = w.facts.unattended.domain(domain_name).hostname
     extra = beyond(api.call("GET", "/access/permissions") or {}, w.facts.allowed)
     if extra:
-        key = (host, EventReason.TOKEN_BEYOND_ROLE)
-        w.metrics.refusals[key] = w.metrics.refusals.get(key, 0) + 1
-        post(
-            w,
-            node,
-            "Warning",
-            EventReason.TOKEN_BEYOND_ROLE,
-            f"the repair token holds more than its role: {'; '.join(extra)}: no unattended repair until the token "
-            "is the stack's again (remove the extra ACLs, or raise repair.unattended.tokenGeneration and `pulumi up`)",
-        )
-        return "token beyond its role: no repair"
+        return [
+            Refusal(
+                Reason.TOKEN_BEYOND_ROLE,
+                f"the repair token holds more than its role: {'; '.join(extra)}: no unattended repair until the token "
+                "is the stack's again (remove the extra ACLs, or raise repair.unattended.tokenGeneration and `pulumi "
+                "up`)",
+            )
+        ]
     vm = w.facts.vms[domain_name]
-    guests = api.call("GET", "/cluster/resources?type=vm") or []
-    mappings = api.call("GET", f"/cluster/mapping/pci?check-node={vm.proxmox_node}") if vm.mappings else []
-    problems = host_refusals(vm, host, guests, mappings or [])
-    if problems:
-        refusal = Refusal(Reason.HOST_REFUSES, "; ".join(problems))
-        record_refusals(w, node, [refusal], judged=True)
-        return f"{host}: {refusal.message}"
-    return ""
+    guests = api.guests()
+    mappings = api.pci_mappings(vm.proxmox_node) if vm.mappings else []
+    return [Refusal(Reason.HOST_REFUSES, problem) for problem in host_refusals(vm, host, guests, mappings or [])]
+
+
+def others_out(w: Watcher, domain_name: str) -> list[Refusal]:
+    """The standing guard rails on every domain's Node read now (not the pass's snapshot: WRONG-4)."""
+    return standing_refusals(w.facts.unattended, domain_name, read_pool(w), w.clock())
 
 
 def check_token_at_start(w: Watcher) -> None:
@@ -448,132 +415,125 @@ def check_token_at_start(w: Watcher) -> None:
 
 def repair_turn(w: Watcher, domain_name: str, decision: Decision) -> str:
     host = w.facts.unattended.domain(domain_name).hostname
-    node = w.kube.send("GET", node_path(host)) or {}
-    refused = refused_by_proxmox(w, proxmox_for(w), domain_name, node)
-    if refused:
-        return refused
-    node = patch_node(
-        w, host, lambda n: hold_patch(n, w.facts.holder, w.clock()) if may_hold(n, w.facts.holder) else None
-    )
-    post(w, node, "Warning", EventReason.REPAIR_STARTED, f"unattended repair of {host}: {decision.reason}")
-    cycled = False
+    node = w.kube.node(host) or {"metadata": {"name": host}}
     try:
-        drain(w, host)
-        cycled = power_cycle(w, domain_name, decision.reason)
-        back_ready(w, host, boot_id(node))
-        report, why_not = w.node_check(w, host, "after")
+        # A Proxmox or Secret failure here is a judged refusal: recorded, an Event and a metric, and no node-check
+        # Job on this mark again until the health check looks again (FIELD-REVIEW-6 WRONG-6).
+        pve = proxmox_for(w)
+        refusals = refused_by_proxmox(w, pve, domain_name)
+    except (StepFailed, ApiError) as error:
+        refusals = [Refusal(Reason.HOST_REFUSES, f"Proxmox cannot be asked now: {error}")]
+    refusals = refusals or others_out(w, domain_name)
+    if refusals:
+        record_refusals(w, node, refusals, judged=True)
+        return f"{host}: {refusals[0].message}"
+    turn = w.turn(host, domain_name)
+    try:
+        start(turn, f"repair {stamp(w.clock())}", w.limits.drain, take_stopped=False)
+    except HeldByOther as error:
+        return f"{host}: {error}"
+    except StepFailed as error:
+        # The turn stopped before any change of the card (not Ready, a pod that will not leave): said, not counted.
+        return stopped(w, turn, str(error), cycled=False)
+    post(w, turn.read(), "Warning", EventReason.REPAIR_STARTED, f"unattended repair of {host}: {decision.reason}")
+    reason = decision.reason
+    return checked_end(w, turn, reason, cycle=lambda progress: cycle(w, turn, pve, reason, progress))
+
+
+def cycle(w: Watcher, turn: Turn, pve: Proxmox, reason: str, progress: set[str]) -> None:
+    """The power cycle, after every other domain's Node was read once more; then the node Ready on a new boot."""
+    refusals = others_out(w, turn.mark)
+    if refusals:
+        raise StepFailed(f"stopped before the power cycle: {refusals[0].message}")
+    vm = w.facts.vms[turn.mark]
+    old_boot = boot_id(turn.read())
+    charge = Charge(reason, by="unattended", said="unattended repair")
+    power_cycle(turn, pve, Vm(vm.vmid, vm.proxmox_node), charge, progress=progress)
+    wait_ready(turn, w.limits.ready, old_boot)
+
+
+def checked_end(w: Watcher, turn: Turn, reason: str, cycle: Callable[[set[str]], None] | None) -> str:
+    """The rest of the turn, as for everyone: (the power cycle,) node-check again, the gate, the smoke Jobs; then the
+    end, or the stop. `cycle` None: resumed after a power cycle its last watcher made."""
+    progress: set[str] = set()
+    try:
+        if cycle is not None:
+            cycle(progress)
+        else:
+            wait_ready(turn, w.limits.ready)
+        report, why_not = w.node_check(w, turn.node, "after")
         if report is None or report.first_broken is not None:
             broken = why_not or f"node-check finds {report.first_broken if report else '?'} broken"
             raise StepFailed(f"the power cycle did not fix it: {broken}")
-        gate_and_smoke(w, host)
-    except (StepFailed, ApiError) as error:
-        return stopped(w, host, str(error), cycled)
-    node = patch_node(w, host, lambda n: done_patch(n, decision.reason, w.clock()))
-    post(w, node, "Normal", EventReason.REPAIRED, f"unattended repair: {decision.reason}; node-check passes, serving")
-    count(w, host, "fixed")
-    return f"{host} repaired"
+        pool = w.facts.pool
+        pins = Pins(slots_of(pool, turn.node), str(pool["driverVersion"]), str(pool["operatorNamespace"]))
+        gate(turn, pins, w.limits.ready)
+        for template in w.facts.smoke_jobs.get(turn.node, ()):
+            try:
+                smoke_test(turn, smoke_named(template, w.clock()), w.limits.smoke)
+            except StepFailed as error:
+                raise StepFailed(f"the power cycle did not fix it: {error}") from None
+    except StepFailed as error:
+        cycled = "stopped" in progress or cycle is None
+        return stopped(w, turn, str(error), cycled)
+    node = finish_repair(
+        turn,
+        {"event": "repaired", "reason": reason, "by": "unattended"},
+        {VERDICT_ANNOTATION: None} | ({JUDGED_ANNOTATION: mark} if (mark := mark_of(turn.read())) else {}),
+    )
+    post(w, node, "Normal", EventReason.REPAIRED, f"unattended repair: {reason}; node-check passes, serving")
+    count(w, turn.node, "fixed")
+    return f"{turn.node} repaired"
 
 
-def count(w: Watcher, host: str, result: str) -> None:
-    w.metrics.repairs[(host, result)] = w.metrics.repairs.get((host, result), 0) + 1
-
-
-def stopped(w: Watcher, host: str, why: str, cycled: bool) -> str:
-    node = patch_node(w, host, lambda n: stopped_patch(n, "unattended repair", why, w.clock()))
+def stopped(w: Watcher, turn: Turn, why: str, cycled: bool) -> str:
+    """The turn stops: the node stays cordoned under the watcher's hold, `stopped`, saying why; a person's `gpu-pool
+    repair <node> --yes` takes it from there. Only a repair that power-cycled counts against the breaker."""
+    node = turn.kube.node(turn.node) or {}
+    mark = mark_of(node)
+    note = (
+        f"unattended repair stopped at {stamp(w.clock())}: {why}; look at the hardware, then `gpu-pool repair "
+        f"{turn.node} --stack {w.facts.stack} --yes`"
+    )
+    entry = {"event": "stopped", "step": "unattended repair", "reason": why[:300], "by": "unattended"}
+    stop(turn, note, entry, {JUDGED_ANNOTATION: mark} if mark else None)
     reason = EventReason.DID_NOT_FIX if cycled else EventReason.STOPPED
-    post(w, node, "Warning", reason, f"{why}; {host} stays cordoned")
-    count(w, host, "not-fixed" if cycled else "stopped")
-    # Only a repair that power-cycled counts against the breaker: a stop before it changed nothing of the card.
-    if cycled and record_failure_in_breaker(w, host, why):
+    post(w, turn.read(), "Warning", reason, f"{why}; {turn.node} stays cordoned")
+    count(w, turn.node, "not-fixed" if cycled else "stopped")
+    if cycled and record_failure_in_breaker(w, turn.node, why):
         w.metrics.breaker_open = 1
         post(
             w,
-            node,
+            turn.read(),
             "Warning",
             EventReason.BREAKER_OPENED,
             "the unattended repair's breaker is open: nothing more runs unattended until a person looks at the "
             f"hardware and runs `gpu-pool repair --reset-breaker --stack {w.facts.stack}`",
         )
-    return f"{host} stopped: {why}"
+    return f"{turn.node} stopped: {why}"
 
 
-def drain(w: Watcher, host: str) -> None:
-    """Evicts the node's pods (PodDisruptionBudgets respected: a 429 is tried again) and waits until they are gone."""
-    selector = urllib.parse.quote(f"spec.nodeName={host}")
-
-    def remaining() -> list[dict[str, Any]]:
-        return [dict(p) for p in to_evict(w.kube.items(f"/api/v1/pods?fieldSelector={selector}", "Pod"))]
-
-    def evicted() -> bool:
-        pods = remaining()
-        for pod in pods:
-            meta = pod["metadata"]
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction"
-            try:
-                w.kube.send("POST", path, eviction(pod))
-            except ApiError as error:
-                if ": 429 " not in str(error) and ": 404 " not in str(error):
-                    raise
-        return not pods
-
-    w.wait(f"the drain of {host}", DRAIN_MINUTES, evicted)
-
-
-def power_cycle(w: Watcher, domain_name: str, reason: str) -> bool:
-    """Stop then start the domain's VM, the power cycle recorded on the Node once Proxmox accepted the stop (a
-    refused stop changed nothing and spends none of repair.maxPerDay). True once it was stopped."""
-    domain = w.facts.unattended.domain(domain_name)
-    vm_facts = w.facts.vms[domain_name]
-    api = proxmox_for(w)
-    vm = f"/nodes/{vm_facts.proxmox_node}/qemu/{vm_facts.vmid}"
-    where = f"VM {vm_facts.vmid} on {vm_facts.proxmox_node}"
-    status = str((api.call("GET", f"{vm}/status/current") or {}).get("status") or "")
-    if status != "stopped":
-        # As the wave's and a person's repair: a shutdown that forces the stop after 180 s (qemu-server vm_shutdown).
-        task = api.call("POST", f"{vm}/status/shutdown", {"timeout": "180", "forceStop": "1"})
-        node = patch_node(w, domain.hostname, lambda n: power_cycle_patch(n, reason, where, w.clock()))
-        post(w, node, "Warning", EventReason.POWER_CYCLE, f"unattended repair power-cycles {where}: {reason}")
-        exitstatus = api.wait_task(str(task or ""), 240)
-        if exitstatus is not None and not task_ok(exitstatus):
-            raise StepFailed(f"the stop task of {where} failed: {exitstatus}")
-        if not api.wait_status(vm, "stopped", 240):
-            raise StepFailed(f"{where} did not stop within 240 s")
-    start_vm(api, vm, vm_facts.vmid, where, domain.hostname)
-    return True
-
-
-def gate_and_smoke(w: Watcher, host: str) -> None:
-    """What the repair turn runs after node-check, before the node serves again: the gpu-ready gate (every slot
-    advertised) and the stack's smoke Jobs under a name of this run; a failed Job means the repair did not fix."""
-    slots = slots_of(w.facts.pool, host)
-
-    def ready() -> bool:
-        node = w.kube.send("GET", node_path(host))
-        return node is not None and advertises(node, slots)
-
-    w.wait(f"{host} to advertise its {slots} GPU slots again", READY_MINUTES, ready)
-    for template in w.facts.smoke_jobs.get(host, ()):
-        job = smoke_named(template, w.clock())
-        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        w.kube.send("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
-
-        def finished(namespace: str = namespace, name: str = name) -> str:
-            found = w.kube.send("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}") or {}
-            conditions = {c.get("type"): c.get("status") for c in (found.get("status") or {}).get("conditions") or []}
-            return (
-                "Failed" if conditions.get("Failed") == "True" else "Complete" * (conditions.get("Complete") == "True")
-            )
-
-        if w.wait(f"the smoke test {namespace}/{name}", SMOKE_MINUTES, finished) == "Failed":
-            raise StepFailed(f"the power cycle did not fix it: the smoke test {namespace}/{name} failed")
-
-
-def back_ready(w: Watcher, host: str, old_boot: str) -> None:
-    def ready() -> bool:
-        node = w.kube.send("GET", node_path(host))
-        return node is not None and node_ready(node) and boot_id(node) != old_boot
-
-    w.wait(f"{host} Ready after the power cycle (a new boot id)", READY_MINUTES, ready)
+def resume(w: Watcher, domain_name: str, host: str) -> str | None:
+    """A node its own stack's watcher holds `repairing`. With the Lease held by a live process, that process is at
+    work: left alone. With the Lease free, the process that held it ended mid-repair (its pod was evicted,
+    rolled or OOM-killed): after a power cycle the checks run again and end or stop the turn; before one, the turn
+    stops (the node stays cordoned, saying why): never a node skipped forever under a dead holder (WRONG-5). None:
+    left alone."""
+    who = w.the_lease.acquire(w.clock())
+    if who:
+        w.log(f"{host} is being repaired by {who}")
+        return None
+    try:
+        turn = w.turn(host, domain_name)
+        node = turn.read()
+        since = held_since(node)
+        cycles = [r for r in repair_records(node) if r.get("event") == "power-cycle" and str(r.get("at")) >= since]
+        if cycles:
+            w.log(f"{host}: resuming the repair its last watcher left after the power cycle")
+            return checked_end(w, turn, str(cycles[-1].get("reason") or "unattended"), None)
+        return stopped(w, turn, "the watcher that held it ended before its power cycle", cycled=False)
+    finally:
+        w.the_lease.release()
 
 
 # ---------------------------------------------------------------------------------------------------- main
@@ -599,13 +559,13 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         return 2
     try:
         if args.server:
-            kube = Kube(args.server, args.token_file.read_text().strip() if args.token_file else "", args.ca_file)
+            rest = Rest(args.server, args.token_file.read_text().strip() if args.token_file else "", args.ca_file)
         else:
-            kube = Kube.in_cluster()  # type: ignore[assignment]
+            rest = Rest.in_cluster()
     except (ApiError, OSError) as error:
         out.write(f"gpu-pool repair-watcher: {error}\n")
         return 2
-    watcher = Watcher(kube, facts, out)
+    watcher = Watcher(Kube(rest, component=EVENT_SOURCE), facts, out)
     if args.metrics_port:
         serve_metrics(watcher.metrics, args.metrics_port)
     check_token_at_start(watcher)
@@ -613,7 +573,8 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         try:
             watcher.log(one_pass(watcher))
         except (ApiError, StepFailed, OSError) as error:
-            # One bad pass (the API away, a node gone) is logged; the next pass reads everything again.
+            # One bad pass (the API away, a node gone) is logged; the next pass reads everything again, and a hold
+            # of its own left `repairing` is resumed or stopped there.
             watcher.log(f"pass failed: {error}")
             if args.once:
                 return 1

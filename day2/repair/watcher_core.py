@@ -1,8 +1,8 @@
-"""The unattended repair's watcher, its decisions as pure data: what it reads of the stack (WatcherFacts, JSON the
-stack writes beside its code), which nodes the health check marked, the Node patches of a repair's turn (the hold
-with the cordon, the power cycle's record, the end or the stop), which pods a drain evicts, the Lease, what the
-Proxmox token holds beyond its role, and the Events. The I/O (day2/repair/watcher.py) only carries these to the
-API server and Proxmox; nothing here reads a clock or a socket, so every rule is tested as data.
+"""The unattended repair's watcher, its own decisions as pure data: what it reads of the stack (WatcherFacts, JSON the
+stack writes beside its code), which nodes the health check marked, its verdict on the Node, what the Proxmox
+token holds beyond its role and what the host says against a power cycle. The turn itself (the hold, the cordon,
+the drain, the power cycle, the gate, the end or the stop) is node/'s, as the wave's and a person's repair run it
+(day2/repair/watcher.py drives it); nothing here reads a clock or a socket, so every rule is tested as data.
 
 Standard library only: the watcher runs in a stock python image from a zip of its import closure
 (components/shared/payload.py), as the health check does.
@@ -16,19 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.gpu_failure_domain.node_steps_script import kept_records, repair_records
-from components.gpu_failure_domain.observed import (
-    REPAIRS_ANNOTATION,
-    TURN_HOLDER_ANNOTATION,
-    TURN_STATE_LABEL,
-    WAVE_CORDON_ANNOTATION,
-    WAVE_STOPPED_ANNOTATION,
-    WAVE_TURN_ANNOTATION,
-)
-from components.shared.health_condition import CONDITION
-from components.unattended.objects import LEASE_SECONDS
-from day2.repair.decide import TIME_FORMAT
-from day2.repair.unattended import WATCHER_HOLDER_PREFIX, Refusal, UnattendedFacts
+from day2.repair.unattended import Refusal, UnattendedFacts
+from node.vocabulary import HEALTH_CONDITION, WATCHER_HOLDER_PREFIX
 
 # The watcher's last verdict on a node, as `<Reason>: <message>` lines (what `kubectl describe node` shows without
 # waiting for an Event, which expires within hours).
@@ -85,6 +74,8 @@ class WatcherFacts:
 
     @property
     def holder(self) -> str:
+        """The Node's turn holder (`repair:unattended@<stack>`): the stack's watcher, whichever process it is (the
+        Lease's holder is the process: node/lease.py)."""
         return f"{WATCHER_HOLDER_PREFIX}{self.stack}"
 
     def as_json(self) -> dict[str, Any]:
@@ -129,23 +120,19 @@ class WatcherFacts:
         )
 
 
-def stamp(now: datetime.datetime) -> str:
-    return now.strftime(TIME_FORMAT)
-
-
 # ---------------------------------------------------------------------------------------------------- the marks
 
 
 def marked(node: Mapping[str, Any]) -> bool:
     """The health check marked the node: its condition GpuPoolHealthy is False (day2/doctor/health_check.py)."""
     conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == CONDITION and c.get("status") == "False" for c in conditions)
+    return any(c.get("type") == HEALTH_CONDITION and c.get("status") == "False" for c in conditions)
 
 
 def mark_of(node: Mapping[str, Any]) -> str:
     """When the health check last wrote its mark on the node ('' when it is not marked)."""
     for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == CONDITION and c.get("status") == "False":
+        if c.get("type") == HEALTH_CONDITION and c.get("status") == "False":
             return str(c.get("lastHeartbeatTime") or c.get("lastTransitionTime") or "")
     return ""
 
@@ -176,172 +163,6 @@ def verdict_patch(node: Mapping[str, Any], refusals: Sequence[Refusal], judged: 
     return {
         "metadata": {"resourceVersion": (node.get("metadata") or {}).get("resourceVersion"), "annotations": annotations}
     }
-
-
-# ---------------------------------------------------------------------------------------------------- the turn
-
-
-def _rv(node: Mapping[str, Any]) -> Any:
-    return (node.get("metadata") or {}).get("resourceVersion")
-
-
-def _records_with(node: Mapping[str, Any], entry: Mapping[str, str], now: datetime.datetime) -> str:
-    records = [*kept_records(repair_records(dict(node)), now), {"at": stamp(now), **entry}]
-    return json.dumps(records[-20:], separators=(",", ":"))
-
-
-def hold_patch(node: Mapping[str, Any], holder: str, now: datetime.datetime) -> dict[str, Any]:
-    """The turn's first act, in one conditional patch (the Node's resourceVersion, as the wave's
-    rollout.take_hold_command): the hold (turn-state repairing, the holder) and the cordon, which the turn's end
-    undoes only where this patch made it (a node someone else cordoned stays cordoned)."""
-    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-    annotations: dict[str, Any] = {TURN_HOLDER_ANNOTATION: f"{holder} since {stamp(now)}"}
-    if not cordoned:
-        annotations[WAVE_CORDON_ANNOTATION] = holder
-    annotations[WAVE_TURN_ANNOTATION] = f"repair {stamp(now)}"
-    return {
-        "metadata": {
-            "resourceVersion": _rv(node),
-            "labels": {TURN_STATE_LABEL: "repairing"},
-            "annotations": annotations,
-        },
-        "spec": {"unschedulable": True},
-    }
-
-
-def power_cycle_patch(node: Mapping[str, Any], reason: str, vm: str, now: datetime.datetime) -> dict[str, Any]:
-    """The power cycle in the Node's repair record (what repair.maxPerDay counts), once Proxmox accepted the stop."""
-    entry = {"event": "power-cycle", "reason": reason, "vm": vm, "by": "unattended"}
-    return {
-        "metadata": {"resourceVersion": _rv(node), "annotations": {REPAIRS_ANNOTATION: _records_with(node, entry, now)}}
-    }
-
-
-def done_patch(node: Mapping[str, Any], reason: str, now: datetime.datetime) -> dict[str, Any]:
-    """The turn's end, in one patch (as node_steps_script.step_repair_done): the hold released, the cordon undone
-    where the hold made it, the repair recorded, the last verdict cleared."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    ours = bool(annotations.get(WAVE_CORDON_ANNOTATION))
-    change: dict[str, Any] = {
-        "metadata": {
-            "resourceVersion": _rv(node),
-            "labels": {TURN_STATE_LABEL: "done"},
-            "annotations": {
-                WAVE_TURN_ANNOTATION: None,
-                WAVE_STOPPED_ANNOTATION: None,
-                VERDICT_ANNOTATION: None,
-                REPAIRS_ANNOTATION: _records_with(node, {"event": "repaired", "reason": reason}, now),
-            }
-            | ({WAVE_CORDON_ANNOTATION: None} if ours else {})
-            | ({JUDGED_ANNOTATION: mark_of(node)} if mark_of(node) else {}),
-        }
-    }
-    if ours:
-        change["spec"] = {"unschedulable": None}
-    return change
-
-
-def stopped_patch(node: Mapping[str, Any], step: str, why: str, now: datetime.datetime) -> dict[str, Any]:
-    """A repair that stopped (a step failed, or it did not fix): the node stays cordoned under the watcher's hold,
-    state stopped, with why; a person's `gpu-pool repair` or `pulumi up` takes it from there."""
-    resume = "look at the hardware; then `gpu-pool repair <node> --stack <stack> --yes`, or `pulumi up` once it is fine"
-    entry = {"event": "stopped", "step": step, "reason": why[:300], "by": "unattended"}
-    return {
-        "metadata": {
-            "resourceVersion": _rv(node),
-            "labels": {TURN_STATE_LABEL: "stopped"},
-            "annotations": {
-                WAVE_STOPPED_ANNOTATION: f"unattended repair stopped at {step} at {stamp(now)}: {why}; {resume}"[:1000],
-                REPAIRS_ANNOTATION: _records_with(node, entry, now),
-            }
-            | ({JUDGED_ANNOTATION: mark_of(node)} if mark_of(node) else {}),
-        }
-    }
-
-
-def may_hold(node: Mapping[str, Any], holder: str) -> bool:
-    """Whether the watcher may take the node's hold: nobody holds it (no turn state, or done), or it is its own."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    return labels.get(TURN_STATE_LABEL, "done") == "done" or held_by(node, holder)
-
-
-def held_by(node: Mapping[str, Any], holder: str) -> bool:
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(TURN_HOLDER_ANNOTATION) or "").startswith(f"{holder} since ")
-
-
-# ---------------------------------------------------------------------------------------------------- the drain
-
-
-def _owner_kinds(pod: Mapping[str, Any]) -> set[str]:
-    return {str(o.get("kind")) for o in (pod.get("metadata") or {}).get("ownerReferences") or []}
-
-
-def to_evict(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods a drain evicts, as `kubectl drain --ignore-daemonsets --delete-emptydir-data` picks them
-    (k8s.io/kubectl pkg/drain/filters.go): not a DaemonSet's (it would come back at once), not a mirror pod (the
-    kubelet's static pod: the API cannot delete it), not one that has ended."""
-    chosen = []
-    for pod in pods:
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        if "DaemonSet" in _owner_kinds(pod) or "kubernetes.io/config.mirror" in annotations:
-            continue
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        chosen.append(pod)
-    return chosen
-
-
-def eviction(pod: Mapping[str, Any]) -> dict[str, Any]:
-    meta = pod.get("metadata") or {}
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-    }
-
-
-# ---------------------------------------------------------------------------------------------------- the Lease
-
-
-def lease_free(lease: Mapping[str, Any], holder: str, now: datetime.datetime) -> bool:
-    """Whether the watcher may take the repair Lease: nobody holds it, it is its own, or its holder's term ran out
-    (a watcher that died mid-repair)."""
-    spec = lease.get("spec") or {}
-    who = spec.get("holderIdentity") or ""
-    if not who or who == holder:
-        return True
-    renewed = str(spec.get("renewTime") or spec.get("acquireTime") or "")
-    try:
-        at = datetime.datetime.strptime(renewed[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return True
-    return now > at + datetime.timedelta(seconds=int(spec.get("leaseDurationSeconds") or LEASE_SECONDS))
-
-
-def micro_time(now: datetime.datetime) -> str:
-    """A MicroTime (coordination.k8s.io/v1 renewTime needs the microseconds)."""
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def lease_taken(lease: Mapping[str, Any], holder: str, now: datetime.datetime) -> dict[str, Any]:
-    """The Lease held by `holder` from now (a full update carrying the resourceVersion read: a second watcher that
-    took it in between makes it fail with 409)."""
-    spec = dict(lease.get("spec") or {})
-    spec.update(
-        holderIdentity=holder,
-        acquireTime=micro_time(now),
-        renewTime=micro_time(now),
-        leaseDurationSeconds=LEASE_SECONDS,
-    )
-    return {**lease, "spec": spec}
-
-
-def lease_released(lease: Mapping[str, Any]) -> dict[str, Any]:
-    spec = {
-        k: v for k, v in (lease.get("spec") or {}).items() if k not in ("holderIdentity", "acquireTime", "renewTime")
-    }
-    return {**lease, "spec": spec}
 
 
 # ---------------------------------------------------------------------------------------------------- Proxmox
@@ -396,39 +217,9 @@ def host_refusals(
     return problems
 
 
-# ---------------------------------------------------------------------------------------------------- Events
-
-
-def event(
-    node: Mapping[str, Any], kind: str, reason: str, message: str, now: datetime.datetime, namespace: str, host: str
-) -> dict[str, Any]:
-    """A core/v1 Event on the Node, as the kubelet and node_steps_script.post_event write theirs."""
-    meta = node.get("metadata") or {}
-    name = str(meta.get("name"))
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{name}.gpu-pool-unattended-", "namespace": namespace},
-        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": name, "uid": meta.get("uid", "")},
-        "type": kind,
-        "reason": reason,
-        "message": message[:MESSAGE_LIMIT],
-        "source": {"component": EVENT_SOURCE, "host": host},
-        "firstTimestamp": stamp(now),
-        "lastTimestamp": stamp(now),
-        "count": 1,
-    }
-
-
 def slots_of(pool: Mapping[str, Any], hostname: str) -> int:
     """The GPU slots the node advertises when it serves (doctor's pool facts: its cards times its profile)."""
     return int(next(d["slots"] for d in pool["domains"] if d["hostname"] == hostname))
-
-
-def advertises(node: Mapping[str, Any], slots: int) -> bool:
-    """The gpu-ready gate (as the repair turn's): the device plugin reports every slot of the node again."""
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return str(allocatable.get("nvidia.com/gpu", "0")) == str(slots)
 
 
 def smoke_named(template: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:

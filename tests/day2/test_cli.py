@@ -154,7 +154,7 @@ def test_doctor_json_is_one_diagnosis_for_a_node_and_a_list_without_one(dumps: d
 
     assert set(one) == {"node", "floors", "firstBroken", "fix"}
     assert one["firstBroken"] == "driver"
-    assert [f["ok"] for f in one["floors"]] == [True, True, True, True, False, None, None, None, None, None, None]
+    assert [f["ok"] for f in one["floors"]] == [True, True, True, True, False, None, None, None, None, None, None, None]
     assert all(set(f) == {"name", "ok", "detail"} for f in one["floors"])
     assert one["fix"]["traps"] == ["trap 1: The driver gets OOM-killed, exit 137"]
     assert one["fix"]["command"].endswith("-c nvidia-driver-ctr --previous")

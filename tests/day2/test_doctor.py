@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,35 @@ def test_a_node_without_the_gpu_taint_breaks_the_taint_floor_and_the_fix_sets_it
     assert_stops_at(d, "taint")
     assert d.fix is not None
     assert d.fix.command == f"kubectl taint node {NODES['dc1']} nvidia.com/gpu=true:NoSchedule --overwrite"
+
+
+def _first_boot(objects: list[dict[str, Any]], node: str, record: str) -> list[dict[str, Any]]:
+    [found] = [o for o in objects if o["kind"] == "Node" and o["metadata"]["name"] == node]
+    found["metadata"].setdefault("annotations", {})["gpu-pool.dev/first-boot"] = record
+    return objects
+
+
+def test_a_first_boot_that_left_a_step_undone_is_the_last_floor_with_the_step_its_error_and_its_log() -> None:
+    steps = [
+        {"step": "packages", "essential": False, "exit": 0, "attempts": 1, "url": "", "error": ""},
+        {"step": "hold-kernel", "essential": False, "exit": 100, "attempts": 1, "url": "", "error": "E: no such"},
+        {"step": "rke2-agent", "essential": True, "exit": 0, "attempts": 1, "url": "", "error": ""},
+    ]
+    objects = _first_boot(healthy_pool(), NODES["dc1"], json.dumps({"steps": steps}))
+
+    d = diagnose(snapshot_of(objects), DEFAULTS, NODES["dc1"])
+
+    assert_stops_at(d, "first-boot")
+    assert detail(d, "first-boot").startswith("first boot: hold-kernel failed (exit 100): E: no such; the node joined")
+    assert f"kubectl annotate node {NODES['dc1']} gpu-pool.dev/first-boot-" in detail(d, "first-boot")
+    assert (
+        d.fix is not None
+        and d.fix.command == f"ssh {NODES['dc1']} sudo cat /var/lib/gpu-pool/first-boot/hold-kernel.log"
+    )
+
+
+@pytest.mark.parametrize("record", [json.dumps({"steps": [{"step": "packages", "exit": 0}]}), "", "not json"])
+def test_a_first_boot_that_did_everything_or_left_no_record_keeps_the_node_healthy(record: str) -> None:
+    d = diagnose(snapshot_of(_first_boot(healthy_pool(), NODES["dc1"], record)), DEFAULTS, NODES["dc1"])
+
+    assert d.healthy

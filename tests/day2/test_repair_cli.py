@@ -90,6 +90,29 @@ def test_an_oom_killed_driver_build_gets_exit_1_and_its_own_fix() -> None:
     assert "trap 1: The driver gets OOM-killed, exit 137; next: kubectl -n gpu-operator logs" in result.out
 
 
+def test_a_card_of_another_model_at_the_address_is_no_repair_exit_1_with_its_reason_and_the_ids_seen(
+    tmp_path: Path,
+) -> None:
+    """A real H100 (10de:2330) in the VM where the stack says H200 (10de:2335) read as a card that fell off the bus,
+    and `repair` planned a power cycle that cannot fix it."""
+    from dataclasses import replace
+
+    from day2.node_check.floors import report_json, walk
+    from tests.day2.test_repair_decision import EXPECTED, h200
+
+    h100 = replace(h200(), devices=tuple(replace(d, device=0x2330) for d in h200().devices))
+    report = tmp_path / "node-check-h100.json"
+    report.write_text(json.dumps(report_json(walk(h100, EXPECTED, NODE))))
+
+    result = repair("-o", "json", report=report)
+
+    assert result.code == 1, result.err
+    document = result.json()
+    assert document["repair"] is False and document["steps"] == []
+    assert "a device of another model" in document["reason"] and "10de:2330" in document["reason"]
+    assert "power cycle" in document["reason"]
+
+
 def test_a_dump_without_a_node_check_report_cannot_see_a_card_fault() -> None:
     result = repair(report=None)
 
@@ -219,7 +242,10 @@ def test_the_ssh_command_runs_node_check_from_the_zip_and_leaves_nothing_behind(
     if strict:
         assert done.stdout.startswith(f"{NODE}: broken at pci\n")
     else:
-        assert json.loads(done.stdout)["fix"]["powerCycle"] is True
+        # An H200 where the flags expect an A1000: another model at the card's place, which no power cycle fixes.
+        report = json.loads(done.stdout)
+        assert report["fix"]["powerCycle"] is False
+        assert "a device of another model" in report["floors"][0]["detail"]
 
 
 def test_the_example_xid_report_is_node_check_on_the_h200_capture_with_an_xid_79_in_its_kernel_log(

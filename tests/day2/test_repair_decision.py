@@ -98,6 +98,13 @@ def unassigned_bar(facts: NodeFacts) -> NodeFacts:
 # Every way node-check finds the node broken, and whether `gpu-pool repair` power-cycles the VM for it.
 NODE_CASES: dict[str, tuple[Callable[[NodeFacts], NodeFacts], Expected, str, bool]] = {
     "card missing from the bus": (lambda f: replace(f, devices=()), EXPECTED, "pci", True),
+    # A real H100 where the stack names an H200: a power cycle does not change a card's model (FIELD-REVIEW-6).
+    "a card of another model where the stack's should be": (
+        lambda f: f,
+        replace(EXPECTED, ids=("10de:2330",), subsystems=()),
+        "pci",
+        False,
+    ),
     "another board than the stack's": (lambda f: f, replace(EXPECTED, subsystems=("10de:1757",)), "pci", False),
     "a BAR the firmware could not map": (unassigned_bar, EXPECTED, "pci", False),
     "a link trained narrower": (with_card(current_link_width=8), EXPECTED, "link", False),

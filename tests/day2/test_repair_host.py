@@ -70,9 +70,24 @@ def test_another_card_where_the_stacks_was_is_a_mapping_or_hardware_change_namin
     result = repair("--proxmox-from", str(saved(tmp_path, pci=swapped)))
 
     assert result.code == 1
-    assert "the host pve-dc2 has 10de:2331 (subsystem 10de:1626) at 0000:41:00" in result.out
+    assert "the host pve-dc2 has a device of another model at 0000:41:00: 10de:2331 (subsystem 10de:1626)" in result.out
     assert "gpu-pool:failureDomains[dc2].gpu names 10de:2335 (subsystem 10de:18bf)" in result.out
     assert "a mapping or hardware change that a power cycle does not fix" in result.out
+
+
+def test_the_stacks_card_at_another_address_is_a_moved_card_not_a_lost_one_exit_1(tmp_path: Path) -> None:
+    """The expected model in another slot is a mapping change: no power cycle brings it back to its address."""
+
+    def moved(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        devices[0].update(id="0000:42:00.0")
+        return devices
+
+    result = repair("--proxmox-from", str(saved(tmp_path, pci=moved)), "-o", "json")
+
+    assert result.code == 1, result.err
+    reason = result.json()["reason"]
+    assert reason.startswith("the host pve-dc2 has no device at 0000:41:00 but the expected model at another address")
+    assert "10de:2335 at 0000:42:00.0" in reason and "a power cycle does not fix" in reason
 
 
 def test_a_locked_vm_is_refused_before_anything_stops_exit_2(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from day2.errors import Day2Error
-from day2.sources import root_cause, snapshot_from_document
+from day2.kube_client import root_cause
+from day2.sources import snapshot_from_document
 
 
 def test_a_kubectl_list_is_split_by_kind_and_other_kinds_are_ignored() -> None:

@@ -34,6 +34,7 @@ PROGRAM_ENTRIES = (
     "components",
     "config",
     "knowledge",
+    "node",
     "offline",
     "day2",
 )

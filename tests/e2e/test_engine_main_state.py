@@ -1,10 +1,17 @@
-"""Issue 42's cut leaves an existing stack as it is: the state `pulumi up` of today's main (c7e9ef1) writes
-previews with this tree's program as all `same`.
+"""Upgrading a running stack from main (MAIN, before issue 48's node/) to this tree: the one-time change.
+
+The node-steps script is now node/ packed with its driver (components/gpu_failure_domain/node_steps.py), so every
+persistent step that runs it (each domain's power-cycle, node-ready, gpu-ready, and its rollout record, which was
+a shell command and is now the script's `rollout` step) has a new `create`, and pulumi-command runs `create` on an
+update: the first `up` after the upgrade runs them once more. Each finds nothing to do: nothing is pending in
+Proxmox (no power cycle), the node is Ready, its slots are advertised on the pinned driver, and the record it
+writes is the one the Node carries (nothing uncordoned, nothing cordoned). Then nothing is left to change.
 
 On the shared `deployed` stack (tests/e2e/engine_deployed.py): its project is linked to main's program (`git
 archive` of MAIN, the program's entries only), `pulumi up` runs it, so every resource in the state is as main
-registers it; then the project is linked back to this tree and previewed. Main's `up` itself must change nothing
-either (both programs register the same inputs, in both directions). The project is this tree's again after.
+registers it; then the project is linked back to this tree: the preview (`pulumi preview --diff`, what the
+closing note of issue 48 shows) updates exactly those steps, its `up` changes nothing on the cluster or in
+Proxmox, and the next preview is all `same`. The project is this tree's again after.
 """
 
 from __future__ import annotations
@@ -14,20 +21,30 @@ import tarfile
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from node.vocabulary import ROLLOUT_ANNOTATION, TURN_STATE_LABEL
 from offline.runner import ROOT_DIR
 from tests.e2e.engine import PROGRAM_ENTRIES, PulumiStack
 from tests.e2e.engine_deployed import Deployed, changed, last_update, preview
 
-# main when issue 42's cut was made: the state a user's stack holds before it.
-MAIN = "c7e9ef1"
+# main when issue 48's node/ was merged into it (the main it was built on): the state a user's stack holds before.
+MAIN = "bfb6866"
+DOMAINS = ("dc1", "dc2", "dc3")
+# The persistent steps that run the node-steps script: updated once, each finding nothing to do.
+ONE_TIME = {f"{d}-{step}": "update" for d in DOMAINS for step in ("power-cycle", "node-ready", "gpu-ready", "rollout")}
 
 
 def main_program(dest: Path) -> Path:
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT_DIR), "ls-tree", "--name-only", MAIN], capture_output=True, text=True, check=False
+    ).stdout.split()
+    # The program's entries main has (node/ is this tree's).
+    entries = [entry for entry in PROGRAM_ENTRIES if entry in listed]
     archive = subprocess.run(
-        ["git", "-C", str(ROOT_DIR), "archive", "--format=tar", MAIN, *PROGRAM_ENTRIES],
+        ["git", "-C", str(ROOT_DIR), "archive", "--format=tar", MAIN, *entries],
         capture_output=True, check=False,
     )  # fmt: skip
     if archive.returncode != 0:
@@ -40,8 +57,9 @@ def main_program(dest: Path) -> Path:
 def link_program(stack: PulumiStack, root: Path) -> None:
     for entry in PROGRAM_ENTRIES:
         link = stack.project_dir / entry
-        link.unlink()
-        link.symlink_to(root / entry)
+        link.unlink(missing_ok=True)
+        if (root / entry).exists():
+            link.symlink_to(root / entry)
 
 
 @pytest.fixture
@@ -56,10 +74,37 @@ def main_wrote_the_state(deployed: Deployed, tmp_path: Path) -> Iterator[Deploye
         link_program(deployed.stack, ROOT_DIR)
 
 
-def test_the_state_mains_up_wrote_previews_all_same_with_this_program(main_wrote_the_state: Deployed) -> None:
-    stack = main_wrote_the_state.stack
-    assert set(last_update(stack)["resourceChanges"]) == {"same"}, "main's up changed what this tree created"
+def nodes(deployed: Deployed) -> dict[str, dict[str, Any]]:
+    """Each GPU Node's schedulability, turn state, rollout record and boot: what the re-run steps must not change."""
+    found = deployed.plane.kubectl.json("get", "nodes")["items"]
+    return {
+        n["metadata"]["name"]: {
+            "unschedulable": bool(n["spec"].get("unschedulable")),
+            "turn-state": (n["metadata"].get("labels") or {}).get(TURN_STATE_LABEL),
+            "rollout": (n["metadata"].get("annotations") or {}).get(ROLLOUT_ANNOTATION),
+            "boot": n["status"]["nodeInfo"].get("bootID"),
+        }
+        for n in found
+        if "gpu" in n["metadata"]["name"]
+    }
+
+
+def test_upgrading_from_main_runs_each_domains_node_steps_once_more_and_they_change_nothing(
+    main_wrote_the_state: Deployed,
+) -> None:
+    deployed = main_wrote_the_state
+    stack = deployed.stack
     link_program(stack, ROOT_DIR)
     document, failure = preview(stack)
     assert failure == "", failure[-3000:]
-    assert changed(document) == {}
+    assert changed(document) == ONE_TIME
+    before, stops = nodes(deployed), len(deployed.pve.requests("POST", "/status/"))
+
+    stack.up()
+
+    assert set(last_update(stack)["resourceChanges"]) <= {"same", "update"}
+    assert nodes(deployed) == before
+    assert len(deployed.pve.requests("POST", "/status/")) == stops, "a re-run step power-cycled a VM"
+    again, failure = preview(stack)
+    assert failure == "", failure[-3000:]
+    assert changed(again) == {}

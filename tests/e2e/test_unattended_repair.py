@@ -37,10 +37,10 @@ from components.unattended.objects import BREAKER_CONFIGMAP, NAME, SECRET_NAME, 
 from components.unattended.rbac import watcher_rules
 from components.unattended.watcher_facts import watcher_facts_document
 from config.stack import StackConfig
-from day2.doctor.health_check import ApiError
 from day2.repair.unattended import breaker_of
-from day2.repair.watcher import Kube, Watcher, one_pass
+from day2.repair.watcher import Watcher, one_pass
 from day2.repair.watcher_core import VERDICT_ANNOTATION, WatcherFacts
+from node.kube import ApiError, Kube, Rest
 from offline.runner import PROJECT
 from tests.e2e.control_plane import ControlPlane, eventually
 
@@ -59,7 +59,7 @@ class CheckedLogs(Kube):
     handed over only where the API server's own authorizer lets the watcher read it."""
 
     def __init__(self, server: str, token: str, ca: str, pool: Lab, subject: str, reports: dict[str, list[Path]]):
-        super().__init__(server, token, ca)
+        super().__init__(Rest(server, token, ca), component="gpu-pool-repair-watcher")
         self.lab, self.subject, self.reports = pool, subject, reports
 
     def text(self, path: str) -> str:
@@ -265,7 +265,7 @@ def _stack_dir(unattended: Unattended) -> Path:
 def test_the_stand_in_refuses_the_repair_token_anything_its_table_does_not_grant(unattended: Unattended) -> None:
     """The permission checks are real: the same token, asked for another VM's stop or the host's PCI list, is
     refused (and a VM it may not audit is absent from the listing, as upstream's filter leaves it out)."""
-    from components.gpu_failure_domain.node_steps_script import Proxmox, ProxmoxFailed
+    from node.proxmox import Proxmox, ProxmoxFailed
 
     api = Proxmox(unattended.facts.proxmox_endpoint, True)
     api.login(f"{REPAIR_TOKEN}={REPAIR_SECRET}", None)
@@ -283,11 +283,11 @@ def test_the_watcher_pod_is_admitted_under_pod_security_restricted_and_the_node_
     """The API server's PodSecurity admission (on by default) on what the stack registers: the watcher's pod runs in
     its restricted namespace (KWOK plays the kubelet); the node-check Job's pod, with its host mounts and SYSLOG,
     is admitted in the privileged namespace and refused in a restricted one."""
-    from components.unattended.watcher import watcher_code, watcher_deployment, watcher_zip
+    from components.unattended.watcher import code_digest, watcher_code, watcher_deployment, watcher_zip
 
     pool, cfg = unattended.lab, unattended.stack.repair.unattended
     code = watcher_code(cfg, watcher_zip(), unattended.facts.as_json())
-    for obj in (code, watcher_deployment(cfg)):
+    for obj in (code, watcher_deployment(cfg, code_digest(code))):
         pool.kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(obj))
 
     def running() -> bool:

@@ -18,13 +18,18 @@ def run_on_a_fake_vm(
     # sudo's own options (-n: never ask for a password) are dropped; it runs the rest as given.
     (bin_dir / "sudo").write_text('#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n')
     (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {root}/systemctl.log\n')
-    for shim in ("sudo", "systemctl"):
+    # The system store's refresh is the VM's: recorded as asked, never run on this machine.
+    (bin_dir / "update-ca-certificates").write_text(
+        f'#!/bin/sh\necho "update-ca-certificates $*" >> {root}/systemctl.log\n'
+    )
+    for shim in ("sudo", "systemctl", "update-ca-certificates"):
         (bin_dir / shim).chmod(0o755)
     said = subprocess.run(
-        ["bash", "-c", command.replace("/etc/", f"{root}/etc/")],
+        ["bash", "-c", _rooted(command, root)],
         capture_output=True,
         text=True,
-        input=stdin,
+        # The files stdin carries name their places on the VM too.
+        input=_rooted(stdin, root),
         env={"PATH": f"{bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"},
     )
     if check:
@@ -35,3 +40,8 @@ def run_on_a_fake_vm(
 def systemctl_calls(root: Path) -> list[str]:
     log = root / "systemctl.log"
     return log.read_text().splitlines() if log.exists() else []
+
+
+def _rooted(text: str, root: Path) -> str:
+    """The VM's /etc and its CA folder under `root`."""
+    return text.replace("/etc/", f"{root}/etc/").replace("/usr/local/share/", f"{root}/usr/local/share/")

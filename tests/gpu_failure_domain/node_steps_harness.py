@@ -1,8 +1,8 @@
-"""Running node_steps_script.py exactly as pulumi-command does, against a stand-in kubectl and a loopback Proxmox API.
-
-The stand-in kubectl answers `get node` / `get pods` from a scenario (a sequence of answers per object, the
-last one repeated) and logs every call to the same journal the fake Proxmox API writes to, so a test can
-assert the order across both (a drain before the shutdown, the uncordon after the start).
+"""Running the node-steps script exactly as pulumi-command does (`python3 -c <bootstrap>`), against a stand-in
+kubectl over an API server in memory (tests/node/fake_kubectl.py, tests/node/memory_api.py) and a loopback Proxmox
+API. Both write to one journal (`kubectl <METHOD> <path>`, `proxmox <METHOD> <path>`), so a test asserts the order
+across both (a drain before the shutdown, the uncordon after the start); the API's objects after the run are
+what the step left on the cluster.
 """
 
 from __future__ import annotations
@@ -21,48 +21,17 @@ from typing import Any
 
 from components.gpu_failure_domain.node_steps import INTERPRETER, node_steps_script
 from tests.loopback import serving
+from tests.node.memory_api import MemoryApi
 
+# The stand-in kubectl: tests/node/fake_kubectl.py over the scenario's MemoryApi (a JSON file between calls).
 FAKE_KUBECTL = """#!{python}
-import json, os, sys
-args = sys.argv[1:]
-state_path = os.environ["FAKE_KUBE_STATE"]
-state = json.load(open(state_path))
-with open(os.environ["FAKE_JOURNAL"], "a") as journal:
-    journal.write("kubectl " + " ".join(args) + "\\n")
-
-def answer(key):
-    answers = state["answers"].get(key)
-    if not answers:
-        print(state.get("missing_error", 'Error from server (NotFound): not found'), file=sys.stderr)
-        sys.exit(1)
-    current = answers[0] if len(answers) == 1 else answers.pop(0)
-    json.dump(state, open(state_path, "w"))
-    if isinstance(current, dict) and "error" in current:
-        print(current["error"], file=sys.stderr)
-        sys.exit(1)
-    print(json.dumps(current))
-    sys.exit(0)
-
-verb = [a for a in args if not a.startswith("-")]
-for failing in state.get("fail", []):
-    if failing in " ".join(args):
-        print("error: " + failing + " failed", file=sys.stderr)
-        sys.exit(1)
-if "get" in verb and "node" in verb:
-    answer("node")
-if "get" in verb and "pods" in verb:
-    answer("driver-pods")
-if "get" in verb and "job" in verb:
-    answer("job")
-if "get" in verb and "daemonset" in verb:
-    answer("daemonset")
-if "get" in verb and "controllerrevisions" in verb:
-    answer("revisions")
-if "create" in verb:
-    with open(os.environ["FAKE_JOURNAL"], "a") as journal:
-        journal.write("created " + sys.stdin.read() + "\\n")
-sys.exit(0)
+import sys
+sys.path.insert(0, {root!r})
+from tests.node.fake_kubectl import main
+sys.exit(main())
 """
+ROOT = str(Path(__file__).resolve().parent.parent.parent)
+NODE_PATH = "/api/v1/nodes/rke2-worker-dc1-gpu-a"
 
 
 def node(
@@ -84,39 +53,61 @@ def node(
     return {"kind": "Node", "metadata": {"name": name, "labels": labels or {}}, "spec": spec, "status": status}
 
 
-def driver_daemonset_revisions(*hashes: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The driver DaemonSet and its ControllerRevisions, oldest first (revision 1, 2, ...), as the API lists them."""
-    daemonset = {
-        "kind": "DaemonSet",
-        "metadata": {"name": "nvidia-driver-daemonset"},
-        "spec": {"selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}}},
+def boot(new: str) -> dict[str, Any]:
+    """What a node that rebooted reports (a merge into its status)."""
+    return {"status": {"nodeInfo": {"bootID": new}}}
+
+
+OPERATOR = "/api/v1/namespaces/gpu-operator/pods"
+
+
+def driver_daemonset_revisions(*hashes: str) -> dict[str, dict[str, Any]]:
+    """The driver DaemonSet and its ControllerRevisions, oldest first (revision 1, 2, ...), by API path."""
+    apps = "/apis/apps/v1/namespaces/gpu-operator"
+    objects: dict[str, dict[str, Any]] = {
+        f"{apps}/daemonsets/nvidia-driver-daemonset": {
+            "kind": "DaemonSet",
+            "metadata": {"name": "nvidia-driver-daemonset", "namespace": "gpu-operator"},
+            "spec": {"selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}}},
+        }
     }
-    revisions = {
-        "kind": "List",
-        "items": [
-            {"kind": "ControllerRevision", "metadata": {"name": f"nvidia-driver-daemonset-{h}"}, "revision": i}
-            for i, h in enumerate(hashes, start=1)
+    for i, h in enumerate(hashes, start=1):
+        objects[f"{apps}/controllerrevisions/nvidia-driver-daemonset-{h}"] = {
+            "kind": "ControllerRevision",
+            "metadata": {
+                "name": f"nvidia-driver-daemonset-{h}",
+                "namespace": "gpu-operator",
+                "labels": {"app": "nvidia-driver-daemonset"},
+            },
+            "revision": i,
+        }
+    return objects
+
+
+def driver_pod(
+    *, version: str = "570.211.01", ready: bool = True, revision: str | None = None, name: str = ""
+) -> dict[str, dict[str, Any]]:
+    """The node's driver pod by its API path; with `revision`, as the DaemonSet controller labels it."""
+    pod_name = name or f"nvidia-driver-daemonset-{revision or 'x1'}"
+    labels = {"app": "nvidia-driver-daemonset"} | ({"controller-revision-hash": revision} if revision else {})
+    metadata: dict[str, Any] = {
+        "name": pod_name,
+        "namespace": "gpu-operator",
+        "labels": labels,
+        "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-driver-daemonset", "controller": True}
         ],
     }
-    return daemonset, revisions
-
-
-def driver_pods(*, version: str = "570.211.01", ready: bool = True, revision: str | None = None) -> dict[str, Any]:
-    """The node's driver pod; with `revision`, as the DaemonSet controller labels it (controller-revision-hash)."""
-    metadata: dict[str, Any] = {"name": f"nvidia-driver-daemonset-{revision or 'x1'}"}
-    if revision is not None:
-        metadata["labels"] = {"app": "nvidia-driver-daemonset", "controller-revision-hash": revision}
-        metadata["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "nvidia-driver-daemonset", "controller": True}
-        ]
     pod = {
+        "kind": "Pod",
         "metadata": metadata,
         "spec": {
-            "containers": [{"name": "nvidia-driver-ctr", "image": f"nvcr.io/nvidia/driver:{version}-ubuntu24.04"}]
+            "nodeName": "rke2-worker-dc1-gpu-a",
+            "containers": [{"name": "nvidia-driver-ctr", "image": f"nvcr.io/nvidia/driver:{version}-ubuntu24.04"}],
         },
         "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
-    return {"kind": "List", "items": [pod]}
+    return {f"{OPERATOR}/{pod_name}": pod}
 
 
 class Journal:
@@ -136,12 +127,16 @@ class Journal:
 class FakeProxmox:
     """Loopback stand-in for the Proxmox API: answers pending config and VM status, journals every call."""
 
-    def __init__(self, journal: Journal, pending: list[dict[str, Any]]) -> None:
+    def __init__(self, journal: Journal, pending: list[dict[str, Any]], reboot: Any = None) -> None:
         self.pending = pending
         self.status = "running"
         self.auth: set[str] = set()
         # The start task's exit status (qemu-server's die message when it fails: `no pci device info ...`).
         self.start_exit = "OK"
+        # The stop task's exit status: qemu-server checks the lock inside the task (`VM is locked (backup)`).
+        self.stop_exit = "OK"
+        # /cluster/resources' lock of the VM (read again right before the stop).
+        self.lock = ""
         # POST paths ending so answer an error: suffix -> (HTTP status, PVE's message in the status line).
         self.refuse: dict[str, tuple[int, str]] = {}
         # HA: the node the VM runs on after a start (`/cluster/resources`), when not the stack's.
@@ -165,10 +160,11 @@ class FakeProxmox:
                 elif "/tasks/" in self.path:
                     # pve-manager PVE/API2/Tasks.pm read_task_status: a finished task's exit status.
                     task = self.path.split("/tasks/", 1)[1]
-                    done = fake.start_exit if "qmstart" in task else "OK"
+                    done = fake.start_exit if "qmstart" in task else fake.stop_exit
                     self._answer({"status": "stopped", "exitstatus": done})
                 elif self.path.startswith("/api2/json/cluster/resources"):
-                    self._answer([{"vmid": 4101, "type": "qemu", "node": fake.node, "status": fake.status}])
+                    guest = {"vmid": 4101, "type": "qemu", "node": fake.node, "status": fake.status}
+                    self._answer([guest | ({"lock": fake.lock} if fake.lock else {})])
                 else:
                     self._answer({"status": fake.status})
 
@@ -181,11 +177,14 @@ class FakeProxmox:
                         self._answer(None, code, message)
                         return
                 if self.path.endswith("/shutdown"):
-                    fake.status = "stopped"
+                    if fake.stop_exit == "OK":
+                        fake.status = "stopped"
                     self._answer("UPID:pve-dc1:00000001:00000000:00000000:qmshutdown:4101:root@pam:")
                     return
                 if fake.start_exit == "OK":
                     fake.status = "running"
+                    if reboot is not None:
+                        reboot()
                 self._answer("UPID:pve-dc1:00000002:00000000:00000000:qmstart:4101:root@pam:")
 
             def log_message(self, *args: Any) -> None:
@@ -206,21 +205,41 @@ class Harness:
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir(exist_ok=True)
         fake = bin_dir / "kubectl"
-        fake.write_text(FAKE_KUBECTL.format(python=sys.executable))
+        fake.write_text(FAKE_KUBECTL.format(python=sys.executable, root=ROOT))
         fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
         self.bin_dir = bin_dir
         self.scenario({})
 
     def scenario(
-        self, answers: dict[str, list[Any]], *, fail: list[str] | None = None, missing_error: str = ""
+        self,
+        objects: dict[str, dict[str, Any]],
+        *,
+        sequences: dict[str, list[Any]] | None = None,
+        down: bool = False,
+        pdb_refusals: dict[str, int] | None = None,
     ) -> None:
-        state: dict[str, Any] = {"answers": answers, "fail": fail or []}
-        if missing_error:
-            state["missing_error"] = missing_error
+        """The cluster the step runs against: its objects by API path; `sequences`: what a path reports at each
+        following read (a node that registers, becomes Ready); `down`: the API server refuses connections."""
+        api = MemoryApi(objects=dict(objects), sequences=dict(sequences or {}), pdb_refusals=dict(pdb_refusals or {}))
+        self.state_path.write_text(json.dumps({**api.state(), "down": down}))
+
+    def api(self) -> MemoryApi:
+        """The cluster as the step left it."""
+        return MemoryApi.of_state(json.loads(self.state_path.read_text()))
+
+    def reboot(self, new: str = "boot-2") -> None:
+        """The node comes back from a cold start (what the Proxmox stand-in's start does)."""
+        state = json.loads(self.state_path.read_text())
+        if NODE_PATH in state["objects"]:
+            state["objects"][NODE_PATH]["status"]["nodeInfo"]["bootID"] = new
         self.state_path.write_text(json.dumps(state))
 
+    def kubectl(self) -> list[str]:
+        """The kubectl calls in order (`kubectl METHOD path`)."""
+        return [line for line in self.journal.lines() if line.startswith("kubectl ")]
+
     def run(self, step: str, **env: str) -> subprocess.CompletedProcess[str]:
-        """`python3 -c <script>` with the step's environment, as pulumi-command runs it."""
+        """`python3 -c <bootstrap>` with the step's environment, as pulumi-command runs it."""
         full = {
             **os.environ,
             "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
@@ -245,6 +264,6 @@ class Harness:
 
     @contextmanager
     def proxmox(self, pending: list[dict[str, Any]]) -> Iterator[FakeProxmox]:
-        api = FakeProxmox(self.journal, pending)
+        api = FakeProxmox(self.journal, pending, self.reboot)
         with serving(api.server):
             yield api

@@ -32,7 +32,6 @@ from tests.ssh_keys import TEST_PUBLIC_KEY
 TOKEN = "K10" + "0" * 64 + "::server:test"
 MIRROR = "http://apt.lab.internal/ubuntu"
 SECURITY = "http://apt-security.lab.internal/ubuntu"
-INSTALLER = {"script": "https://files.lab.internal/install.sh", "artifacts": "https://files.lab.internal/rke2"}
 
 
 def _raw(**keys: Any) -> dict[str, Any]:
@@ -116,26 +115,6 @@ def _refusals(**keys: Any) -> list[str]:
     with pytest.raises(ConfigError) as caught:
         _stack(**keys)
     return caught.value.messages
-
-
-def test_a_lab_with_no_route_out_and_no_apt_mirror_must_use_precompiled_drivers() -> None:
-    messages = _refusals(airGapped=True, rke2={**_raw()["rke2"], "installer": INSTALLER})
-
-    assert messages == [
-        "gpu-pool:aptMirror: with gpu-pool:airGapped the driver container cannot download the kernel headers it "
-        "builds nvidia.ko against; set gpu-pool:aptMirror (an Ubuntu archive mirror, written to driver.repoConfig) "
-        "or gpu-pool:gpuOperator.usePrecompiled: true (precompiled driver images need no packages)"
-    ]
-    # Either way out is accepted.
-    _stack(airGapped=True, aptMirror={"uri": MIRROR}, rke2={**_raw()["rke2"], "installer": INSTALLER})
-
-
-def test_no_route_out_names_every_missing_mirror_at_once_and_a_proxy_is_a_route_out() -> None:
-    messages = _refusals(airGapped=True)
-    assert [m.split(":", 2)[1] for m in messages] == ["aptMirror", "rke2.installer"]
-
-    [proxied] = _refusals(airGapped=True, proxy={"https": "http://proxy.lab:3128"})
-    assert proxied.startswith("gpu-pool:airGapped: true says the lab has no route out, but gpu-pool:proxy is one")
 
 
 @pytest.mark.parametrize(

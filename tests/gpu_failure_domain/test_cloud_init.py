@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import stat
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +9,7 @@ import pytest
 import yaml
 
 from components.gpu_failure_domain.cloud_init import build_user_data, rke2_agent_config, user_data_document
+from components.gpu_failure_domain.first_boot import step_commands
 from components.shared.node_marking import GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
 from config.rke2 import Rke2Config
@@ -81,56 +80,47 @@ def test_rke2_config_is_only_readable_by_root_because_it_holds_the_token():
     assert rke2_agent_config(DOMAIN, RKE2, "tok")["token"] == "tok"
 
 
+def steps(domain: FailureDomainConfig = DOMAIN) -> dict[str, tuple[str, str]]:
+    """name -> (kind, command) of the first boot's steps, as the rendered runcmd runs them."""
+    return step_commands(cloud_config(domain)["runcmd"])
+
+
 def test_the_pinned_rke2_agent_version_is_installed():
-    install = next(c for c in cloud_config()["runcmd"] if "install-rke2.sh" in c and c.startswith("INSTALL"))
+    kind, install = steps()["install-rke2"]
+    assert kind == "essential-download"
     assert "INSTALL_RKE2_TYPE=agent" in install
     assert 'INSTALL_RKE2_VERSION="v1.33.5+rke2r1"' in install
-    assert "systemctl enable --now rke2-agent.service" in cloud_config()["runcmd"]
+    assert steps()["rke2-agent"] == ("essential", "systemctl enable --now rke2-agent.service")
 
 
 def test_no_host_headers_are_installed_because_the_driver_container_fetches_its_own():
-    assert not [c for c in cloud_config()["runcmd"] if "linux-headers-$(uname -r)" in c or "apt-get install" in c]
+    assert not [c for _, c in steps().values() if "linux-headers-$(uname -r)" in c]
+    assert "apt-get install -y -q qemu-guest-agent" in steps()["packages"][1]
 
 
 def test_the_running_kernel_is_held_so_the_archive_keeps_serving_the_headers_the_driver_builds_against():
-    hold = next(c for c in cloud_config()["runcmd"] if c.startswith("apt-mark hold"))
+    _, hold = steps()["hold-kernel"]
     assert '"linux-image-$(uname -r)"' in hold and '"linux-modules-$(uname -r)"' in hold
 
 
 def test_kernel_packages_are_held_against_unattended_upgrades():
-    assert any(c.startswith("apt-mark hold linux-generic") for c in cloud_config()["runcmd"])
+    assert steps()["hold-kernel"][1].startswith("apt-mark hold linux-generic")
     assert '"linux-"' in written("/etc/apt/apt.conf.d/51gpu-pool-no-kernel-upgrades")
 
 
 def test_nouveau_is_kept_out_of_the_guest():
     assert "blacklist nouveau" in written("/etc/modprobe.d/blacklist-nouveau.conf")
-    assert "update-initramfs -u" in cloud_config()["runcmd"]
+    assert steps()["initramfs"][1] == "update-initramfs -u"
 
 
-FAKE = """#!/bin/sh
-echo "$(basename "$0") $*" >> "$RUNCMD_LOG"
-[ "$(basename "$0")" = "$FAIL" ] && exit 1
-exit 0
-"""
+def test_joining_depends_only_on_the_installer_its_install_and_the_agent():
+    essential = [name for name, (kind, _) in steps().items() if kind.startswith("essential")]
+    assert essential == ["fetch-installer", "install-rke2", "rke2-agent"]
+    # cloud-init's own package modules would fail the boot silently, before runcmd: the packages are a step.
+    assert "packages" not in cloud_config() and "package_update" not in cloud_config()
 
 
-def test_a_failed_rke2_install_stops_first_boot_instead_of_starting_a_broken_agent(tmp_path: Path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("apt-mark", "update-initramfs", "modprobe", "curl", "sh", "systemctl"):
-        fake = bin_dir / tool
-        fake.write_text(FAKE)
-        fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    # cloud-init writes runcmd as one /bin/sh script, one line per entry.
-    script = "\n".join(cloud_config()["runcmd"]) + "\n"
-    log = tmp_path / "runcmd.log"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RUNCMD_LOG": str(log), "FAIL": "curl"}
-    result = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=False)
-    assert result.returncode != 0
-    ran = [line.split()[0] for line in log.read_text().splitlines()]
-    assert "curl" in ran and "systemctl" not in ran
-
-
+SHIPPED = valid_stack_files()
 SHIPPED = valid_stack_files()
 # Join tokens as RKE2 writes them, and ones with YAML's own characters in them.
 TOKENS = ["K10" + "ab12" * 16 + "::server:5f2b8c", "tok: with # and 'quotes' and \"more\"", "on", "0x10", "- a"]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from components.gpu_failure_domain.cloud_init import build_user_data, user_data_document
+from components.gpu_failure_domain.first_boot import step_commands
 from components.gpu_failure_domain.rollout import rke2_upgrade_command
 from components.stack_check import validate_stack
 from config.errors import ConfigError
@@ -24,7 +25,7 @@ from config.stack import StackConfig
 from offline.runner import read_stack_file
 
 TOKEN = "K10" + "0" * 64 + "::server:test"
-ARTIFACTS = "https://files.lab.internal/rke2/releases"
+ARTIFACTS = "http://files.lab.internal/rke2/releases"
 # What the mirror's install script says: the variables it was run with, one a line.
 FAKE_INSTALLER = (
     '#!/bin/sh\necho "type=$INSTALL_RKE2_TYPE version=$INSTALL_RKE2_VERSION artifacts=$INSTALL_RKE2_ARTIFACT_URL"\n'
@@ -90,9 +91,8 @@ def test_the_upgrade_step_runs_the_mirrors_script_with_the_artifact_url_the_pinn
 
 def test_the_first_boot_runs_the_mirrors_script_with_the_artifact_url(tmp_path: Path, mirror: str) -> None:
     stack = _stack({"script": f"{mirror}/install.sh", "artifacts": ARTIFACTS})
-    runcmd: list[str] = user_data_document(stack.failure_domains[0], stack.rke2, TOKEN)["runcmd"]
-    fetch = next(line for line in runcmd if line.startswith("curl "))
-    install = next(line for line in runcmd if "sh /run/install-rke2.sh" in line)
+    steps = step_commands(user_data_document(stack.failure_domains[0], stack.rke2, TOKEN)["runcmd"])
+    fetch, install = steps["fetch-installer"][1], steps["install-rke2"][1]
 
     script = "; ".join(["set -e", fetch, install]).replace("/run/install-rke2.sh", str(tmp_path / "install.sh"))
     said = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=_shims(tmp_path))
@@ -110,12 +110,12 @@ def test_the_first_boot_runs_the_mirrors_script_with_the_artifact_url(tmp_path: 
 
 def test_without_an_installer_mirror_both_fetch_get_rke2_io_and_set_no_artifact_url() -> None:
     stack = _stack(None)
-    runcmd: list[str] = user_data_document(stack.failure_domains[0], stack.rke2, TOKEN)["runcmd"]
+    steps = step_commands(user_data_document(stack.failure_domains[0], stack.rke2, TOKEN)["runcmd"])
     command = rke2_upgrade_command(stack.rke2.version, installer=stack.rke2.installer)
 
-    assert "curl -sfL https://get.rke2.io -o /run/install-rke2.sh" in runcmd
+    assert steps["fetch-installer"][1] == "curl -fsSL https://get.rke2.io -o /run/install-rke2.sh"
     assert "curl -sfL https://get.rke2.io -o /tmp/install-rke2.sh" in command
-    assert not any("INSTALL_RKE2_ARTIFACT_URL" in line for line in [*runcmd, command])
+    assert not any("INSTALL_RKE2_ARTIFACT_URL" in line for line in [steps["install-rke2"][1], command])
 
 
 @pytest.mark.parametrize(

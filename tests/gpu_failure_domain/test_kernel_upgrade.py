@@ -54,9 +54,10 @@ def test_a_new_worker_with_a_pinned_kernel_runs_the_ordered_upgrade_for_that_dom
     assert waits_for("dc2-cuda-smoke-test", "dc2-gpu-ready")
     # Only the domain's last step uncordons, after the smoke test, and only a node the drain marked as cordoned by it.
     assert waits_for("dc2-rollout", "dc2-cuda-smoke-test")
-    drain = recording.named("dc2-kernel-drain").inputs["create"]
-    assert drain.index('"gpu-pool.dev/wave-cordoned": "dc2"') < drain.index("drain rke2-worker-dc2-gpu-a")
-    assert "--ignore-daemonsets" in drain
+    # The drain is the turn's start, node/'s (the hold, the operator held off, the cordon marked dc2's, the drain).
+    drain = recording.named("dc2-kernel-drain").inputs
+    assert drain["environment"]["GPU_POOL_STEP"] == "drain" and drain["environment"]["TURN_DOMAIN"] == "dc2"
+    assert drain["create"] == recording.named("dc2-gpu-ready").inputs["create"]
     install = recording.named("dc2-kernel-install").inputs
     connection = reveal(install["connection"])
     assert (connection["host"], connection["user"]) == ("10.10.22.51", "ubuntu")
@@ -67,9 +68,17 @@ def test_a_new_worker_with_a_pinned_kernel_runs_the_ordered_upgrade_for_that_dom
     assert "linux-headers-6.8.0-60-generic" not in install["create"]
     rebuild = recording.named("dc2-kernel-driver-rebuild").inputs["environment"]
     assert (rebuild["GPU_POOL_STEP"], rebuild["KERNEL"]) == ("kernel-rebuild", "6.8.0-60-generic")
-    # Only a kernel change runs a step: any other change (say, a new gpu-pool version) runs a no-op update.
+    # Only a kernel change runs a step: any other change (say, a new gpu-pool version) runs a no-op update, which
+    # runs under the step's own interpreter (`python3 -c` for the node-steps script's: an `echo` there was a
+    # SyntaxError that failed the first `up` after an upgrade).
+    import subprocess
+    import sys
+
     for step in steps:
-        assert step.inputs["update"] == "echo 'kernel 6.8.0-60-generic unchanged: nothing to do'", step.name
+        interpreter = step.inputs.get("interpreter") or ["/bin/sh", "-c"]
+        argv = [sys.executable, "-c"] if interpreter[0] == "python3" else list(interpreter)
+        ran = subprocess.run([*argv, step.inputs["update"]], capture_output=True, text=True, check=False)
+        assert (ran.returncode, ran.stdout) == (0, "kernel 6.8.0-60-generic unchanged: nothing to do\n"), step.name
     assert "Advanced options for Ubuntu>Ubuntu, with Linux 6.8.0-60-generic" in install["create"]
     assert "linux-virtual" in install["create"].split("apt-mark hold", 1)[1]
     tolerations = job(recording, "dc2")["spec"]["template"]["spec"]["tolerations"]

@@ -32,7 +32,7 @@ from components.gpu_failure_domain.plan import (
     settled_nodes_of,
 )
 from components.gpu_failure_domain.rollout import rollout_state
-from components.gpu_failure_domain.steps import LocalStep
+from components.gpu_failure_domain.steps import LocalStep, ScriptStep
 from components.gpu_failure_domain.turns import TURN_TABLE, Record, Situation, TurnRule, Wave, turn_for, version_key
 from components.stack_check import validate_stack
 from config.stack import StackConfig
@@ -260,12 +260,18 @@ def waits_transitively(plan: DomainPlan, later: str, earlier: str) -> bool:
 def test_no_turn_uncordons_a_node_before_its_gate_and_only_its_last_step_uncordons(change: str, state: str) -> None:
     _, _, plan = scenario(change, state)
     script = node_steps_script()
+    # The node-steps script's ends (node/turn.py finish_rollout, finish_repair) uncordon what the turn cordoned; a
+    # shell step would say so in its text.
+    ends = (ScriptStep.ROLLOUT, ScriptStep.REPAIR_DONE)
     uncordons = [
         step.name
         for step in plan.steps
         if isinstance(step, CommandStep)
-        and step.command.create != script
-        and ("uncordon" in step.command.create or '"unschedulable": null' in step.command.create)
+        and (
+            step.command.environment.get("GPU_POOL_STEP") in ends
+            if step.command.create == script
+            else ("uncordon" in step.command.create or '"unschedulable": null' in step.command.create)
+        )
     ]
     assert uncordons == ["rollout"]
     # The node steps' script uncordons only after a power cycle of a node it found schedulable; in a turn the
@@ -313,7 +319,7 @@ def test_a_failed_rke2_wave_resumes_at_the_failed_domain_even_with_its_kubelet_o
     assert gate is not None and done is not None
     assert "2026-12-04T18:00:00Z" in gate.triggers[0]
     # Its last step records a new state, so it runs without the token, and the next plan leaves it as it is.
-    assert done.environment == {}
+    assert "GPU_POOL_RESUMED_TURN" not in done.environment
     settled_plan = plan_domain(after.failure_domains[0], after, plan_wave(after, settled(after)).turns["dc1"])
     assert settled_plan.step_of("rollout", LocalStep).command == done
 
@@ -354,7 +360,7 @@ def test_a_reverted_change_on_a_node_the_wave_cordoned_gates_and_uncordons_it() 
     assert wave.batches == [["dc1"]] and wave.changes == {"dc1": []}
     # The record it writes equals the last one: the attempt's token makes its last step run, to uncordon dc1.
     done = plan.step_of("rollout", LocalStep).command
-    assert done is not None and done.environment == {"GPU_POOL_RESUMED_TURN": "2026-12-04T18:00:00Z"}
+    assert done is not None and done.environment["GPU_POOL_RESUMED_TURN"] == "2026-12-04T18:00:00Z"
 
 
 def test_a_node_someone_else_cordoned_is_changed_and_gated_but_stays_cordoned_and_the_plan_says_so() -> None:

@@ -78,7 +78,7 @@ def test_the_agent_the_installer_and_apt_get_the_proxy_and_no_proxy_keeps_the_cl
     exported = next(
         i for i, line in enumerate(runcmd) if line.startswith("export HTTPS_PROXY") or "HTTPS_PROXY=" in line
     )
-    assert exported < next(i for i, line in enumerate(runcmd) if line.startswith("curl "))
+    assert exported < next(i for i, line in enumerate(runcmd) if "fetch-installer" in line)
 
 
 def test_the_clusters_own_cidrs_are_the_ones_the_stack_names() -> None:
@@ -167,7 +167,7 @@ def _with_mirrors(mirrors: Any) -> StackConfig:
 
 
 def test_registry_mirrors_reach_rke2s_registries_yaml_on_first_boot_and_cloud_init_takes_them(tmp_path: Path) -> None:
-    mirrors = {"docker.io": ["https://mirror.lab.internal:5000"], "*": ["https://harbor.lab.internal"]}
+    mirrors = {"docker.io": ["http://mirror.lab.internal:5000"], "*": ["http://harbor.lab.internal"]}
     stack = _with_mirrors(mirrors)
 
     document = user_data_document(stack.failure_domains[0], stack.rke2, TOKEN, mirrors=stack.registry_mirrors)
@@ -176,8 +176,8 @@ def test_registry_mirrors_reach_rke2s_registries_yaml_on_first_boot_and_cloud_in
     assert file["permissions"] == "0600"
     assert yaml.safe_load(file["content"]) == {
         "mirrors": {
-            "docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]},
-            "*": {"endpoint": ["https://harbor.lab.internal"]},
+            "docker.io": {"endpoint": ["http://mirror.lab.internal:5000"]},
+            "*": {"endpoint": ["http://harbor.lab.internal"]},
         }
     }
     cloud_init = shutil.which("cloud-init")
@@ -225,7 +225,7 @@ def test_mirrors_and_a_proxy_added_to_existing_domains_are_a_wave_that_writes_th
     tmp_path: Path,
 ) -> None:
     before = _stack(keys=True)
-    after = _stack({"https": PROXY}, keys=True, mirrors={"docker.io": ["https://mirror.lab.internal:5000"]})
+    after = _stack({"https": PROXY}, keys=True, mirrors={"docker.io": ["http://mirror.lab.internal:5000"]})
 
     wave, plan = _files_turn(before, after)
 
@@ -233,7 +233,10 @@ def test_mirrors_and_a_proxy_added_to_existing_domains_are_a_wave_that_writes_th
     assert plan.turn.kind == "roll" and plan.turn.changes == ("files",)
     step = plan.step_of("rke2-files", RemoteStep)
     assert step.waits_for == ("wave-drain",)
-    assert _run_on_a_fake_vm(step.command.create, tmp_path) == ["restart rke2-agent"]
+    assert step.command.stdin_from_registry_auth is not None
+    stdin = step.command.stdin_from_registry_auth(None)
+    assert run_on_a_fake_vm(step.command.create, tmp_path, stdin).returncode == 0
+    assert systemctl_calls(tmp_path) == ["restart rke2-agent"]
     expected = user_data_document(
         after.failure_domains[0], after.rke2, TOKEN, proxy=after.proxy, mirrors=after.registry_mirrors
     )
@@ -272,19 +275,24 @@ AUTH = '{"mirror.lab.internal:5000": {"auth": {"username": "robot", "password": 
 def test_registry_credentials_land_under_configs_in_the_snippet_and_the_files_turn_as_rke2_reads_them(
     tmp_path: Path,
 ) -> None:
-    mirrors = {"docker.io": ["https://mirror.lab.internal:5000"]}
+    mirrors = {"docker.io": ["http://mirror.lab.internal:5000"]}
     before, after = _stack(keys=True), _stack(keys=True, mirrors=mirrors)
     document = user_data_document(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
     [file] = [f for f in document["write_files"] if f["path"] == "/etc/rancher/rke2/registries.yaml"]
     expected = {"mirrors": {"docker.io": {"endpoint": mirrors["docker.io"]}}, "configs": json.loads(AUTH)}
     assert yaml.safe_load(file["content"]) == expected
-    # The secret's value appears whole in the text, so the preview's redaction of it hides it whole.
-    assert AUTH in build_user_data(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+    # Each credential appears as one of the texts the secret's row says it is written as, which the preview's
+    # redaction replaces with the secret's marker: none is left after that.
+    text = build_user_data(after.failure_domains[0], after.rke2, TOKEN, mirrors=mirrors, registry_auth=AUTH)
+    for part in sorted(BY_KEY["registryAuth"].written_parts(AUTH), key=len, reverse=True):
+        text = text.replace(part, "<secret>")
+    assert "robot" not in text and "s3cr" not in text
 
     _, plan = _files_turn(before, after)
     step = plan.step_of("rke2-files", RemoteStep)
-    assert step.command.registry_auth_stdin and "robot" not in step.command.create
-    _run_on_a_fake_vm(step.command.create, tmp_path, stdin=AUTH)
+    render = step.command.stdin_from_registry_auth
+    assert render is not None and "robot" not in step.command.create
+    _run_on_a_fake_vm(step.command.create, tmp_path, stdin=render(AUTH))
     written = tmp_path / "etc/rancher/rke2/registries.yaml"
     assert written.read_text() == file["content"]
     assert oct(written.stat().st_mode & 0o777) == "0o600"
@@ -292,7 +300,9 @@ def test_registry_credentials_land_under_configs_in_the_snippet_and_the_files_tu
 
 def test_registry_credentials_without_mirrors_are_written_alone_by_a_files_turn(tmp_path: Path) -> None:
     _, plan = _files_turn(_stack(keys=True), _stack({"https": PROXY}, keys=True))
-    _run_on_a_fake_vm(plan.step_of("rke2-files", RemoteStep).command.create, tmp_path, stdin=AUTH)
+    step = plan.step_of("rke2-files", RemoteStep)
+    assert step.command.stdin_from_registry_auth is not None
+    _run_on_a_fake_vm(step.command.create, tmp_path, stdin=step.command.stdin_from_registry_auth(AUTH))
     assert yaml.safe_load((tmp_path / "etc/rancher/rke2/registries.yaml").read_text()) == {
         "mirrors": {},
         "configs": json.loads(AUTH),
@@ -303,7 +313,7 @@ def test_registry_credentials_without_mirrors_are_written_alone_by_a_files_turn(
     ("value", "said"),
     [
         ("robot:password", "is not JSON"),
-        ('{"h": {"username": "u", "password": "p"}}', 'h: give {"auth": {...}} alone'),
+        ('{"h": {"username": "u", "password": "p"}}', 'h: give {"auth": {...}} and/or {"tls": {...}}'),
         ('{"h": {"auth": {"user": "u"}}}', "h.auth: takes non-empty strings of username, password, auth, "),
         ('{"h": {"auth": {"username": "u"}}}', "h.auth: give username and password together"),
         ('{"h":\n {"auth": {"auth": "x"}}}', "has a line break"),

@@ -35,7 +35,7 @@ from tests.gpu_platform.promql_inspection import ARTICLE_NODES, dcgm_tokens, met
 ROOT = Path(__file__).resolve().parents[2]
 # The only modules that may spell a DCGM field: the contract and the table of what the exporter collects.
 CONTRACT_MODULES = {ROOT / "knowledge" / "metric_names.py", ROOT / "knowledge" / "dcgm_fields.py"}
-PROGRAM_DIRS = ("components", "config", "day2", "knowledge")
+PROGRAM_DIRS = ("components", "config", "day2", "knowledge", "node")
 
 
 def all_queries() -> list[str]:

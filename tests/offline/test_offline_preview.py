@@ -199,7 +199,7 @@ def test_an_offline_preview_sends_no_stack_trace_the_mock_monitor_would_drop(mon
 def test_registry_credentials_reach_the_snippet_and_the_preview_shows_only_their_marker(tmp_path: Path) -> None:
     auth = '{"mirror.lab.internal": {"auth": {"username": "robot-7f3a91", "password": "sentinel-pass-7f3a91"}}}'
     config = yaml.safe_load((ROOT_DIR / "Pulumi.prod.yaml").read_text())
-    config["config"]["gpu-pool:registryMirrors"] = {"docker.io": ["https://mirror.lab.internal"]}
+    config["config"]["gpu-pool:registryMirrors"] = {"docker.io": ["http://mirror.lab.internal"]}
     (tmp_path / "Pulumi.prod.yaml").write_text(yaml.safe_dump(config))
 
     result = subprocess.run(
@@ -215,4 +215,9 @@ def test_registry_credentials_reach_the_snippet_and_the_preview_shows_only_their
         assert "sentinel-pass-7f3a91" not in text and "robot-7f3a91" not in text
     document = yaml.safe_load((tmp_path / "o" / "cloud-init" / "dc1.yaml").read_text())
     [file] = [f for f in document["write_files"] if f["path"] == "/etc/rancher/rke2/registries.yaml"]
-    assert "configs: <secret gpu-pool:registryAuth>\n" in file["content"]
+    configs = yaml.safe_load(file["content"])["configs"]
+    assert configs == {
+        "mirror.lab.internal": {
+            "auth": {"username": "<secret gpu-pool:registryAuth>", "password": "<secret gpu-pool:registryAuth>"}
+        }
+    }

@@ -311,7 +311,7 @@ def test_make_diff_plans_registry_mirrors_added_to_existing_domains_as_a_wave_th
     from offline.diff import main
 
     after = prod()
-    after["gpu-pool:registryMirrors"] = {"docker.io": ["https://mirror.lab.internal:5000"]}
+    after["gpu-pool:registryMirrors"] = {"docker.io": ["http://mirror.lab.internal:5000"]}
     before, later = write_stack(tmp_path / "before", prod()), write_stack(tmp_path / "after", after)
     assert main(["--before", str(before), "--after", str(later), "--out", str(tmp_path)]) == 0
     wave = json.loads((tmp_path / "diff.json").read_text())["wave"]

@@ -15,7 +15,6 @@ from components.gpu_failure_domain.observed import ObservedNode
 from components.stack_check import validate_stack
 from day2.repair.decide import Decision
 from day2.repair.unattended import (
-    WATCHER_HOLDER_PREFIX,
     Breaker,
     Failure,
     Pool,
@@ -27,6 +26,7 @@ from day2.repair.unattended import (
     reset,
     verdict,
 )
+from node.vocabulary import WATCHER_HOLDER_PREFIX
 from offline.runner import read_stack_file
 
 NOW = datetime.datetime(2026, 12, 5, 3, 0, tzinfo=datetime.UTC)

@@ -1,6 +1,5 @@
-"""The watcher's decisions as data (day2/repair/watcher_core.py): the marks it acts on, the hold that cordons only
-what was serving and the end that uncordons only what the hold cordoned, the pods a drain evicts, the Lease, what a
-token holds beyond its role, and the node-check Job's name."""
+"""The watcher's own decisions as data (day2/repair/watcher_core.py): the marks it acts on, what a token holds beyond
+its role, and the node-check Job's name. (Its turn, hold, drain and Lease are node/'s: tests/node/.)"""
 
 from __future__ import annotations
 
@@ -11,20 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.gpu_failure_domain.observed import TURN_HOLDER_ANNOTATION, TURN_STATE_LABEL, WAVE_CORDON_ANNOTATION
+from components.gpu_failure_domain.observed import TURN_HOLDER_ANNOTATION, TURN_STATE_LABEL
 from components.shared.health_condition import CONDITION
-from components.unattended.objects import LEASE_SECONDS
-from day2.repair.watcher_core import (
-    beyond,
-    done_patch,
-    hold_patch,
-    job_named,
-    lease_free,
-    lease_taken,
-    marked,
-    may_hold,
-    to_evict,
-)
+from day2.repair.watcher_core import beyond, job_named, marked
 
 NOW = datetime.datetime(2026, 12, 5, 3, 0, tzinfo=datetime.UTC)
 HOLDER = "repair:unattended@prod"
@@ -44,58 +32,6 @@ def node(*, cordoned: bool = False, state: str = "", holder: str = "", condition
 @pytest.mark.parametrize(("condition", "expected"), [("False", True), ("True", False), (None, False)])
 def test_only_a_node_the_health_check_found_broken_is_marked(condition: str | None, expected: bool) -> None:
     assert marked(node(condition=condition)) is expected
-
-
-def test_the_hold_cordons_a_serving_node_and_the_end_uncordons_it() -> None:
-    held = hold_patch(node(), HOLDER, NOW)
-    after = {**node(), "metadata": {**node()["metadata"], "annotations": held["metadata"]["annotations"]}}
-
-    assert held["metadata"]["resourceVersion"] == "7"
-    assert held["spec"] == {"unschedulable": True}
-    assert held["metadata"]["labels"] == {TURN_STATE_LABEL: "repairing"}
-    assert done_patch(after, "node:health: Xid 79", NOW)["spec"] == {"unschedulable": None}
-
-
-def test_a_node_someone_else_cordoned_stays_cordoned_after_the_repair() -> None:
-    held = hold_patch(node(cordoned=True), HOLDER, NOW)
-    after = {**node(cordoned=True), "metadata": {**node()["metadata"], "annotations": held["metadata"]["annotations"]}}
-
-    assert WAVE_CORDON_ANNOTATION not in held["metadata"]["annotations"]
-    assert "spec" not in done_patch(after, "node:health: Xid 79", NOW)
-
-
-@pytest.mark.parametrize(
-    ("state", "holder", "expected"),
-    [
-        ("", "", True),
-        ("done", "up:prod since x", True),
-        ("draining", "up:prod since x", False),
-        ("stopped", "repair:ana@laptop since x", False),
-        ("repairing", f"{HOLDER} since x", True),
-    ],
-)
-def test_the_watcher_takes_a_hold_only_nobody_else_has(state: str, holder: str, expected: bool) -> None:
-    assert may_hold(node(state=state, holder=holder), HOLDER) is expected
-
-
-def test_a_drain_evicts_workloads_not_daemonset_mirror_or_ended_pods() -> None:
-    def pod(name: str, owner: str = "ReplicaSet", phase: str = "Running", mirror: bool = False) -> dict[str, Any]:
-        annotations = {"kubernetes.io/config.mirror": "x"} if mirror else {}
-        meta = {"name": name, "ownerReferences": [{"kind": owner}], "annotations": annotations}
-        return {"metadata": meta, "status": {"phase": phase}}
-
-    pods = [pod("web"), pod("driver", "DaemonSet"), pod("static", mirror=True), pod("smoke", "Job", "Succeeded")]
-
-    assert [p["metadata"]["name"] for p in to_evict(pods)] == ["web"]
-
-
-def test_a_lease_held_by_another_live_watcher_is_not_free_and_one_whose_term_ran_out_is() -> None:
-    taken = lease_taken({"spec": {}}, "other", NOW)
-
-    term = datetime.timedelta(seconds=LEASE_SECONDS)
-    assert not lease_free(taken, HOLDER, NOW + term - datetime.timedelta(minutes=1))
-    assert lease_free(taken, HOLDER, NOW + term + datetime.timedelta(minutes=1))
-    assert lease_free(taken, "other", NOW)
 
 
 ALLOWED = {"/vms/4101": frozenset({"VM.PowerMgmt", "VM.Audit"}), "/mapping/pci/dc1": frozenset({"Mapping.Audit"})}
