@@ -137,14 +137,15 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def serve_metrics(metrics: Metrics, port: int, host: str = "") -> int:
-    """`GET /metrics` on `port` (0: a free one), in a thread of its own, for the ServiceMonitor; returns the port."""
+def serve_metrics(text: Callable[[], str], port: int, host: str = "") -> Any:
+    """`GET /metrics` (what `text` says then) on `port` (0: a free one), in a thread of its own, for the
+    ServiceMonitor; returns the server (its `server_address`, and `shutdown()` to stop it)."""
     import http.server
     import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = metrics.text().encode()
+            body = text().encode()
             self.send_response(200 if self.path == "/metrics" else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -156,7 +157,7 @@ def serve_metrics(metrics: Metrics, port: int, host: str = "") -> int:
 
     server = http.server.ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return int(server.server_address[1])
+    return server
 
 
 def read_pool(kube: KubeApi) -> Snapshot:
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
         return 2
     runner = Reclaimer(kube, facts, out, Metrics(dry_run=facts.dry_run))
     if args.metrics_port:
-        serve_metrics(runner.metrics, args.metrics_port)
+        serve_metrics(runner.metrics.text, args.metrics_port)
     while True:
         try:
             one_pass(runner)
