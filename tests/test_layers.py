@@ -67,6 +67,7 @@ ALLOWED: dict[str, set[str]] = {
         "components.rendered_plan",
         "components.unattended.credential",
         "components.unattended.rbac",
+        "components.reclaim.api",
     },
     # The Pulumi program stands on the components and the config alone: what it ships to the cluster from day2/ (the
     # health check's code) is packed from source by components/shared/payload.py, never imported.

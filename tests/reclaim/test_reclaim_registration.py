@@ -162,3 +162,14 @@ def test_every_registered_kubernetes_object_validates_strictly_against_the_schem
         )
         checked += 1
     assert checked == 7
+
+
+def test_the_offline_preview_says_what_the_policy_runs_and_may_do_only_when_it_is_on() -> None:
+    from offline.preview import reclaim_note
+
+    note = reclaim_note({"gpu-pool:reclaim": ENABLED})
+
+    assert note.startswith("Notebook reclaim (gpu-pool:reclaim.idleNotebooks):")
+    assert "Deployment gpu-pool-reclaim/gpu-pool-reclaim (1 replica, Recreate" in note and PROMETHEUS in note
+    assert "patch notebooks (any namespace)" in note and "delete" not in note
+    assert reclaim_note({}) == "" and reclaim_note({"gpu-pool:reclaim": {"idleNotebooks": {"dryRun": True}}}) == ""
