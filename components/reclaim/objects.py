@@ -16,9 +16,6 @@ function (`plan_objects`); components/reclaim/component.py registers exactly the
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +23,14 @@ from typing import Any
 from components.reclaim.alerts import build_reclaim_alert_rules
 from components.reclaim.api import cluster_rules
 from components.reclaim.names import CODE_CONFIGMAP, METRICS_PORT, NAME
+from components.shared.in_cluster import (
+    FACTS_KEY,
+    InClusterProgram,
+    code_digest,
+    program_labels,
+    program_meta,
+)
 from components.shared.payload import module_closure, pack
-from components.shared.pod_security import restricted_container, restricted_pod
 from config.monitoring import MonitoringConfig
 from config.reclaim import IdleNotebooksConfig
 from knowledge.kubernetes import pod_security_labels
@@ -35,22 +38,21 @@ from knowledge.kubernetes import pod_security_labels
 # The loop, named here, not imported: the program ships it, never runs it.
 POLICY_ENTRY = "day2.reclaim.policy"
 CODE_KEY = "reclaim.pyz"
-FACTS_KEY = "facts.json"
-MOUNT = "/opt/gpu-pool"
 RBAC = "rbac.authorization.k8s.io"
-# The pod template's digest of the code and facts: the policy reads both once, at start.
-CODE_DIGEST_ANNOTATION = "gpu-pool.dev/code-digest"
+__all__ = ["FACTS_KEY"]
+
+
+def program(cfg: IdleNotebooksConfig) -> InClusterProgram:
+    """The policy as one of gpu-pool's in-cluster programs (components/shared/in_cluster.py)."""
+    return InClusterProgram(NAME, cfg.namespace, cfg.image, "policy", CODE_CONFIGMAP, CODE_KEY, METRICS_PORT)
 
 
 def labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-pool"}
+    return program_labels(NAME)
 
 
 def meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": name, "labels": labels()}
-    if namespace is not None:
-        data["namespace"] = namespace
-    return data
+    return program_meta(NAME, name, namespace)
 
 
 def policy_files() -> tuple[str, ...]:
@@ -64,56 +66,6 @@ def policy_zip() -> bytes:
 def facts_document(cfg: IdleNotebooksConfig) -> dict[str, Any]:
     """What the policy reads at start (day2/reclaim/policy.py PolicyFacts): the config's values, camelCase."""
     return cfg.model_dump(mode="json", by_alias=True)
-
-
-def code_digest(code: Mapping[str, Any]) -> str:
-    content = {"data": code.get("data") or {}, "binaryData": code.get("binaryData") or {}}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-
-
-def code_configmap(cfg: IdleNotebooksConfig, code: bytes) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta(CODE_CONFIGMAP, cfg.namespace),
-        "data": {FACTS_KEY: json.dumps(facts_document(cfg), indent=2, sort_keys=True)},
-        "binaryData": {CODE_KEY: base64.b64encode(code).decode()},
-    }
-
-
-def deployment(cfg: IdleNotebooksConfig, digest: str) -> dict[str, Any]:
-    container = {
-        "name": "policy",
-        "image": cfg.image,
-        "command": ["python3", f"{MOUNT}/{CODE_KEY}", "--facts", f"{MOUNT}/{FACTS_KEY}"],
-        # Nothing to write: the code is read from the zip, never compiled to disk.
-        "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
-        "securityContext": restricted_container(),
-        "volumeMounts": [{"name": "code", "mountPath": MOUNT, "readOnly": True}],
-        "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
-    }
-    pod = {
-        "serviceAccountName": NAME,
-        "securityContext": restricted_pod(),
-        "containers": [container],
-        "volumes": [{"name": "code", "configMap": {"name": CODE_CONFIGMAP}}],
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(NAME, cfg.namespace),
-        "spec": {
-            "replicas": 1,
-            # Never two policies at once, not even during a rollout.
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": labels()},
-            "template": {
-                "metadata": {"labels": labels(), "annotations": {CODE_DIGEST_ANNOTATION: digest}},
-                "spec": pod,
-            },
-        },
-    }
 
 
 def access(cfg: IdleNotebooksConfig) -> list[dict[str, Any]]:
@@ -137,27 +89,6 @@ def access(cfg: IdleNotebooksConfig) -> list[dict[str, Any]]:
     ]
 
 
-def metrics_service(cfg: IdleNotebooksConfig) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(NAME, cfg.namespace),
-        "spec": {"selector": labels(), "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"}]},
-    }
-
-
-def service_monitor(cfg: IdleNotebooksConfig, selector_labels: Mapping[str, str]) -> dict[str, Any]:
-    """Labelled for the Prometheus's serviceMonitorSelector (monitoring.serviceMonitorLabels, as the exporter's)."""
-    metadata = meta(NAME, cfg.namespace)
-    metadata["labels"] = {**metadata["labels"], **selector_labels}
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata,
-        "spec": {"selector": {"matchLabels": labels()}, "endpoints": [{"port": "metrics", "interval": "60s"}]},
-    }
-
-
 @dataclass(frozen=True)
 class ReclaimObjects:
     """What the component registers, in order: `placed` after the namespace, the Deployment after all of them."""
@@ -176,15 +107,16 @@ def plan_objects(
 ) -> ReclaimObjects:
     """Every object of the policy for this config (`code`: the packed policy, policy_zip())."""
     namespace, *rest = access(cfg)
-    configmap = code_configmap(cfg, code)
-    watched: list[dict[str, Any]] = [metrics_service(cfg)]
+    policy = program(cfg)
+    configmap = policy.code(code, facts_document(cfg))
+    watched: list[dict[str, Any]] = [policy.service()]
     if monitoring.service_monitor:
-        watched.append(service_monitor(cfg, monitoring.service_monitor_labels))
+        watched.append(policy.service_monitor(monitoring.service_monitor_labels))
     if monitoring.alerts_enabled:
         watched.append(build_reclaim_alert_rules(monitoring, cfg, labels=rule_labels))
     return ReclaimObjects(
         namespace=namespace,
         placed=(*rest, configmap),
-        deployment=deployment(cfg, code_digest(configmap)),
+        deployment=policy.deployment(code_digest(configmap)),
         monitoring=tuple(watched),
     )

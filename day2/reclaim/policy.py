@@ -36,6 +36,7 @@ from components.reclaim.names import (
     STOPS,
 )
 from day2.errors import Day2Error
+from day2.metrics_http import serve_metrics
 from day2.objects import JsonObject, Snapshot
 from day2.reclaim.actions import event_text, freed_gpus, notebook_event, notebook_patch
 from day2.reclaim.evidence import PrometheusSource, read_evidence
@@ -135,29 +136,6 @@ class Metrics:
                 rendered = ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items())
                 lines.append(f"{NOT_BACK_SECONDS}{{{rendered}}} {(at - s.since).total_seconds():.0f}")
         return "\n".join(lines) + "\n"
-
-
-def serve_metrics(text: Callable[[], str], port: int, host: str = "") -> Any:
-    """`GET /metrics` (what `text` says then) on `port` (0: a free one), in a thread of its own, for the
-    ServiceMonitor; returns the server (its `server_address`, and `shutdown()` to stop it)."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = text().encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer((host, port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-    return server
 
 
 def read_pool(kube: KubeApi) -> Snapshot:

@@ -37,8 +37,9 @@ from components.reclaim.objects import facts_document, plan_objects
 from config.monitoring import MonitoringConfig
 from config.reclaim import IdleNotebooksConfig
 from day2.cli import main
+from day2.metrics_http import serve_metrics
 from day2.reclaim.judge import Action, Judgement, Reason
-from day2.reclaim.policy import Metrics, PolicyFacts, Reclaimer, one_pass, serve_metrics
+from day2.reclaim.policy import Metrics, PolicyFacts, Reclaimer, one_pass
 from day2.reclaim.report import decision_json
 from node.kube import Kube, Rest
 from offline.runner import ROOT_DIR
