@@ -9,7 +9,7 @@ read from the tree (`--rev`: a commit, through `git show`, so the same script co
   official `kubernetes` client (`load_kube_config`). Counted per module: a client with two transports in one
   module (node/kube.py) is one client; the definitions found are listed.
 - **Code that runs against a node** is every module of components/, day2/ and node/ (tests aside) that holds a
-  client, uses one (its code names a client's class or function, imported from its module), or builds a command
+  client, uses one (it imports from a module that holds one), or builds a command
   from the stack's kubectl (its code interpolates it: `{kubectl} patch node ...`), or names the Node vocabulary
   a turn writes (the turn-state label, the holder, the cordon mark, the repair record, the operator's skip label
   and initial-state mark: by their constants' names, or node/'s `TurnState`). Its lines of code: lines with a token
@@ -144,11 +144,11 @@ def module_name(path: str) -> str:
 
 def count(files: Mapping[str, str]) -> dict[str, object]:
     modules = {module_name(path): read_module(path, source) for path, source in files.items()}
-    # (module, name) of every definition that opens a transport: importing one is using a client.
-    client_names = {(name, defined) for name, m in modules.items() for kind in m.clients.values() for defined in kind}
+    # The modules that hold a client: importing anything from one is using it (its client, or what it builds on it).
+    holders = {name for name, m in modules.items() if m.clients}
     against: list[Module] = []
     for m in modules.values():
-        uses = any((owner, defined) in client_names for defined, owner in m.imports.items())
+        uses = any(owner in holders for owner in m.imports.values())
         if m.clients or uses or KUBECTL.search(m.text) or VOCABULARY.search(m.text):
             against.append(m)
     kube = {m.path: list(m.clients["kubernetes"]) for m in modules.values() if "kubernetes" in m.clients}

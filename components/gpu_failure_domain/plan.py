@@ -279,25 +279,16 @@ def _script_step(
         triggers=triggers,
         id_triggers=id_triggers,
     )
-    if job is not None:
-        return RepairSmokeStep(
-            name=name,
-            does=does,
-            waits_for=waits_for,
-            platform=platform,
-            turn_step=turn_step,
-            command=command,
-            manifest=job,
-        )
-    return LocalStep(
-        name=name,
-        does=does,
-        waits_for=waits_for,
-        platform=platform,
-        turn_step=turn_step,
-        after_previous_batch=after_previous_batch,
-        command=command,
-    )
+    fields: dict[str, Any] = {
+        "name": name,
+        "does": does,
+        "waits_for": waits_for,
+        "platform": platform,
+        "turn_step": turn_step,
+        "after_previous_batch": after_previous_batch,
+        "command": command,
+    }
+    return RepairSmokeStep(**fields, manifest=job) if job is not None else LocalStep(**fields)
 
 
 def _remote_step(at: _Scope, name: str, does: str, command: Command, **fields: Any) -> RemoteStep:

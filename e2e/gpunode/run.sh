@@ -304,13 +304,6 @@ mkdir -p /run/nvidia/validations /run/nvidia/toolkit /run/nvidia/driver
 printf 'IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\nNVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n' \
   >/run/nvidia/validations/driver-ready
 
-step "the unattended repair's node-check Job (the program's spec; it needs no GPU slot, so it starts now)"
-# hostPath /etc/machine-id is of type File: a machine without one gets one, as systemd's first boot would write.
-[[ -s /etc/machine-id ]] || { od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >/etc/machine-id; echo "wrote /etc/machine-id"; }
-for f in node-check-namespace node-check-code node-check-job; do kube apply "$OBJ/$f.json"; done
-NC_NS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["namespace"])' "$OBJ/node-check-job.json")"
-NC_JOB="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["name"])' "$OBJ/node-check-job.json")"
-
 step "NVIDIA Container Toolkit installer (the toolkit container's mounts and environment)"
 # The lent machine's driver files are a read-only /usr/local/nvidia, which is also the chart's toolkit.installDir
 # (the run of 2026-12-05 stopped there: tests/fixtures/gpu_node_blocked). A writable layer over it, as that folder
@@ -412,10 +405,27 @@ if ! grep -q '^nvidia ' /proc/modules 2>/dev/null && nvidia-smi -L >/dev/null 2>
 fi
 grep -n "runtimes\.'nvidia" "$CFG"
 
+step "the unattended repair's node-check Job (the program's spec; no GPU slot needed, so it starts now: after the toolkit, whose containerd restart ends running containers' tasks)"
+# hostPath /etc/machine-id is of type File: a machine without one gets one, as systemd's first boot would write.
+[[ -s /etc/machine-id ]] || { od -An -tx1 -N16 /dev/urandom | tr -d ' \n' >/etc/machine-id; echo "wrote /etc/machine-id"; }
+for f in node-check-namespace node-check-code node-check-job; do kube apply "$OBJ/$f.json"; done
+NC_NS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["namespace"])' "$OBJ/node-check-job.json")"
+NC_JOB="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"]["name"])' "$OBJ/node-check-job.json")"
+
 step "nvidia-ctk cdi generate (the machine's driver root)"
 nvidia-ctk cdi generate --driver-root=/ --output="$R/cdi/nvidia-ctk-generate.yaml" >"$R/logs/cdi-generate.log" 2>&1
 echo "rc=$?"; tail -3 "$R/logs/cdi-generate.log"
 
+# The device plugin looks for NVML under its driver root in fixed folders only (go-nvlib info/root.go
+# tryResolveLibrary: /usr/lib64, /usr/lib/x86_64-linux-gnu, /lib64, ...), where a distribution's driver packages put
+# it. This machine's driver lives in /usr/local/nvidia/lib64 (the run of 2026-12-06 20:43: "CDI --device-list-strategy
+# options are only supported on NVML-based systems"), which a lab's node never has: a relative link where the plugin
+# looks, which resolves inside its /host mount.
+if [[ -e /usr/local/nvidia/lib64/libnvidia-ml.so.1 ]] &&
+  ! ls /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 /usr/lib64/libnvidia-ml.so.1 >/dev/null 2>&1; then
+  ln -s ../../local/nvidia/lib64/libnvidia-ml.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 &&
+    echo "deviation: the driver's libraries are in /usr/local/nvidia/lib64 on this machine, where the device plugin does not look for NVML: linked /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 to it" | tee -a "$R/toolkit-path.txt"
+fi
 step "device plugin pod (RuntimeClass $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["spec"]["runtimeClassName"])' "$OBJ/device-plugin-pod.json"))"
 kube apply "$OBJ/device-plugin-pod.json"
 for _ in $(seq 90); do

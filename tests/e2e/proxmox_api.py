@@ -507,10 +507,15 @@ class ProxmoxState:
         options = [f"size={size_text(o[5:])}" if o.startswith("size=") else o for o in options]
         return ",".join([volume, *options])
 
-    def _unlocked(self, vm: Vm) -> None:
-        """qemu-server check_lock (PVE/QemuServer.pm vm_start, _do_vm_stop): refused unless skiplock (root only)."""
-        if vm.lock:
-            raise ApiError(500, f"VM is locked ({vm.lock})")
+    def _locked_task(self, node: str, kind: str, vm: Vm) -> str | None:
+        """qemu-server check_lock runs inside the worker (PVE/QemuServer.pm vm_start, _do_vm_stop; pve-guest-common
+        AbstractConfig.pm check_lock): the POST answers a UPID and the task fails with `VM is locked (<lock>)`,
+        nothing changed (FIELD-REVIEW-6 W-2). None when the VM holds no lock."""
+        if not vm.lock:
+            return None
+        upid = self._task(node, kind, vm.vmid)
+        self.task_exits[upid] = f"VM is locked ({vm.lock})"
+        return upid
 
     def _missing_device(self, vm: Vm) -> str | None:
         """A hostpci device of the VM that its node no longer lists (a card the host lost), or None."""
@@ -558,7 +563,9 @@ class ProxmoxState:
                 vm.config[disk] = ",".join([*parts, f"size={size_text(size.lstrip('+'))}"])
                 return self._task(node, "resize", vm.vmid)
             case ("POST", ["status", "start"]):
-                self._unlocked(vm)
+                locked = self._locked_task(node, "qmstart", vm)
+                if locked:
+                    return locked
                 if vm.status == "running":
                     raise ApiError(500, f"VM {vm.vmid} already running")
                 missing = self._missing_device(vm)
@@ -573,7 +580,9 @@ class ProxmoxState:
                 vm.starts += 1
                 return self._task(node, "qmstart", vm.vmid)
             case ("POST", ["status", "stop" | "shutdown"]):
-                self._unlocked(vm)
+                locked = self._locked_task(node, "qmstop" if what[1] == "stop" else "qmshutdown", vm)
+                if locked:
+                    return locked
                 vm.status = "stopped"
                 return self._task(node, "qmstop" if what[1] == "stop" else "qmshutdown", vm.vmid)
             case ("POST", ["agent", "ping"]):

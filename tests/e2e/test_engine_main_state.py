@@ -98,6 +98,10 @@ def test_upgrading_from_main_runs_each_domains_node_steps_once_more_and_they_cha
     document, failure = preview(stack)
     assert failure == "", failure[-3000:]
     assert changed(document) == ONE_TIME
+    # What `pulumi preview --diff` says of the upgrade (docs/diff.md and issue 48's closing note quote it).
+    said = stack.run("preview", "--diff", check=False)
+    (ROOT_DIR / "build").mkdir(exist_ok=True)
+    (ROOT_DIR / "build" / "upgrade-from-main.diff").write_text(said.stdout, encoding="utf-8")
     before, stops = nodes(deployed), len(deployed.pve.requests("POST", "/status/"))
 
     stack.up()
