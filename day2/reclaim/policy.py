@@ -198,6 +198,12 @@ def one_pass(runner: Reclaimer) -> Judgement:
     world = read_pool(runner.kube)
     source = PrometheusSource(facts.prometheus_url, named=PROMETHEUS_KEY)
     evidence = read_evidence(source, facts.policy.idle_hours, now)
+    if not evidence.cards:
+        # Every notebook is then "unknown": say where to look rather than only never stop one.
+        runner.log(
+            f"Prometheus at {facts.prometheus_url} has no per-card series: is the GPU PrometheusRule's gpu-pool.cards "
+            "group loaded (monitoring.alertsEnabled), and does that Prometheus scrape dcgm-exporter?"
+        )
     judgement = judge(world, evidence, facts.policy, now)
     for decision in judgement.decisions:
         runner.log("decision " + json.dumps(decision_json(decision), sort_keys=True))

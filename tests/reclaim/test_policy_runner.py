@@ -252,3 +252,14 @@ def test_a_request_outside_the_table_is_refused_by_its_rules() -> None:
         ("GET", "/apis/kubeflow.org/v1/namespaces/team-a/notebooks/resnet"),
     ):
         assert not authorized(request_of(method, path), cluster_rules(), {}), (method, path)
+
+
+def test_a_prometheus_without_card_series_is_said_and_nothing_is_judged_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ApiServer(pool())
+    runner = reclaimer(server, evidence(), monkeypatch)
+
+    judgement = one_pass(runner)
+
+    assert [d.reason for d in judgement.decisions] == [Reason.UNKNOWN_SERIES]
+    assert "has no per-card series" in runner.out.getvalue()  # type: ignore[attr-defined]
+    assert [m for m, _, _ in server.sent] == ["GET"] * 5
