@@ -24,6 +24,7 @@ from components.gpu_platform.alert_rules import prometheus_rule_labels
 from components.gpu_platform.cluster_preflight import run_cluster_preflight
 from components.gpu_platform.component import GpuPlatform, GpuPlatformArgs
 from components.gpu_platform.health_check import HealthCheckBundle
+from components.reclaim.component import NotebookReclaim, NotebookReclaimArgs
 from components.shared.kubectl import kubectl_prefix
 from components.shared.language_host import (
     freeze_for_exit,
@@ -145,6 +146,15 @@ if cfg.repair.unattended.enabled:
             # repair.unattended needs repair.healthCheck (config/repair.py): its facts are the health check's.
             pool_facts=json.loads(health_check.facts) if health_check is not None else {},
             rule_labels=prometheus_rule_labels(cfg.monitoring),
+        ),
+    )
+# The notebook reclaim policy (reclaim.idleNotebooks, off by default): stops a Kubeflow notebook that sits on an idle
+# card while others wait, the way Kubeflow stops it (components/reclaim/component.py).
+if cfg.reclaim.idle_notebooks.enabled:
+    NotebookReclaim(
+        "notebook-reclaim",
+        NotebookReclaimArgs(
+            stack=cfg, kubernetes_provider=kubernetes_provider, rule_labels=prometheus_rule_labels(cfg.monitoring)
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}

@@ -35,7 +35,6 @@ from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.chart_values_guard import leaf_paths
 from config.failure_domain import FailureDomainConfig
 from config.proxy import proxy_environment
-from config.quantities import parse_quantity
 from config.rke2 import containerd_problem
 from config.stack import StackConfig
 from config.stack_parts import StackParts, parts_of
@@ -49,6 +48,7 @@ from knowledge.gpu_operator_chart import (
 )
 from knowledge.gpu_operator_images import value_at
 from knowledge.kubernetes import HOSTNAME_LABEL, LABEL_VALUE_MAX_LENGTH, kubelet_may_self_label
+from knowledge.quantities import parse_quantity
 from knowledge.rke2 import RKE2_CONTAINERD_SOCKET, RKE2_NVIDIA_RUNTIMES
 
 NAMESPACE = "gpu-pool"

@@ -222,6 +222,20 @@ def _exporter_job_is_the_service_monitors(parts: StackParts) -> list[str]:
     ]
 
 
+def _reclaim_reads_the_card_rules(parts: StackParts) -> list[str]:
+    """The notebook reclaim policy judges idleness from the per-card recording rules, which ship in the GPU
+    PrometheusRule (monitoring.alertsEnabled): without them every card's series is missing, so every notebook is
+    "unknown" and the policy would run, holding its patch right on Notebooks, and never stop one."""
+    reclaim, monitoring = parts.reclaim, parts.monitoring
+    if reclaim is None or monitoring is None or not reclaim.idle_notebooks.enabled or monitoring.alerts_enabled:
+        return []
+    return [
+        "gpu-pool:reclaim.idleNotebooks.enabled: the policy reads the per-card utilisation gpu-pool records in its "
+        "GPU PrometheusRule, which gpu-pool:monitoring.alertsEnabled false does not ship: set "
+        "monitoring.alertsEnabled to true, or reclaim.idleNotebooks.enabled to false"
+    ]
+
+
 def _smoke_test_restricted(parts: StackParts) -> list[str]:
     if parts.smoke_namespace is None or parts.smoke_namespace != parts.operator_namespace:
         return []
@@ -425,6 +439,7 @@ CROSS_KEY_RULES: tuple[tuple[str, CrossKeyRule], ...] = (
     ("smoke-test-steered-by-kyverno", _smoke_test_steered),
     ("no-gpu-quota-where-gpu-pool-asks-for-gpus", _no_quota_where_gpu_pool_asks_for_gpus),
     ("exporter-job-is-the-service-monitors", _exporter_job_is_the_service_monitors),
+    ("reclaim-reads-the-card-rules", _reclaim_reads_the_card_rules),
     ("rollout-order", _rollout_order),
     ("rollout-max-unavailable", _rollout_max_unavailable),
     ("kernel-of-the-guest-release", _kernel_of_the_guest_release),

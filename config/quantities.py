@@ -2,47 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from decimal import Decimal
-from typing import Final
-
 from pydantic import Field, field_validator, model_validator
 
 from config.base import ConfigModel
-
-# Kubernetes resource.Quantity, unsigned (the ClusterPolicy CRD's pattern without the sign).
-_QUANTITY = re.compile(
-    r"^(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
-)
-_BINARY_SUFFIX: Final[Mapping[str, int]] = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL_SUFFIX: Final[Mapping[str, int]] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-
-
-def parse_quantity(text: str) -> Decimal:
-    """The numeric value of a Kubernetes quantity ("4Gi" -> 4294967296, "500m" -> 0.5)."""
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise ValueError(f"'{text}' is not a Kubernetes quantity")
-    number = Decimal(match["number"])
-    suffix = match["suffix"] or ""
-    if suffix in _BINARY_SUFFIX:
-        return number * (Decimal(1024) ** _BINARY_SUFFIX[suffix])
-    if suffix in _DECIMAL_SUFFIX:
-        return number.scaleb(_DECIMAL_SUFFIX[suffix])
-    return number.scaleb(int(Decimal(suffix[1:])))
+from knowledge.quantities import QUANTITY, parse_quantity
 
 
 def cpu_quantity(value: str | None) -> str | None:
@@ -53,7 +16,7 @@ def cpu_quantity(value: str | None) -> str | None:
 def _check_quantity(value: str | None, what: str) -> str | None:
     if value is None:
         return None
-    if not _QUANTITY.match(value):
+    if not QUANTITY.match(value):
         raise ValueError(f"must be a Kubernetes {what} quantity such as {'2 or 500m' if what == 'cpu' else '4Gi'}")
     if parse_quantity(value) <= 0:
         raise ValueError(f"must be a {what} quantity above zero")

@@ -13,6 +13,7 @@ from config.monitoring import MonitoringConfig
 from config.preflight import PreflightConfig
 from config.proxmox import ProxmoxConfig
 from config.proxy import AptMirrorConfig, ProxyConfig
+from config.reclaim import ReclaimConfig
 from config.registries import RegistryMirrorConfig, registry_mirrors
 from config.repair import RepairConfig
 from config.rke2 import KubernetesConfig, Rke2Config
@@ -91,6 +92,11 @@ class StackConfig(ConfigModel):
         default_factory=RepairConfig,
         description="`gpu-pool repair`: its daily power-cycle budget per domain, and the optional in-cluster "
         "health check",
+    )
+    reclaim: ReclaimConfig = Field(
+        default_factory=ReclaimConfig,
+        description="opt-in policies that give idle GPUs back: stop a Kubeflow notebook holding an idle card while "
+        "others wait (docs/day2.md)",
     )
     preflight: PreflightConfig = Field(
         default_factory=PreflightConfig, description="read-only checks of the hosts and the cluster at preview"

@@ -18,6 +18,7 @@ from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
 from config.proxmox import ProxmoxConfig
 from config.proxy import AptMirrorConfig, ProxyConfig
+from config.reclaim import ReclaimConfig
 from config.registries import RegistryMirrorConfig, registry_mirrors
 from config.repair import RepairConfig
 from config.rke2 import Rke2Config
@@ -57,6 +58,7 @@ class StackParts:
     monitoring: MonitoringConfig | None = None
     smoke: SmokeTestConfig | None = None
     quotas: GpuQuotasConfig | None = None
+    reclaim: ReclaimConfig | None = None
     repair: RepairConfig | None = None
     unknown: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
@@ -86,6 +88,7 @@ def parts_of(cfg: StackConfig) -> StackParts:
         monitoring=cfg.monitoring,
         smoke=cfg.smoke_test,
         quotas=cfg.gpu_quotas,
+        reclaim=cfg.reclaim,
         repair=cfg.repair,
     )
 
@@ -203,5 +206,6 @@ def parts_from_raw(raw: Mapping[str, Any]) -> StackParts:
         monitoring=_parsed(MonitoringConfig.model_validate, raw.get("monitoring", {})),
         smoke=smoke,
         quotas=_parsed(GpuQuotasConfig.model_validate, raw.get("gpuQuotas", {})),
+        reclaim=_parsed(ReclaimConfig.model_validate, raw.get("reclaim", {})),
         unknown=unknown,
     )

@@ -15,17 +15,28 @@ JsonObject = dict[str, Any]
 @dataclass(frozen=True)
 class Snapshot:
     """The kinds the tool reads, as `kubectl get nodes,pods,configmaps,jobs -A -o json` lists them; Namespaces
-    (their Kubeflow profile owner) only where the dump or the live read includes them (`claims --usage`)."""
+    (their Kubeflow profile owner) only where the dump or the live read includes them (`claims --usage`), Kubeflow
+    Notebooks and ResourceQuotas where they are asked for (`claims --reclaimable`)."""
 
     nodes: tuple[JsonObject, ...] = ()
     pods: tuple[JsonObject, ...] = ()
     configmaps: tuple[JsonObject, ...] = ()
     jobs: tuple[JsonObject, ...] = ()
     namespaces: tuple[JsonObject, ...] = ()
+    notebooks: tuple[JsonObject, ...] = ()
+    quotas: tuple[JsonObject, ...] = ()
 
     @classmethod
     def from_items(cls, items: Iterable[JsonObject]) -> Snapshot:
-        by_kind: dict[str, list[JsonObject]] = {"Node": [], "Pod": [], "ConfigMap": [], "Job": [], "Namespace": []}
+        by_kind: dict[str, list[JsonObject]] = {
+            "Node": [],
+            "Pod": [],
+            "ConfigMap": [],
+            "Job": [],
+            "Namespace": [],
+            "Notebook": [],
+            "ResourceQuota": [],
+        }
         for item in items:
             kind = item.get("kind")
             if isinstance(kind, str) and kind in by_kind:
@@ -36,6 +47,8 @@ class Snapshot:
             configmaps=tuple(by_kind["ConfigMap"]),
             jobs=tuple(by_kind["Job"]),
             namespaces=tuple(by_kind["Namespace"]),
+            notebooks=tuple(by_kind["Notebook"]),
+            quotas=tuple(by_kind["ResourceQuota"]),
         )
 
 
@@ -73,6 +86,10 @@ def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return {str(k): str(v) for k, v in _map(metadata(obj).get("annotations")).items()}
+
+
+def finalizers(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(f) for f in _list(metadata(obj).get("finalizers")))
 
 
 def parse_time(value: Any) -> datetime | None:

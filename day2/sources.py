@@ -12,6 +12,7 @@ from config.text_file import NotUtf8Error, read_utf8
 from day2.errors import Day2Error
 from day2.kube_client import connect
 from day2.objects import JsonObject, Snapshot
+from knowledge.kubeflow import notebooks_path
 from node.kube import ApiError
 
 DUMP_COMMAND = "kubectl get nodes,pods,configmaps,jobs -A -o json"
@@ -106,9 +107,12 @@ def load_dump(path: str, needs: tuple[str, ...] = (), command: str = "") -> Snap
     return snapshot
 
 
-def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool = False) -> Snapshot:
+def load_live(
+    kubeconfig: str | None, context: str | None, *, namespaces: bool = False, reclaim: bool = False
+) -> Snapshot:
     """List nodes, pods, configmaps and jobs across namespaces through the one client (node/kube.py) over the
-    official client's kubeconfig handling (day2/kube_client.py).
+    official client's kubeconfig handling (day2/kube_client.py); with `reclaim`, also the ResourceQuotas and the
+    Kubeflow Notebooks (`claims --reclaimable`: none where the cluster has no Notebook CRD, a 404).
 
     kubeconfig/context None: kubectl's defaults (KUBECONFIG, ~/.kube/config, its current context).
     """
@@ -121,6 +125,7 @@ def load_live(kubeconfig: str | None, context: str | None, *, namespaces: bool =
         # Their Kubeflow profile owner annotation, for `claims --usage` only: the other commands need no right to
         # list namespaces.
         *((("Namespace", "/api/v1/namespaces"),) if namespaces else ()),
+        *((("ResourceQuota", "/api/v1/resourcequotas"), ("Notebook", notebooks_path())) if reclaim else ()),
     )
     items: list[JsonObject] = []
     for kind, path in kinds:

@@ -26,3 +26,20 @@ def stop_notebook_command(namespace: str, name: str) -> str:
         f"kubectl -n {namespace} annotate {NOTEBOOK_RESOURCE} {name} "
         f'{STOP_ANNOTATION}="$(date -u +%Y-%m-%dT%H:%M:%SZ)" --overwrite'
     )
+
+
+# The Notebook custom resource (the CRD's storage version, config/crd/bases/kubeflow.org_notebooks.yaml of
+# kubeflow/notebooks v1.11.0 components/notebook-controller; v1alpha1 and v1beta1 are served beside it).
+NOTEBOOK_GROUP: Final = "kubeflow.org"
+NOTEBOOK_VERSION: Final = "v1"
+NOTEBOOK_PLURAL: Final = "notebooks"
+# Kubeflow's own culler (controllers/culling_controller.go): what it records from Jupyter's /api/kernels, and the
+# time format it writes the stop annotation in (time.RFC3339).
+LAST_ACTIVITY_ANNOTATION: Final = "notebooks.kubeflow.org/last-activity"
+STOP_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def notebooks_path(namespace: str | None = None) -> str:
+    """The API path of the Notebooks of a namespace, or of every namespace."""
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"/apis/{NOTEBOOK_GROUP}/{NOTEBOOK_VERSION}{where}/{NOTEBOOK_PLURAL}"

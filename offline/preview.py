@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(args.stack, out, document, placeholders), end="")
     print(steering_note(config), end="")
     print(repair_credential_note(config, args.stack), end="")
+    print(reclaim_note(config), end="")
     if args.inventory:
         print(inventory_note(config), end="")
     return 0
@@ -128,6 +129,28 @@ def repair_credential_note(config: dict[str, Any], stack: str) -> str:
         return ""
     lines = [*credential_lines(credential_plan(cfg, stack)), *watcher_lines(cfg)]
     return "Unattended repair (gpu-pool:repair.unattended):\n" + "".join(f"  {line}\n" for line in lines)
+
+
+def reclaim_note(config: dict[str, Any]) -> str:
+    """With reclaim.idleNotebooks on, the policy's Deployment and what its account may do in the cluster."""
+    from pydantic import ValidationError
+
+    from components.reclaim.api import policy_lines
+    from config.reclaim import ReclaimConfig
+
+    try:
+        cfg = ReclaimConfig.model_validate(config.get(f"{PROJECT}:reclaim") or {}).idle_notebooks
+    except ValidationError:
+        return ""
+    if not cfg.enabled:
+        return ""
+    mode = "dryRun: reports, changes nothing" if cfg.dry_run else "stops idle notebooks"
+    lines = [
+        f"Deployment {cfg.namespace}/gpu-pool-reclaim (1 replica, Recreate, {cfg.image}; {mode}), reading "
+        f"{cfg.prometheus_url}; its account may:",
+        *policy_lines(),
+    ]
+    return "Notebook reclaim (gpu-pool:reclaim.idleNotebooks):\n" + "".join(f"  {line}\n" for line in lines)
 
 
 def steering_note(config: dict[str, Any]) -> str:

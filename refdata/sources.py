@@ -192,6 +192,16 @@ SOURCES: Final[tuple[Source, ...]] = (
         "gpu-operator-src/v26.7.0",
         "gpu-operator-src",
     ),
+    # Kubeflow's notebook controller at v1.11.0 (kubeflow/notebooks components/notebook-controller, and the
+    # repository's LICENSE): its Notebook CRD, its culler and the controller the e2e tier builds and runs
+    # (e2e/build-cluster.sh), whose stop the reclaim policy uses. Its Go module is not served by the proxy; every
+    # module its go.mod requires is.
+    GitHubArchive(
+        "kubeflow/notebooks",
+        "3454bb75696a6f76efe0b483fc44f577c9596807",
+        "kubeflow-notebooks/v1.11.0",
+        "kubeflow-notebooks",
+    ),
     # v4.32.0; its root Makefile kept as Makefile.upstream (how upstream regenerates schema.json).
     GitHubArchive(
         "pulumi/pulumi-kubernetes",
@@ -245,4 +255,4 @@ SOURCES: Final[tuple[Source, ...]] = (
 )
 
 # The folders whose SHA256SUMS `make upstream` writes (the build scripts check them before building).
-SUMS_FOLDERS: Final = ("gpu-operator-src", "pulumi-build")
+SUMS_FOLDERS: Final = ("gpu-operator-src", "kubeflow-notebooks", "pulumi-build")

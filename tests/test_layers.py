@@ -36,6 +36,8 @@ ALLOWED: dict[str, set[str]] = {
     # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its
     # Kubernetes objects as the platform's are.
     "components.unattended": {"components.shared", "components.gpu_failure_domain", "config", "knowledge", "node"},
+    # The notebook reclaim policy's objects are registered as the platform's are.
+    "components.reclaim": {"components.shared", "config", "knowledge"},
     # The day-2 command runs where only a kubeconfig is: it reads a stack file through config/, never the offline
     # preview, and none of it loads a Pulumi SDK (test_the_day2_command_on_a_dump_never_loads_pulumi).
     # Its --stack is validated by the one validation every entry point makes (components/stack_check.py).
@@ -49,6 +51,9 @@ ALLOWED: dict[str, set[str]] = {
         "components.stack_check",
         # The breaker's ConfigMap name, that `gpu-pool repair --reset-breaker` closes.
         "components.unattended.objects",
+        # What the reclaim policy writes on a Notebook and the metrics it exports: one list, read by the policy's
+        # code (day2/reclaim/) and its alerts.
+        "components.reclaim.names",
     },
     # The offline preview and make diff read a domain's plan through its one public module, and validate a stack
     # by the one validation.
@@ -62,6 +67,7 @@ ALLOWED: dict[str, set[str]] = {
         "components.rendered_plan",
         "components.unattended.credential",
         "components.unattended.rbac",
+        "components.reclaim.api",
     },
     # The Pulumi program stands on the components and the config alone: what it ships to the cluster from day2/ (the
     # health check's code) is packed from source by components/shared/payload.py, never imported.

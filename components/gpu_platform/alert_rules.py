@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from components.gpu_platform.card_rules import build_card_group
 from components.gpu_platform.promql import held_gpus_by_pod, node_regex
 from components.gpu_platform.usage_rules import build_usage_group
 from components.shared.prometheus_rules import alert, prometheus_rule
@@ -240,7 +241,8 @@ def build_gpu_alert_rules(
     slots_per_card_by_node: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The `PrometheusRule` with the GPU alerts, in `cfg.rules_namespace`, and with `slots_per_card_by_node` the
-    usage recording rules (components/gpu_platform/usage_rules.py) in a group of their own.
+    recording rules, each kind in a group of its own: usage (components/gpu_platform/usage_rules.py) and per card
+    (components/gpu_platform/card_rules.py, what the notebook reclaim policy judges by).
 
     expected_slots_by_node: Kubernetes node name -> schedulable nvidia.com/gpu its sharing profile
     promises (replicas; 1 for a whole card). namespace: the GPU Operator's namespace, where dcgm-exporter
@@ -258,13 +260,16 @@ def build_gpu_alert_rules(
         _held_while_idle(cfg),
         _exporter_down(cfg, namespace, len(expected_slots_by_node)),
     ]
-    usage = (
-        [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent)]
+    recorded = (
+        [build_usage_group(slots_per_card_by_node, cfg.thresholds.idle_utilisation_percent), build_card_group()]
         if slots_per_card_by_node is not None
         else []
     )
     return prometheus_rule(
-        RULE_NAME, cfg.rules_namespace, prometheus_rule_labels(cfg), [{"name": GROUP_NAME, "rules": rules}, *usage]
+        RULE_NAME,
+        cfg.rules_namespace,
+        prometheus_rule_labels(cfg),
+        [{"name": GROUP_NAME, "rules": rules}, *recorded],
     )
 
 

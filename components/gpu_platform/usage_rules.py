@@ -79,7 +79,7 @@ def gpus_held_idle_by_pod(idle_percent: float) -> str:
     return f"({gpus_held_by_pod()}) and on (node) (({_node_utilisation()}) < {idle_percent:g})"
 
 
-def _holder_labels(expr: str) -> str:
+def holder_labels(expr: str) -> str:
     """DCGM series with the pod they name in `namespace`/`pod`: Prometheus renames the exporter's own labels to
     `exported_*` behind a ServiceMonitor with honorLabels false (the chart's default); where those exist they win."""
     for exported, plain in (
@@ -93,7 +93,7 @@ def _holder_labels(expr: str) -> str:
 def gpus_used_by_pod() -> str:
     """Utilisation-weighted GPUs per holder pod, on single-holder nodes only (see the module docstring)."""
     util = f'label_replace({dcgm_series(DCGM_GPU_UTIL)}, "node", "$1", "{DCGM_NODE_LABEL}", "(.+)")'
-    per_card = f"max by (namespace, pod, node, gpu) ({_holder_labels(util)}) / 100"
+    per_card = f"max by (namespace, pod, node, gpu) ({holder_labels(util)}) / 100"
     holders = f"count by (node) ({running_slots_by_pod()})"
     single = f"(max by (node) ({SLOTS_PER_CARD}) == 1) or on (node) (({holders}) == 1)"
     return (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from components.shared.in_cluster import program_labels, program_meta
 from knowledge.kubernetes import pod_security_labels
 
 # Type-only: the in-cluster watcher imports the names below (its zip leaves TYPE_CHECKING imports out, and it runs
@@ -27,14 +28,11 @@ RBAC = "rbac.authorization.k8s.io"
 
 
 def labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-pool"}
+    return program_labels(NAME)
 
 
 def meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": name, "labels": labels()}
-    if namespace is not None:
-        data["namespace"] = namespace
-    return data
+    return program_meta(NAME, name, namespace)
 
 
 def namespace_object(cfg: UnattendedConfig) -> dict[str, Any]:

@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--since", type=_prometheus_range, default="7d", metavar="DURATION", help="--usage range (default: 7d)"
     )
+    parser.add_argument(
+        "--reclaimable",
+        action="store_true",
+        help="which Kubeflow notebooks the reclaim policy would stop, warn or leave, and why (needs --prometheus)",
+    )
 
 
 def _prometheus_range(text: str) -> str:
@@ -86,6 +91,10 @@ def _run_usage(args: argparse.Namespace, facts: PoolFacts, io: Io) -> ExitStatus
 
 
 def run(args: argparse.Namespace, io: Io) -> ExitStatus:
+    if args.reclaimable:
+        from day2.claims.reclaimable import run_reclaimable
+
+        return run_reclaimable(args, io)
     facts = pool_facts(args)
     if args.usage:
         return _run_usage(args, facts, io)

@@ -13,10 +13,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from config.quantities import parse_quantity
 from day2 import objects as o
 from knowledge.gpu_operator import GPU_RESOURCE
 from knowledge.kubeflow import NOTEBOOK_KIND, NOTEBOOK_NAME_LABEL, stop_notebook_command
+from knowledge.quantities import parse_quantity
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 DEFAULT_LONG_HELD_SECONDS = 7 * 24 * 3600

@@ -63,25 +63,34 @@ def peaks_from_response(body: Mapping[str, Any]) -> dict[tuple[str, str], float]
 
 
 def instant_query(
-    url: str, promql: str, at: datetime, read: Callable[[Any], T], *, timeout: float = TIMEOUT_SECONDS
+    url: str,
+    promql: str,
+    at: datetime,
+    read: Callable[[Any], T],
+    *,
+    timeout: float = TIMEOUT_SECONDS,
+    named: str = "--prometheus",
+    headers: Mapping[str, str] | None = None,
 ) -> T:
     """Ask Prometheus at `url` (its base URL) one instant query at `at`; `read` turns its answer into what the caller
-    needs, and every way that fails (refused, unreachable, not an answer) is one Day2Error naming `--prometheus`."""
+    needs, and every way that fails (refused, unreachable, not an answer) is one Day2Error naming `named` (the option
+    or the config key the URL came from)."""
     query = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
     endpoint = f"{url.rstrip('/')}/api/v1/query?{query}"
     if urllib.parse.urlparse(endpoint).scheme not in ("http", "https"):
-        raise Day2Error(f"--prometheus {url}: not an http(s) URL")
+        raise Day2Error(f"{named} {url}: not an http(s) URL")
+    request = urllib.request.Request(endpoint, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(endpoint, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             body = json.loads(response.read().decode("utf-8"))
         return read(body)
     except urllib.error.HTTPError as error:
-        raise Day2Error(f"--prometheus {url}: the query was refused: HTTP {error.code} {error.reason}") from None
+        raise Day2Error(f"{named} {url}: the query was refused: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
-        raise Day2Error(f"--prometheus {url}: cannot reach it: {reason}") from None
+        raise Day2Error(f"{named} {url}: cannot reach it: {reason}") from None
     except (ValueError, KeyError, TypeError, IndexError) as error:
-        raise Day2Error(f"--prometheus {url}: not a Prometheus query answer: {error}") from None
+        raise Day2Error(f"{named} {url}: not a Prometheus query answer: {error}") from None
 
 
 def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str], float]:

@@ -27,6 +27,7 @@ from components.gpu_platform.usage_rules import (
 )
 from day2.claims.prometheus import instant_query
 from day2.objects import Snapshot, metadata
+from day2.text_table import write_table
 from knowledge.kubeflow import PROFILE_OWNER_ANNOTATION
 
 TIMEOUT_SECONDS = 30
@@ -178,12 +179,6 @@ def usage_json(usage: Usage) -> dict[str, Any]:
     }
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]], out: TextIO) -> None:
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
-    for line in (headers, *rows):
-        out.write("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() + "\n")
-
-
 def print_usage(usage: Usage, out: TextIO) -> None:
     """The two tables: per namespace, then per Kubeflow profile owner."""
     since = (
@@ -193,7 +188,7 @@ def print_usage(usage: Usage, out: TextIO) -> None:
         f"GPU-hours held, {usage.window} to {_time(usage.end)} ({since}; a missing sample counts as zero). "
         "Held, not used: 1 of a card's 4 time-slices is 0.25 GPU.\n\n"
     )
-    _table(
+    write_table(
         ("NAMESPACE", "PROFILE OWNER", "GPU-HOURS", "SLOT-HOURS", "IDLE SHARE"),
         [
             (
@@ -211,7 +206,7 @@ def print_usage(usage: Usage, out: TextIO) -> None:
     if not usage.owners_known:
         out.write("Profile owners: unknown (the dump has no Namespaces; add `namespaces` to the kubectl get).\n")
         return
-    _table(
+    write_table(
         ("PROFILE OWNER", "NAMESPACES", "GPU-HOURS", "SLOT-HOURS"),
         [(r.owner, ",".join(r.namespaces), f"{r.gpu_hours:.2f}", f"{r.slot_hours:.2f}") for r in usage.owners],
         out,

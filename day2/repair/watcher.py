@@ -37,6 +37,7 @@ from day2 import objects as o
 from day2.doctor.node_report import NodeCheck, parse_node_check
 from day2.doctor.walk import diagnose
 from day2.errors import Day2Error
+from day2.metrics_http import serve_metrics as serve_text
 from day2.pool import facts_from_document
 from day2.repair.decide import Decision, decide
 from day2.repair.unattended import (
@@ -136,23 +137,7 @@ class Metrics:
 
 def serve_metrics(metrics: Metrics, port: int) -> None:
     """`GET /metrics` on `port`, in a thread of its own, for the ServiceMonitor."""
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = metrics.text().encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("", port), Handler)
-    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    serve_text(metrics.text, port)
 
 
 class Log:

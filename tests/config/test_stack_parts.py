@@ -22,6 +22,7 @@ AS_PARTS: dict[str, tuple[str, ...]] = {
     "kyverno": ("kyverno",),
     "monitoring": ("monitoring",),
     "proxmox": ("proxmox",),
+    "reclaim": ("reclaim",),
     "proxy": ("proxy",),
     "registry_mirrors": ("registry_mirrors",),
     "repair": ("repair",),

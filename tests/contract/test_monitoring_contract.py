@@ -122,7 +122,7 @@ def test_the_prometheus_rule_validates_against_the_crd_schema(rule_validator: js
     assert set(rule["metadata"]) == {"name", "namespace", "labels"}
 
 
-def test_the_prometheus_rule_with_the_usage_recording_rules_validates_against_the_crd_schema(
+def test_the_prometheus_rule_with_the_recording_rules_validates_against_the_crd_schema(
     rule_validator: jsonschema.Draft7Validator,
 ) -> None:
     rule = build_gpu_alert_rules(
@@ -133,7 +133,7 @@ def test_the_prometheus_rule_with_the_usage_recording_rules_validates_against_th
     )
 
     rule_validator.validate(rule)
-    assert [group["name"] for group in rule["spec"]["groups"]] == ["gpu-pool.gpus", "gpu-pool.usage"]
+    assert [group["name"] for group in rule["spec"]["groups"]] == ["gpu-pool.gpus", "gpu-pool.usage", "gpu-pool.cards"]
 
 
 @pytest.mark.parametrize(

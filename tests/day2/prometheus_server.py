@@ -65,10 +65,12 @@ def _ready(url: str) -> bool:
 
 
 @contextmanager
-def running_prometheus(prometheus: str, data: Path, directory: Path) -> Iterator[str]:
-    """Start Prometheus on 127.0.0.1 serving `data`; yields its base URL; stops it (terminate, wait) after."""
+def running_prometheus(prometheus: str, data: Path, directory: Path, config_text: str | None = None) -> Iterator[str]:
+    """Start Prometheus on 127.0.0.1 serving `data`; yields its base URL; stops it (terminate, wait) after.
+    `config_text`: its prometheus.yml (default: nothing scraped, nothing evaluated)."""
     config = directory / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+    default = "global:\n  scrape_interval: 1m\nscrape_configs: []\n"
+    config.write_text(config_text or default, encoding="utf-8")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (directory / "prometheus.log").open("w", encoding="utf-8")

@@ -416,3 +416,80 @@ def gpu_operator_once_installed(tools: Tools, plane: ControlPlane, namespace: st
         stopping.set()
         thread.join(timeout=60)
         launcher.processes.stop()
+
+
+# ------------------------------------------------------------------------------------------------- Kubeflow notebooks
+
+NOTEBOOKS_VERSION = "v1.11.0"
+NOTEBOOKS_OVERLAY = "components/notebook-controller/config/overlays/standalone"
+NOTEBOOK_CONTROLLER = ("notebook-controller-deployment", "manager")
+
+
+def notebook_controller_install(tools: Tools, plane: ControlPlane, upstream: Path) -> list[dict[str, Any]]:
+    """Kubeflow's own standalone install of the notebook controller (`kubectl kustomize` of its overlay at v1.11.0:
+    namespace, Notebook CRD, RBAC, its ConfigMap with ENABLE_CULLING=false and USE_ISTIO=false, the Deployment)."""
+    overlay = upstream / "kubeflow-notebooks" / NOTEBOOKS_VERSION / NOTEBOOKS_OVERLAY
+    return load_documents(plane.kubectl("kustomize", str(overlay)))
+
+
+def _resolved_env(
+    deployment: Mapping[str, Any], name: str, configmaps: Mapping[str, Mapping[str, str]]
+) -> dict[str, str]:
+    """The container's environment with its configMapKeyRef values read from the rendered ConfigMaps."""
+    container = next(c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == name)
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        ref = (item.get("valueFrom") or {}).get("configMapKeyRef")
+        if ref is not None:
+            env[item["name"]] = configmaps[ref["name"]][ref["key"]]
+        elif "value" in item:
+            env[item["name"]] = str(item["value"])
+    return env
+
+
+@contextlib.contextmanager
+def running_notebook_controller(tools: Tools, plane: ControlPlane, upstream: Path) -> Iterator[dict[str, str]]:
+    """Kubeflow's notebook controller built from v1.11.0 (e2e/build-cluster.sh), installed as its standalone overlay
+    declares (everything but the Deployment applied), run as its ServiceAccount with the Deployment's environment,
+    culling off as the overlay ships it; ready once it answers /readyz. Yields that environment."""
+    rendered = notebook_controller_install(tools, plane, upstream)
+    crds = [o for o in rendered if o["kind"] == "CustomResourceDefinition"]
+    plane.kubectl("apply", "--server-side", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(o) for o in crds))
+
+    def established() -> bool:
+        crd = plane.kubectl.json("get", "crd", crds[0]["metadata"]["name"])
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    # Polled: `kubectl wait` fails at once on a CRD whose status has no conditions yet.
+    wait_until("the Notebook CRD Established", established, plane.cluster.logs)
+    rest = [o for o in rendered if o["kind"] not in NOT_APPLIED and o["kind"] != "CustomResourceDefinition"]
+    apply_objects(plane.kubectl, rest, field_manager="kustomize")
+    (deployment,) = [o for o in rendered if o["kind"] == "Deployment"]
+    configmaps = {o["metadata"]["name"]: o.get("data") or {} for o in rendered if o["kind"] == "ConfigMap"}
+    env = _resolved_env(deployment, NOTEBOOK_CONTROLLER[1], configmaps)
+    namespace = deployment["metadata"]["namespace"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    config = service_account_kubeconfig(plane.kubectl, plane, namespace, account)
+    (probe_port,) = free_ports(1)
+    log = plane.work / "notebook-controller.log"
+    processes = Processes([])
+    try:
+        argv = [str(tools.notebook_controller), "--metrics-addr=0", f"--probe-addr=127.0.0.1:{probe_port}"]
+        processes.spawn("notebook-controller", argv, log, {**env, "KUBECONFIG": str(config)})
+
+        def ready() -> bool:
+            if processes.exited():
+                raise ServerError("notebook-controller exited")
+            return healthy(f"http://127.0.0.1:{probe_port}/readyz")
+
+        wait_until("Kubeflow's notebook controller's /readyz", ready, (*plane.cluster.logs, log))
+        yield env
+    finally:
+        processes.stop()
+        # What it installed goes with it: the session's control plane is shared.
+        for obj in reversed([o for o in rendered if o["kind"] not in NOT_APPLIED]):
+            where = ["-n", obj["metadata"]["namespace"]] if "namespace" in obj["metadata"] else []
+            plane.kubectl.run(
+                *where, "delete", obj["kind"], obj["metadata"]["name"], "--ignore-not-found", "--wait=false"
+            )

@@ -108,6 +108,11 @@ class Tools:
     def gpu_operator(self) -> Path:
         return self.bin_dir / "gpu-operator"
 
+    @property
+    def notebook_controller(self) -> Path:
+        """Kubeflow's notebook controller v1.11.0 (e2e/build-cluster.sh)."""
+        return self.bin_dir / "notebook-controller"
+
     def missing_cluster_programs(self) -> list[str]:
         wanted = (
             self.kube_controller_manager,
@@ -116,6 +121,7 @@ class Tools:
             self.kyverno_admission_controller,
             self.kyverno_background_controller,
             self.gpu_operator,
+            self.notebook_controller,
         )
         return [path.name for path in wanted if not path.is_file()]
 

@@ -58,7 +58,7 @@ def render(template: str, labels: dict[str, str], value: str) -> str:
         expression = match.group(1).strip()
         if expression.startswith("$labels."):
             return labels[expression.removeprefix("$labels.")]
-        if expression in ("$value", "$value | humanizePercentage"):
+        if expression in ("$value", "$value | humanizePercentage", "$value | humanizeDuration"):
             return value
         raise AssertionError(f"template {{{{ {expression} }}}} is not known to this test")
 
