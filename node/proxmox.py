@@ -2,7 +2,7 @@
 one line with PVE's own message, and the reads a turn and `discover` make (a VM's status and pending changes, a
 worker task's exit status, the cluster's guests, a host's PCI devices, the PCI mappings with a host's check).
 
-    pve = Proxmox(endpoint, insecure); pve.login(token, password)
+    pve = Proxmox(endpoint, insecure, trusted_ca); pve.login(token, password)
     pve.call(method, path, form) -> the answer's `data`; ProxmoxFailed otherwise (`status`: HTTP, None: no answer)
     pve.guest(vmid), pve.guests(), pve.status(vm), pve.pending(vm), pve.wait_task(upid, s), pve.wait_status(vm, s, s)
     pve.hardware_pci(node), pve.pci_mappings(check_node)
@@ -51,6 +51,26 @@ def pve_message(error: urllib.error.HTTPError) -> str:
     return " ".join(text.split())
 
 
+def client_context(insecure: bool, trusted_ca: str | None) -> ssl.SSLContext:
+    """TLS for the Proxmox API: the system store plus the lab CA when the stack names one; `insecure` (the
+    provider's own switch for PVE's self-signed certificate) verifies nothing."""
+    if insecure:
+        return ssl._create_unverified_context()
+    context = ssl.create_default_context()
+    if trusted_ca:
+        context.load_verify_locations(cadata=trusted_ca)
+    return context
+
+
+def proxmox_facts(endpoint: str, insecure: bool, trusted_ca: str | None) -> dict[str, Any]:
+    """How a process reaches the API, as the watcher's facts hold it; `trustedCa` only where the stack has one (a
+    stack without keeps its facts ConfigMap as it was)."""
+    facts: dict[str, Any] = {"endpoint": endpoint, "insecure": insecure}
+    if trusted_ca:
+        facts["trustedCa"] = trusted_ca
+    return facts
+
+
 def task_ok(exitstatus: str | None) -> bool:
     """A worker task's exit status is a success: `OK` or `WARNINGS: n` (pve-manager PVE/API2/Tasks.pm)."""
     return exitstatus is not None and (exitstatus == "OK" or exitstatus.startswith("WARNINGS"))
@@ -65,6 +85,9 @@ def pending_keys(pending: list[dict[str, Any]]) -> list[str]:
 class Proxmox:
     endpoint: str
     insecure: bool = False
+    # gpu-pool:trustedCa's PEM bundle, trusted besides the system store: the watcher's image does not carry a lab CA
+    # that signed the Proxmox API's certificate (issue 49: the program's own payloads trust the lab CA).
+    trusted_ca: str | None = None
     poll: float = field(default_factory=lambda: float(os.environ.get("GPU_POOL_POLL_SECONDS", "3")))
     sleep: Callable[[float], None] = time.sleep
     headers: dict[str, str] = field(default_factory=dict)
@@ -86,7 +109,7 @@ class Proxmox:
         once ended a wave's power cycle and a repair: FIELD-REVIEW-5 WRONG-5)."""
         body = urllib.parse.urlencode(form).encode() if form is not None else None
         request = urllib.request.Request(self.base + path, data=body, method=method, headers=self.headers)
-        context = ssl._create_unverified_context() if self.insecure else ssl.create_default_context()
+        context = client_context(self.insecure, self.trusted_ca)
         try:
             with urllib.request.urlopen(request, context=context, timeout=60) as response:
                 return json.load(response)["data"]
@@ -96,7 +119,8 @@ class Proxmox:
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", None) or error
             hint = (
-                "; a self-signed certificate needs gpu-pool:proxmox.insecure: true (as the provider does)"
+                "; a certificate from a lab CA needs that CA in gpu-pool:trustedCa, a self-signed one "
+                "gpu-pool:proxmox.insecure: true (as the provider does)"
                 if isinstance(reason, ssl.SSLCertVerificationError)
                 else ""
             )

@@ -15,6 +15,7 @@ from components.unattended.credential import credential_plan
 from components.unattended.node_check_job import node_check_flags, node_check_job
 from components.unattended.watcher_api import EVENTS_NAMESPACE
 from config.stack import StackConfig
+from node.proxmox import proxmox_facts
 
 
 def allowed_privileges(stack: StackConfig, stack_name: str) -> dict[str, list[str]]:
@@ -58,7 +59,7 @@ def watcher_facts_document(stack: StackConfig, stack_name: str, pool: Mapping[st
         "pool": dict(pool),
         "namespace": cfg.namespace,
         "eventsNamespace": EVENTS_NAMESPACE,
-        "proxmox": {"endpoint": stack.proxmox.endpoint, "insecure": stack.proxmox.insecure},
+        "proxmox": proxmox_facts(stack.proxmox.endpoint, stack.proxmox.insecure, stack.trusted_ca),
         "vms": {
             d.name: {
                 "vmid": str(d.vm_id),

@@ -151,7 +151,7 @@ def proxmox_answers(
 ) -> tuple[list[dict[str, Any]], Any]:
     """The VM list and, for `domain`, its host's PCI devices, read before anything stops; an error changes
     nothing (exit 2)."""
-    api = Proxmox(stack.proxmox.endpoint, stack.proxmox.insecure)
+    api = Proxmox(stack.proxmox.endpoint, stack.proxmox.insecure, stack.trusted_ca)
     where = f"the Proxmox API at {stack.proxmox.endpoint}"
     try:
         api.login(credential.get("PROXMOX_API_TOKEN"), credential.get("PROXMOX_ROOT_PASSWORD"))

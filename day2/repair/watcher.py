@@ -354,7 +354,7 @@ def proxmox_for(w: Watcher) -> Proxmox:
 
 
 def login(facts: WatcherFacts, token: str) -> Proxmox:
-    api = Proxmox(facts.proxmox_endpoint, facts.proxmox_insecure)
+    api = Proxmox(facts.proxmox_endpoint, facts.proxmox_insecure, facts.proxmox_trusted_ca)
     api.login(token, None)
     return api
 

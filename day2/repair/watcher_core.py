@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from day2.repair.unattended import Refusal, UnattendedFacts
+from node.proxmox import proxmox_facts
 from node.vocabulary import HEALTH_CONDITION, WATCHER_HOLDER_PREFIX
 
 # The watcher's last verdict on a node, as `<Reason>: <message>` lines (what `kubectl describe node` shows without
@@ -71,6 +72,8 @@ class WatcherFacts:
     not_eligible: Mapping[str, str]
     # Hostname -> the smoke Jobs the repair's turn runs after the power cycle (empty: the stack runs none).
     smoke_jobs: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    # gpu-pool:trustedCa: the lab CA the watcher trusts for the Proxmox API besides its image's store.
+    proxmox_trusted_ca: str | None = None
 
     @property
     def holder(self) -> str:
@@ -85,7 +88,7 @@ class WatcherFacts:
             "pool": dict(self.pool),
             "namespace": self.namespace,
             "eventsNamespace": self.events_namespace,
-            "proxmox": {"endpoint": self.proxmox_endpoint, "insecure": self.proxmox_insecure},
+            "proxmox": proxmox_facts(self.proxmox_endpoint, self.proxmox_insecure, self.proxmox_trusted_ca),
             "vms": {
                 name: {"vmid": vm.vmid, "proxmoxNode": vm.proxmox_node, "mappings": list(vm.mappings)}
                 for name, vm in sorted(self.vms.items())
@@ -117,6 +120,7 @@ class WatcherFacts:
             node_check_jobs={str(k): dict(v) for k, v in document["nodeCheckJobs"].items()},
             not_eligible={str(k): str(v) for k, v in document["notEligible"].items()},
             smoke_jobs={str(k): tuple(dict(j) for j in v) for k, v in document["smokeJobs"].items()},
+            proxmox_trusted_ca=str(proxmox["trustedCa"]) if proxmox.get("trustedCa") else None,
         )
 
 
