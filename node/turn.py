@@ -295,9 +295,10 @@ def wait_ready(turn: Turn, minutes: float, old_boot: str | None = None) -> None:
                 False,
                 "not registered",
                 (
-                    "the node never registered with RKE2: check cloud-init and the agent on the VM "
-                    "(/var/log/cloud-init-output.log, journalctl -u rke2-agent), the join token and "
-                    "gpu-pool:rke2.serverUrl"
+                    "the node never registered with RKE2: the first boot names the step it stopped at on the "
+                    "VM's console ('gpu-pool first boot: STOPPED at <step> (<url>): <error>': the Proxmox console, "
+                    "or qm terminal <vmid> on its host) and in /var/lib/gpu-pool/first-boot/<step>.log; then "
+                    "journalctl -u rke2-agent, the join token and gpu-pool:rke2.serverUrl"
                 ),
             )
         if old_boot is not None and boot_id(node) == old_boot:

@@ -204,11 +204,14 @@ def test_a_node_ready_timeout_blames_the_api_server_when_kubectl_cannot_reach_it
     assert "Likeliest cause: kubectl cannot reach the API server" in result.stderr
 
 
-def test_a_node_ready_timeout_blames_cloud_init_when_the_node_never_registered(harness: Harness) -> None:
+def test_a_node_ready_timeout_points_at_where_the_first_boot_says_the_step_it_stopped_at(harness: Harness) -> None:
     harness.scenario({})
     result = harness.run("node-ready", TIMEOUT_MINUTES=TIMES_OUT)
     assert result.returncode == 1
     assert "Likeliest cause: the node never registered with RKE2" in result.stderr
+    # The node never registered, so no first-boot annotation: the console line and the step logs say where it stopped.
+    assert "gpu-pool first boot: STOPPED at <step>" in result.stderr
+    assert "/var/lib/gpu-pool/first-boot/<step>.log" in result.stderr
 
 
 def gpu_env(slots: str = "4") -> dict[str, str]:
