@@ -38,6 +38,11 @@ from tests.e2e.proxmox_api import a1000_host
 from tests.e2e.servers import Tools
 from tests.offline.test_plan_diff import ROWS, Row
 
+# The tier's longest module (a preview per row, and the moves between before-files): under xdist a worker of its own,
+# with a `deployed` stack of its own (one more first `up`), beside the worker of the other deployed modules
+# (tests/e2e/conftest.py, xdist_group_of).
+pytestmark = pytest.mark.xdist_group("deployed-engine-diff")
+
 FORCED_IN_CUSTOMIZE_DIFF = {key for keys in PROVIDER_FORCE_NEW.values() for key in keys}
 PROTECTED = re.compile(r"(dc\d)-vm is protected")
 # What a row does to the hosts themselves: a card moved to another slot is there before the config says so.
