@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -252,12 +253,12 @@ def top_level(keys: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("row", [pytest.param(row, id=row.name) for row in grouped(ROWS)])
-def test_the_engine_does_what_make_diff_predicts(
-    settled: Settled, row: Row, chart_archives: dict[str, Path], tmp_path: Path
-) -> None:
+def test_the_engine_does_what_make_diff_predicts(settled: Settled, row: Row, chart_archives: dict[str, Path]) -> None:
     deployed = settled.deployed
+    # Beside the shared stack's own folder (under build/, as the `deployed` fixture says why), gone with it.
+    work = Path(tempfile.mkdtemp(prefix="row-", dir=deployed.stack.work.parent)) / "stack"
     with (
-        row_state(settled, row, chart_archives, tmp_path / "stack") as (stack, before, after),
+        row_state(settled, row, chart_archives, work) as (stack, before, after),
         node_state(deployed, row, before),
     ):
         nodes = row.nodes.apply(settled_nodes(before)) if row.nodes else None
