@@ -172,9 +172,15 @@ gpu-node-carry: node-tools $(DEV)
 
 # The run's slowest tests, with each module's total, land in E2E_DURATIONS (tests/e2e/durations.py); .ci/run shows it.
 E2E_DURATIONS := build/e2e-durations.txt
+# pytest-xdist workers, as TEST_WORKERS: `auto` is one more than the cores. Each worker starts its own API servers,
+# control planes and deployed stack; each xdist group (a module, or every test of the deployed stack) runs on one
+# worker, in the order tests/e2e/conftest.py puts them (`--no-loadscope-reorder`). E2E_WORKERS=1 is the reference:
+# one process, as before xdist.
+E2E_WORKERS ?= auto
+E2E_XDIST = $(if $(filter 0 1,$(E2E_WORKERS)),-n 0,-n $(E2E_WORKERS) --dist loadgroup --no-loadscope-reorder)
 e2e: e2e-tools $(DEV)
 	$(NO_ECHO_IF_SECRET)GPU_POOL_E2E=1 E2E_TOOLS_BIN=$(abspath $(E2E_BIN)) ENGINE_BIN=$$(cat $(ENGINE_TOOLS)/selected) \
-	  E2E_DURATIONS_FILE=$(abspath $(E2E_DURATIONS)) $(UV) run --no-sync pytest tests/e2e $(ARGS)
+	  E2E_DURATIONS_FILE=$(abspath $(E2E_DURATIONS)) $(UV) run --no-sync pytest $(E2E_XDIST) tests/e2e $(ARGS)
 
 # `pulumi preview` of a real stack with your own backend and lab, with the engine built here when there is one:
 # make real-preview STACK=mylab. It runs the program's host and cluster preflights (no GPU_POOL_OFFLINE), with

@@ -47,6 +47,11 @@ SRC_DIR="$(dirname "$BIN_DIR")/src"
 STAMP_DIR="$BIN_DIR/.stamps"
 mkdir -p "$STAMP_DIR" "$SRC_DIR"
 
+# The later builds' downloads while KWOK compiles (build-lib.sh, prefetch); the operator's and the notebook
+# controller's from their read-only upstream trees (`go mod download` only reads go.mod and go.sum).
+prefetch "$E2E_DIR/kyverno" "$OPERATOR_SRC/v26.7.0" "$NOTEBOOKS_SRC/$NOTEBOOKS_VERSION/components/notebook-controller"
+trap prefetch_wait EXIT
+
 # --- KWOK: the kubelets (Node heartbeats, pod lifecycle through Stages) -----------------------------------------
 KWOK_MOD=sigs.k8s.io/kwok
 KWOK_VERSION="$(mod_field "$E2E_DIR/kwok" "$KWOK_MOD" Version)"

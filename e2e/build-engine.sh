@@ -60,6 +60,22 @@ stage() {
   echo "$dst"
 }
 
+# The two smaller providers staged first (proxmoxve with pulumi-java replaced by the stub, so that its real module is
+# never fetched), then every later build's modules downloaded in the background while the CLI compiles
+# (build-lib.sh, prefetch): the kubernetes provider's lock, both providers and the Kubernetes modules whose OpenAPI
+# specs the kubernetes provider's schema is generated from (the largest downloads of the engine build).
+command_src="$(stage command "$PB/pulumi-command/provider")"
+proxmoxve_src="$(stage proxmoxve "$PB/pulumi-proxmoxve/provider")"
+(cd "$proxmoxve_src" && go mod edit -replace "github.com/pulumi/pulumi-java=$ENGINE_DIR/javastub")
+KUBE_VERSION=v1.36.1 # Makefile.upstream KUBE_VERSION at v4.32.0
+LEGACY_KUBE_VERSIONS=(v1.17.0 v1.18.0 v1.19.0 v1.20.0 v1.26.0 v1.28.0 v1.30.0 v1.31.0) # generateSchema in main.go
+k8s_stamp="$(lock_hash "$ENGINE_DIR/kubernetes")-$(tree_hash "$PB/pulumi-kubernetes/provider" "$ENGINE_DIR/dotnetstub")"
+prefetch "$ENGINE_DIR/kubernetes" "$command_src" "$proxmoxve_src"
+if ! up_to_date pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$k8s_stamp"; then
+  prefetch_module "${LEGACY_KUBE_VERSIONS[@]/#/k8s.io/kubernetes@}" "k8s.io/kubernetes@$KUBE_VERSION"
+fi
+trap prefetch_wait EXIT
+
 # --- the CLI and the Python language host (one module: they share most compiled packages) ---------------------
 PULUMI_MOD=github.com/pulumi/pulumi/pkg/v3
 [[ "$(mod_field "$ENGINE_DIR/pulumi" "$PULUMI_MOD" Version)" == "$PULUMI_VERSION" ]] ||
@@ -84,8 +100,7 @@ install -m 0755 "$SDK_DIR/python/cmd/pulumi-language-python-exec" "$BIN_DIR/pulu
 # (merged over the older specs its generateSchema reads), `go generate` the two files the provider embeds, build.
 # Upstream downloads the specs from GitHub; here they are the api/openapi-spec/swagger.json of the k8s.io/kubernetes
 # modules the proxy serves (go mod download checks them against Go's checksum database).
-KUBE_VERSION=v1.36.1 # Makefile.upstream KUBE_VERSION at v4.32.0
-LEGACY_KUBE_VERSIONS=(v1.17.0 v1.18.0 v1.19.0 v1.20.0 v1.26.0 v1.28.0 v1.30.0 v1.31.0) # generateSchema in main.go
+# KUBE_VERSION and LEGACY_KUBE_VERSIONS: above, where their modules' downloads start.
 # `git hash-object` of provider/cmd/pulumi-resource-kubernetes/schema.json at tag v4.32.0 (pulumi-build/README.md):
 # the regenerated file must be that blob, byte for byte.
 K8S_SCHEMA_BLOB=9c927da9e707c7d50af9adc020d66c245cddf94e
@@ -102,7 +117,7 @@ module_dir_at() {
   sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$answer"
 }
 
-k8s_stamp="$(lock_hash "$ENGINE_DIR/kubernetes")-$(tree_hash "$PB/pulumi-kubernetes/provider" "$ENGINE_DIR/dotnetstub")"
+# k8s_stamp: above.
 if up_to_date pulumi-resource-kubernetes "$KUBERNETES_VERSION" "$k8s_stamp"; then
   echo "up to date: pulumi-resource-kubernetes $KUBERNETES_VERSION"
 else
@@ -136,16 +151,13 @@ else
 fi
 
 # --- pulumi-resource-command ------------------------------------------------------------------------------------
-# pulumi-build/README.md: v1.2.1 @ 7f3eb6f3
-command_src="$(stage command "$PB/pulumi-command/provider")"
+# pulumi-build/README.md: v1.2.1 @ 7f3eb6f3 (staged above)
 build pulumi-resource-command "$command_src" ./cmd/pulumi-resource-command "$COMMAND_VERSION" "3.5 min" \
   "-s -w -X github.com/pulumi/pulumi-command/provider/pkg/version.Version=$COMMAND_VERSION" "" \
   "$(tree_hash "$PB/pulumi-command/provider")"
 
 # --- pulumi-resource-proxmoxve ----------------------------------------------------------------------------------
-# pulumi-build/README.md: v8.3.0 @ fb7a0201
-proxmoxve_src="$(stage proxmoxve "$PB/pulumi-proxmoxve/provider")"
-(cd "$proxmoxve_src" && go mod edit -replace "github.com/pulumi/pulumi-java=$ENGINE_DIR/javastub")
+# pulumi-build/README.md: v8.3.0 @ fb7a0201 (staged above)
 build pulumi-resource-proxmoxve "$proxmoxve_src" ./cmd/pulumi-resource-proxmoxve "$PROXMOXVE_VERSION" "5 min" \
   "-s -w -X github.com/muhlba91/pulumi-proxmoxve/provider/pkg/version.Version=$PROXMOXVE_VERSION" "" \
   "$(tree_hash "$PB/pulumi-proxmoxve/provider" "$ENGINE_DIR/javastub")"

@@ -75,3 +75,30 @@ build() {
   printf '%s\n' "$stamp" >"$stamp_file"
   echo "built $name in $((SECONDS - start))s"
 }
+
+# prefetch DIR... / prefetch_module MODULE@VERSION...: download, in the background, the modules of the builds still to
+# come (each DIR's go.mod and go.sum, or one module outside any), so that on a cold machine those downloads (GBs:
+# docs/engine.md, "What each binary costs cold") run while the build at hand compiles instead of one after the other.
+# Go's module cache locks each module while it is fetched: a `go build` that needs one still being downloaded waits
+# for it, and the cache is shared by every build here. A failed download is not reported here: the build that needs
+# the module fetches it again and fails with go's own message. Warm, each is a local check of the cache.
+PREFETCHING=()
+prefetch() {
+  local dir
+  for dir in "$@"; do
+    (cd "$dir" && go mod download >/dev/null 2>&1) &
+    PREFETCHING+=("$!")
+  done
+}
+prefetch_module() {
+  local blank
+  blank="$(mktemp -d)"
+  (cd "$blank" && GOFLAGS=-mod=mod go mod download "$@" >/dev/null 2>&1; rm -rf "$blank") &
+  PREFETCHING+=("$!")
+}
+# prefetch_wait: before the script ends, so that no download outlives it.
+prefetch_wait() {
+  local pid
+  for pid in "${PREFETCHING[@]}"; do wait "$pid" || true; done
+  PREFETCHING=()
+}

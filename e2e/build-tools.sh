@@ -38,6 +38,10 @@ declare -A TAG_COMMIT=(
   [go.etcd.io/etcd/server/v3@v3.5.21]=a17edfd59754d1aed29c2db33520ab9d401326a5
 )
 
+# The other modules' downloads while kube-apiserver compiles (build-lib.sh, prefetch).
+prefetch "$E2E_DIR/etcd" "$E2E_DIR/helm" "$E2E_DIR/kyverno" "$E2E_DIR/deviceplugin"
+trap prefetch_wait EXIT
+
 # --- Kubernetes (kube-apiserver, kubectl) ------------------------------------------
 K8S_MOD=k8s.io/kubernetes
 K8S_VERSION="$(mod_field "$E2E_DIR" "$K8S_MOD" Version)"

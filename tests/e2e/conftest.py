@@ -9,6 +9,14 @@ Fixtures for a cluster with its own agents (tests/e2e/control_plane.py, tests/e2
   see), whose logs a failed test's report shows; `running_kyverno` and `running_gpu_operator` start those programs
   on it.
 A test on a shared control plane removes what it created (Nodes, namespaces) before it ends.
+- `deployed` (session): prod after one real `pulumi up`, on a control plane of its own (`deployed_plane`).
+
+In parallel (`make e2e E2E_WORKERS=N`, pytest-xdist `--dist loadgroup`; issue 46): each worker is a process of its
+own, so it starts its own servers, control planes and deployed stack, each on free loopback ports and in its own
+temp dirs, when its first test asks for them. Every test is in one xdist group, which one worker runs in
+collection order (`xdist_group_of`): the tests of the `deployed` stack together (they share its one `up`), every
+other module on its own (its module fixtures are set up once). A module that must share a worker with another names
+a group itself: `pytestmark = pytest.mark.xdist_group("name")`. A new module needs nothing else.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from offline.runner import ROOT_DIR, read_stack_file
+from tests.e2e import xdist_groups
 from tests.e2e.chart import package_chart
 from tests.e2e.cluster_programs import running_kyverno
 from tests.e2e.control_plane import ControlPlane, start_control_plane
@@ -66,18 +75,50 @@ STARTED: list[Cluster | ControlPlane] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """`make e2e` writes the run's slowest tests to a file CI shows (tests/e2e/durations.py)."""
+    """`make e2e` writes the run's slowest tests to a file CI shows (tests/e2e/durations.py); under xdist, the
+    workers will publish each test's group to a folder named here (tests/e2e/xdist_groups.py)."""
     recorder = start_durations(config)
     if recorder is not None:
         config.pluginmanager.register(recorder, "e2e-durations")
+    xdist_groups.name_folder(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    xdist_groups.remove_folder(config)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """xdist's loadgroup, each group one worker's (tests/e2e/xdist_groups.py says why it is not xdist's own)."""
+    return xdist_groups.make_scheduler(config, log)
+
+
+# The xdist group of every test of the `deployed` stack (xdist_group_of).
+DEPLOYED_GROUP = "deployed"
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group a test runs in under `--dist loadgroup`: the one its module names, else DEPLOYED_GROUP for a test
+    of the `deployed` stack (one `up` serves them all: spread over workers, each worker would `up` it again),
+    else its module's."""
+    named = xdist_groups.group_of(item)
+    if named is not None:
+        return named
+    if "deployed" in getattr(item, "fixturenames", ()):
+        return DEPLOYED_GROUP
+    return item.nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The plain `pytest` run (`make test`) skips this folder: it needs built servers and takes longer."""
     if os.environ.get(ENABLE_ENV) == "1":
-        # The engine tests' `up` leaves prod's Nodes, driver DaemonSet and release in the session's API server
-        # until the session ends: they run after every other test, which would find prod's names taken.
-        items.sort(key=lambda item: "deployed" in getattr(item, "fixturenames", ()))
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
+        # The `deployed` stacks' tests are the tier's longest chains: first in the queue, so that under xdist a
+        # worker starts on each at once while the others take the modules one by one (`--no-loadscope-reorder`
+        # keeps this order; the Makefile passes it).
+        items.sort(key=lambda item: "deployed" not in getattr(item, "fixturenames", ()))
+        xdist_groups.publish(config, items)
         return
     skip = pytest.mark.skip(reason=f"e2e tier: run `make e2e` (sets {ENABLE_ENV}=1)")
     for item in items:
@@ -279,17 +320,32 @@ def runs(kyverno: Kyverno, tmp_path_factory: pytest.TempPathFactory) -> Runs:
 
 
 @pytest.fixture(scope="session")
+def deployed_plane(
+    e2e_tools: Tools, upstream: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    """The `deployed` stack's own control plane, with Kyverno running and the upstream CRDs the stack writes to. Its
+    `up` leaves prod's Nodes, driver DaemonSet and release there until the session ends: on the session's
+    `control_plane` every later test would find prod's names taken, so the engine tests had to run last, one after
+    another with everything else; on a plane of their own they run in any order, beside the rest (issue 46)."""
+    with (
+        reported_control_plane(e2e_tools, tmp_path_factory.mktemp("deployed-plane")) as plane,
+        running_kyverno(e2e_tools, plane),
+    ):
+        install_crds(plane.kubectl, upstream, CONTROL_PLANE_CRDS)
+        yield plane
+
+
+@pytest.fixture(scope="session")
 def deployed(
     engine: Engine,
     engine_path: list[Path],
     e2e_tools: Tools,
-    kyverno_running: ControlPlane,
+    deployed_plane: ControlPlane,
     packaged_chart: Path,
-    control_plane_crds: list[str],
 ) -> Iterator[Deployed]:
-    """prod after one real `pulumi up` against the control plane, with Kyverno running, the GPU Operator's controller
-    and the Proxmox stand-in (tests/e2e/engine_deployed.py), shared by the engine tests: each test that changes it
-    puts it back."""
+    """prod after one real `pulumi up` against its own control plane, with Kyverno running, the GPU Operator's
+    controller and the Proxmox stand-in (tests/e2e/engine_deployed.py), shared by the engine tests: each test that
+    changes it puts it back."""
     if not SSHD.is_file():
         message = f"{SSHD} is missing: install Debian's openssh-server (.ci/run does)"
         if os.environ.get("CI"):
@@ -300,7 +356,7 @@ def deployed(
     ENGINE_WORK.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="engine-up-", dir=ENGINE_WORK))
     try:
-        with deploy(engine, engine_path, kyverno_running, e2e_tools, packaged_chart, work) as running:
+        with deploy(engine, engine_path, deployed_plane, e2e_tools, packaged_chart, work) as running:
             yield running
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -16,9 +16,10 @@ It yields a `ControlPlane`: the `Cluster` (URL, admin kubeconfig, every componen
 every process stops, last started first, and the data goes. GPU workers are registered by whoever plays their VMs
 (tests/e2e/cluster_standin.py, or a test through `register_gpu_node`), and KWOK takes them over from there.
 
-The fixtures in tests/e2e/conftest.py: `control_plane` (one per session), and on top of it `kyverno_running` and
-the GPU Operator (tests/e2e/cluster_programs.py). A module that needs a cluster of its own (a state the session's
-must not see) calls `start_control_plane` itself in a module-scoped fixture.
+The fixtures in tests/e2e/conftest.py: `control_plane` (one per session, one per xdist worker), and on top of it
+`kyverno_running` and the GPU Operator (tests/e2e/cluster_programs.py); `deployed_plane`, the deployed stack's own.
+A module that needs a cluster of its own (a state the session's must not see) calls `start_control_plane` itself
+in a module-scoped fixture.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,25 @@ class PulumiStack:
         self.write_config(config)
         # `stack init` with a passphrase provider writes the encryption salt into the stack file.
         self.run("stack", "init", "--secrets-provider", "passphrase")
+
+    def copy_to(self, work: Path) -> PulumiStack:
+        """This stack as it is now, in `work`: its stack file (salt and secrets as the CLI wrote them) and its latest
+        state, copied; the program's entries and the language host's `.venv` linked. A preview, a state edit or a
+        config change there leaves this stack as it was (tests/e2e/test_engine_diff.py: each case changes its own
+        copy of one settled `up`). The state's history and backups stay behind: the engine reads only the latest
+        checkpoint."""
+        twin = PulumiStack(self.engine, work, self.name, path=list(self.path), env=dict(self.env))
+        twin.project_dir.mkdir(parents=True)
+        for entry in PROGRAM_ENTRIES:  # the program this stack runs (a test may link it to another tree's)
+            (twin.project_dir / entry).symlink_to((self.project_dir / entry).resolve())
+        # The venv the language host synced for this stack: in sync with uv.lock already, so the copy's `uv sync`
+        # finds nothing to do instead of installing the program's packages again.
+        venv = self.project_dir / ".venv"
+        if venv.is_dir():
+            (twin.project_dir / ".venv").symlink_to(venv.resolve())
+        shutil.copy2(self.stack_file, twin.stack_file)
+        shutil.copytree(self.state_dir, twin.state_dir, ignore=shutil.ignore_patterns("history", "backups", "locks"))
+        return twin
 
     def set_secret(self, key: str, value: str) -> None:
         # Through stdin, as a user pipes it: the value never appears in a process list.

@@ -1,5 +1,5 @@
 """pulumi-kubernetes 4.32 under the real engine meets objects the cluster already has: the control plane the stack
-is deployed to holds the GPU Operator chart's CRDs (applied by the `control_plane_crds` fixture, field manager
+is deployed to holds the GPU Operator chart's CRDs (applied by the `deployed_plane` fixture, field manager
 `e2e-setup`, as an earlier Helm install leaves them in a lab). Without gpu-pool:kubernetes.adoptExisting the
 preview refuses, naming each; with it, the `up` says what it adopts and the provider takes each CRD over (its field
 manager joins), and nothing else existing is touched."""
