@@ -119,6 +119,7 @@ def load_config(validate: StackValidation) -> LoadedConfig:
         for secret in needed_secrets(_auth(raw, stack))
         if secret.key not in secret_values
     ]
+    problems += proxy_login_problems(raw.get("proxy"), set(secret_values))
     if problems or stack is None:
         raise ConfigError(problems)
     config = pulumi.Config(NAMESPACE)
@@ -131,6 +132,20 @@ def load_config(validate: StackValidation) -> LoadedConfig:
         secrets=Secrets({key: value for key, value in values.items() if value is not None}),
         notes=tuple(notes),
     )
+
+
+def proxy_login_problems(proxy: object, secrets_set: set[str]) -> list[str]:
+    """`proxy.login` and the secret gpu-pool:proxyAuth come together: the one says the VMs and the driver get a
+    login (its files and Secret in the plan), the other is the login."""
+    login = isinstance(proxy, Mapping) and proxy.get("login") is True
+    if login and "proxyAuth" not in secrets_set:
+        return [_missing_secret("proxyAuth", "gpu-pool:proxy.login is true: the proxy's login, user:password")]
+    if not login and "proxyAuth" in secrets_set:
+        return [
+            f"{NAMESPACE}:proxyAuth: is set, but gpu-pool:proxy.login is not true, so no VM or driver would get it: "
+            "set `login: true` under gpu-pool:proxy (or remove the secret)"
+        ]
+    return []
 
 
 def _is_secret(full_key: str) -> bool:
