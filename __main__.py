@@ -159,7 +159,10 @@ if cfg.reclaim.idle_notebooks.enabled:
     NotebookReclaim(
         "notebook-reclaim",
         NotebookReclaimArgs(
-            stack=cfg, kubernetes_provider=kubernetes_provider, rule_labels=prometheus_rule_labels(cfg.monitoring)
+            stack=cfg,
+            kubernetes_provider=kubernetes_provider,
+            rule_labels=prometheus_rule_labels(cfg.monitoring),
+            prometheus_auth=loaded.secrets.get("prometheusAuth"),
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import socket
 import sys
 import time
@@ -35,6 +36,7 @@ from components.reclaim.names import (
     STOPS,
 )
 from config.arguments import ArgumentParser
+from config.prometheus_access import policy_access
 from day2.errors import Day2Error
 from day2.metrics_http import serve_metrics
 from day2.objects import JsonObject, Snapshot
@@ -196,7 +198,8 @@ def one_pass(runner: Reclaimer) -> Judgement:
     now = runner.clock()
     facts = runner.facts
     world = read_pool(runner.kube)
-    source = PrometheusSource(facts.prometheus_url, named=PROMETHEUS_KEY)
+    access = policy_access(facts.prometheus_url, os.environ)
+    source = PrometheusSource(facts.prometheus_url, named=PROMETHEUS_KEY, authorization=access.authorization)
     evidence = read_evidence(source, facts.policy.idle_hours, now)
     if not evidence.cards:
         # Every notebook is then "unknown": say where to look rather than only never stop one.
