@@ -153,3 +153,30 @@ def test_the_login_and_proxy_login_come_together() -> None:
     ]
     assert "set `login: true`" in proxy_login_problems({"https": PROXY}, {"proxyAuth"})[0]
     assert proxy_login_problems({"login": True}, {"proxyAuth"}) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "path"),
+    [
+        (
+            {"driver": {"env": [{"name": "HTTPS_PROXY", "value": "http://svc:canary-pw@proxy:3128"}]}},
+            "driver.env[0].value",
+        ),
+        ({"driver": {"repoConfig": {"password": "canary-pw"}}}, "driver.repoConfig.password"),
+        (
+            {"validator": {"env": [{"name": "NGC_API_TOKEN", "value": "x"}], "apiToken": "canary-pw"}},
+            "validator.apiToken",
+        ),
+    ],
+)
+def test_a_credential_in_the_charts_extra_values_is_refused_naming_its_path_not_its_value(
+    extra: dict[str, Any], path: str
+) -> None:
+    raw = {k.removeprefix("gpu-pool:"): copy.deepcopy(v) for k, v in read_stack_file("prod").items()}
+    raw["gpuOperator"]["extraValues"] = extra
+
+    with pytest.raises(ConfigError) as refused:
+        validate_stack(raw)
+
+    said = "\n".join(refused.value.messages)
+    assert f"'{path}' holds a credential (value not shown)" in said and "canary" not in said
