@@ -27,7 +27,7 @@ from components.gpu_failure_domain.steps import RemoteStep
 from components.gpu_platform.release_values import DRIVER_PROXY_SECRET, driver_proxy, release_values
 from components.stack_check import validate_stack
 from config.errors import ConfigError
-from config.loader import proxy_login_problems
+from config.loader import proxy_login_notes, proxy_login_problems
 from config.plain_credentials import split_userinfo
 from config.stack import StackConfig
 from offline.runner import read_stack_file
@@ -151,7 +151,7 @@ def test_the_login_and_proxy_login_come_together() -> None:
         "gpu-pool:proxyAuth: secret not set (gpu-pool:proxy.login is true: the proxy's login, user:password); run: "
         "pulumi config set --secret gpu-pool:proxyAuth <value>"
     ]
-    assert "set `login: true`" in proxy_login_problems({"https": PROXY}, {"proxyAuth"})[0]
+    assert "set `login: true`" in proxy_login_notes({"https": PROXY}, {"proxyAuth"})[0]
     assert proxy_login_problems({"login": True}, {"proxyAuth"}) == []
 
 
