@@ -150,13 +150,15 @@ ACCEPTED = {
 # Credentials where plain config refuses them: each refusal must name the key and not the value.
 PROXY_LOGIN = f"http://svc-gpu:{CANARIES['a login in gpu-pool:proxy.https']}@proxy.lab:3128"
 PROXY_HASH_LOGIN = f"http://svc-gpu:{CANARIES['a login with a # in gpu-pool:proxy.http']}@proxy.lab:3128"
-REFUSED = {
-    "gpu-pool:proxy": {"https": PROXY_LOGIN},
-    "gpu-pool:aptMirror": {
-        "uri": f"http://apt:{CANARIES['a login in gpu-pool:aptMirror.uri']}@apt.lab.internal/ubuntu"
-    },
+APT_LOGIN = f"http://apt:{CANARIES['a login in gpu-pool:aptMirror.uri']}@apt.lab.internal/ubuntu"
+EXTRA_VALUES = {"driver": {"repoConfig": {"password": CANARIES["a password in gpuOperator.extraValues"]}}}
+# Each alone in a stack of its own: were one accepted, nothing else would stop the preview from writing it out.
+REFUSED: dict[str, dict[str, Any]] = {
+    "proxy": {"gpu-pool:proxy": {"https": PROXY_LOGIN}},
+    "proxy-hash": {"gpu-pool:proxy": {"http": PROXY_HASH_LOGIN, "https": PROXY}},
+    "apt-mirror": {"gpu-pool:aptMirror": {"uri": APT_LOGIN}},
+    "extra-values": {"gpu-pool:gpuOperator": {"extraValues": EXTRA_VALUES}},
 }
-REFUSED_EXTRA_VALUES = {"driver": {"repoConfig": {"password": CANARIES["a password in gpuOperator.extraValues"]}}}
 
 
 def _closed_port() -> int:
@@ -208,25 +210,17 @@ def _gpu_pool(*args: str) -> list[str]:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Every offline command run once with every canary planted; what they printed and wrote."""
     tmp = tmp_path_factory.mktemp("canaries")
-    stacks, before, refused, hashed = tmp / "stacks", tmp / "before", tmp / "refused", tmp / "hashed"
-    hash_login = {"gpu-pool:proxy": {"http": PROXY_HASH_LOGIN, "https": PROXY}}
-    for folder, config in ((stacks, ACCEPTED), (before, {}), (hashed, hash_login)):
+    stacks, before = tmp / "stacks", tmp / "before"
+    folders = {stacks: ACCEPTED, before: {}, **{tmp / name: config for name, config in REFUSED.items()}}
+    for folder, config in folders.items():
         folder.mkdir()
         shutil.copy(ROOT / "Pulumi.yaml", folder / "Pulumi.yaml")
         (folder / "Pulumi.canary.yaml").write_text(yaml.safe_dump(_stack(config)), encoding="utf-8")
-    refused.mkdir()
-    shutil.copy(ROOT / "Pulumi.yaml", refused / "Pulumi.yaml")
-    bad = _stack(REFUSED)
-    bad["config"]["gpu-pool:gpuOperator"] = {
-        **bad["config"]["gpu-pool:gpuOperator"],
-        "extraValues": REFUSED_EXTRA_VALUES,
-    }
-    (refused / "Pulumi.canary.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
     env = {**without_make_variables(dict(os.environ)), **_secret_env()}
     prometheus = f"http://127.0.0.1:{_closed_port()}"
     with_login = prometheus.replace("http://", f"http://admin:{CANARIES['a login in --prometheus']}@")
     flag_secret = f"--secret rke2Token={RKE2_FLAG}"
-    out = {name: tmp / "out" / name for name in ("preview", "diff", "refused", "hashed")}
+    out = {name: tmp / "out" / name for name in ("preview", "diff", *REFUSED)}
     commands = {
         "make preview": _make(
             "preview", "STACK=canary", f"OUT={out['preview']}", f"ARGS=--stack-dir {stacks} {flag_secret}"
@@ -245,12 +239,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             f"OUT={out['diff']}",
             f"ARGS={flag_secret}",
         ),
-        "make preview of refused keys": _make(
-            "preview", "STACK=canary", f"OUT={out['refused']}", f"ARGS=--stack-dir {refused}"
-        ),
-        "make preview of a proxy login with a #": _make(
-            "preview", "STACK=canary", f"OUT={out['hashed']}", f"ARGS=--stack-dir {hashed}"
-        ),
+        **{
+            f"make preview refusing {name}": _make(
+                "preview", "STACK=canary", f"OUT={out[name]}", f"ARGS=--stack-dir {tmp / name}"
+            )
+            for name in REFUSED
+        },
         "make claims with --secret": _make("claims", f"ARGS=--from examples/day2/notebooks.json {flag_secret}"),
         "make claims --usage with a login in --prometheus": _make(
             "claims", f"ARGS=--usage --from examples/day2/notebooks.json --now {NOW} --prometheus {with_login}"
@@ -305,10 +299,10 @@ def test_the_commands_ran_as_the_readme_and_day2_docs_show_them(world: World) ->
     assert said["make preview"].startswith("[exit 0]"), said["make preview"][-3000:]
     assert said["make diff"].startswith("[exit 0]"), said["make diff"][-3000:]
     assert "<secret gpu-pool:proxyAuth>" in (world_file(world, "preview/cloud-init"))
-    assert "gpu-pool:proxy.https: carries a login" in said["make preview of refused keys"]
-    assert "gpu-pool:proxy.http: carries a login" in said["make preview of a proxy login with a #"]
-    assert "gpu-pool:aptMirror.uri: carries a login" in said["make preview of refused keys"]
-    assert "'driver.repoConfig.password' holds a credential" in said["make preview of refused keys"]
+    assert "gpu-pool:proxy.https: carries a login" in said["make preview refusing proxy"]
+    assert "gpu-pool:proxy.http: carries a login" in said["make preview refusing proxy-hash"]
+    assert "gpu-pool:aptMirror.uri: carries a login" in said["make preview refusing apt-mirror"]
+    assert "'driver.repoConfig.password' holds a credential" in said["make preview refusing extra-values"]
     for name in ("make diff with --secret", "make claims with --secret"):
         assert "unrecognized arguments: --secret <value not shown>" in said[name], said[name]
     assert "cannot reach it" in said["make claims --usage with a login in --prometheus"]
