@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -94,8 +95,9 @@ def _forms(canary: str) -> set[str]:
         encoded = base64.b64encode(b"\0" * pad + canary.encode()).decode()
         start = (pad * 4 + 2) // 3
         forms.add(encoded[start : len(encoded) - 4])
-    # The PEM canaries: their distinctive line is what any re-wrapping keeps.
-    return {form for form in forms if len(form) >= 12} | {line for line in canary.splitlines() if "canary" in line}
+    # And its distinctive core alone: a URL cut at the `#` of its password, a PEM re-wrapped, still leak it.
+    cores = {run for run in re.findall(r"[A-Za-z0-9_-]{12,}", canary) if "canary" in run or "c0ffee" in run}
+    return {form for form in forms if len(form) >= 12} | cores
 
 
 FORMS = {name: _forms(value) for name, value in CANARIES.items()}
