@@ -329,3 +329,10 @@ def test_no_canary_is_in_any_file_the_commands_wrote(world: World) -> None:
     }
 
     assert {name: found for name, found in leaks.items() if found} == {}
+
+
+def test_docs_secrets_says_how_to_give_each_credential_and_where_it_is_in_clear() -> None:
+    page = (ROOT / "docs" / "secrets.md").read_text(encoding="utf-8")
+
+    missing = [row.name for row in CREDENTIALS if f"| `{row.name}` |" not in page and f"| {row.name} |" not in page]
+    assert missing == []
