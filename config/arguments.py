@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NoReturn
 
 from config.plain_credentials import without_userinfo
@@ -23,27 +23,30 @@ from config.secrets import SECRET_FLAGS
 NOT_SHOWN = "<value not shown>"
 
 
-def _is_secret_flag(option: str) -> bool:
-    # argparse accepts an unambiguous prefix (`--prometheus-pass`) for a long option.
+def _is_secret_flag(option: str, own: Collection[str]) -> bool:
+    # argparse accepts an unambiguous prefix (`--prometheus-pass`) for a long option; a parser's own option that is
+    # no secret flag (`--prometheus`, a prefix of `--prometheus-password`) is itself.
+    if option in own and option not in SECRET_FLAGS:
+        return False
     return len(option) > 3 and any(flag.startswith(option) for flag in SECRET_FLAGS)
 
 
-def secret_values(argv: Sequence[str]) -> list[str]:
+def secret_values(argv: Sequence[str], own: Collection[str] = ()) -> list[str]:
     """The values the secret flags of `argv` carry: `--flag VALUE` and `--flag=VALUE`, longest first (a value that
-    contains another is masked whole)."""
+    contains another is masked whole). `own`: the parser's option strings."""
     values: list[str] = []
     for index, arg in enumerate(argv):
         option, equals, value = arg.partition("=")
-        if equals and option.startswith("--") and _is_secret_flag(option):
+        if equals and option.startswith("--") and _is_secret_flag(option, own):
             values.append(value)
-        elif _is_secret_flag(arg) and index + 1 < len(argv):
+        elif _is_secret_flag(arg, own) and index + 1 < len(argv):
             values.append(argv[index + 1])
     return sorted({value for value in values if value}, key=len, reverse=True)
 
 
-def masked(text: str, argv: Sequence[str]) -> str:
+def masked(text: str, argv: Sequence[str], own: Collection[str] = ()) -> str:
     """`text` without any secret flag's value from `argv` and without any URL's login."""
-    for value in secret_values(argv):
+    for value in secret_values(argv, own):
         text = text.replace(value, NOT_SHOWN)
     return without_userinfo(text)
 
@@ -64,11 +67,11 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        text = masked(message, self._argv)
+        text = masked(message, self._argv, self._option_string_actions)
         if self.error_type is not None:
             raise self.error_type(f"{text} (see {self.prog} --help)")
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {text}\n")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        super().exit(status, masked(message, self._argv) if message else message)
+        super().exit(status, masked(message, self._argv, self._option_string_actions) if message else message)

@@ -118,3 +118,11 @@ def test_any_value_of_a_secret_flag_is_masked_in_a_message_that_quotes_the_line(
 
     assert secret_values(argv) == [value]
     assert value not in masked(f"unrecognized arguments: {' '.join(argv)}", argv)
+
+
+def test_a_parsers_own_option_that_only_begins_like_a_secret_flag_keeps_its_value_in_the_message() -> None:
+    printed = _gpu_pool(["claims", "--prometheus", "http://prometheus.lab:9090", "--no-such-flag"])
+
+    assert "unrecognized arguments: --no-such-flag" in printed
+    assert secret_values(["--prometheus", "http://p:9090"], own={"--prometheus"}) == []
+    assert secret_values(["--prometheus", "http://p:9090"]) == ["http://p:9090"]  # a stranger's prefix: masked
