@@ -18,10 +18,14 @@ export UV_NO_PROGRESS := 1
 STACK ?= prod
 OUT ?= build/$(STACK)
 ARGS ?=
-# make echoes each command it runs, into the terminal and CI logs: a `--secret KEY=VALUE` in ARGS (the offline
-# preview takes one) would be printed with it. A command carrying one runs without the echo, and make says so
-# instead. Every recipe that passes $(ARGS) starts with this (tests/test_make_secrets.py checks each one).
-NO_ECHO_IF_SECRET = $(if $(findstring --secret,$(ARGS)),$(info make $@: the command is not shown: ARGS carries --secret)@)
+# make echoes each command it runs, into the terminal and CI logs: a credential in ARGS would be printed with it.
+# A command whose ARGS carry a flag whose value is a credential (config/secrets.py SECRET_FLAGS: the two are held
+# equal by tests/test_make_secrets.py) or a URL with a login (`http://user:password@host`) runs without the echo,
+# and make says so instead. Every recipe that passes $(ARGS) starts with this (the same test checks each one).
+SECRET_FLAGS := --secret --prometheus-password --prometheus-token
+ARGS_CREDENTIAL = $(strip $(foreach flag,$(SECRET_FLAGS),$(findstring $(flag),$(ARGS))) \
+  $(foreach word,$(ARGS),$(if $(findstring ://,$(word)),$(findstring @,$(word)))))
+NO_ECHO_IF_SECRET = $(if $(ARGS_CREDENTIAL),$(info make $@: the command is not shown: ARGS carries a credential)@)
 # The upstream reference data the contract tests read (refdata/sources.py): `make upstream` fetches it into
 # .upstream/, where the tests find it; without that folder, a ../shared/upstream beside the clone (this build
 # machine's mirror) is used as it is. GPU_POOL_UPSTREAM_DIR, when set, wins.

@@ -94,7 +94,8 @@ try:
     )
 except PreflightError as error:
     refuse("preflight failed", error.messages)
-if not OFFLINE and cfg.preflight.enabled and cfg.preflight.host_check and cfg.proxy.enabled:
+# A proxy with a login is not checked so: its login would be on the hosts' command lines.
+if not OFFLINE and cfg.preflight.enabled and cfg.preflight.host_check and cfg.proxy.enabled and not cfg.proxy.login:
     # The proxy from each Proxmox host: a CONNECT it refuses is a VM that never installs RKE2 (docs/air-gap.md).
     for warning in run_proxy_preflight(
         [domain.proxmox_node for domain in cfg.failure_domains],
@@ -126,7 +127,11 @@ if cfg.repair.health_check.enabled:
 platform = GpuPlatform(
     "gpu-platform",
     GpuPlatformArgs(
-        stack=cfg, kubernetes_provider=kubernetes_provider, health_check=health_check, stack_name=pulumi.get_stack()
+        stack=cfg,
+        kubernetes_provider=kubernetes_provider,
+        health_check=health_check,
+        stack_name=pulumi.get_stack(),
+        proxy_auth=loaded.secrets.get("proxyAuth"),
     ),
 )
 credential_env = proxmox_credential_env(loaded)
@@ -154,7 +159,10 @@ if cfg.reclaim.idle_notebooks.enabled:
     NotebookReclaim(
         "notebook-reclaim",
         NotebookReclaimArgs(
-            stack=cfg, kubernetes_provider=kubernetes_provider, rule_labels=prometheus_rule_labels(cfg.monitoring)
+            stack=cfg,
+            kubernetes_provider=kubernetes_provider,
+            rule_labels=prometheus_rule_labels(cfg.monitoring),
+            prometheus_auth=loaded.secrets.get("prometheusAuth"),
         ),
     )
 by_name = {domain.name: domain for domain in cfg.failure_domains}
@@ -179,6 +187,7 @@ for name in batched + [name for name in plans if name not in batched]:
             platform=platform.handles,
             ssh_private_key=loaded.secrets.get("sshPrivateKey"),
             registry_auth=loaded.secrets.get("registryAuth"),
+            proxy_auth=loaded.secrets.get("proxyAuth"),
             wave_after=tuple(domains[before].rollout_done for before in wave.previous(name)),
         ),
     )

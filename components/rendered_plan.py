@@ -28,13 +28,12 @@ from components.gpu_platform.dcgm_metrics import (
     metrics_digest,
 )
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
-from components.gpu_platform.release_values import registered_crds, release_values
+from components.gpu_platform.release_values import driver_proxy, registered_crds, release_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
 from components.gpu_platform.trusted_ca import TRUSTED_CA_CONFIGMAP
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.chart_values_guard import leaf_paths
 from config.failure_domain import FailureDomainConfig
-from config.proxy import proxy_environment
 from config.rke2 import containerd_problem
 from config.stack import StackConfig
 from config.stack_parts import StackParts, parts_of
@@ -111,7 +110,7 @@ def render(parts: StackParts) -> RenderedPlan:
     crds = False
     if parts.operator is not None and parts.kyverno is not None and parts.monitoring is not None:
         crds = bool(registered_crds(parts.operator))
-        driver_env = proxy_environment(parts.proxy, parts.rke2) if parts.rke2 is not None else {}
+        driver_env, secret_env = driver_proxy(parts.proxy, parts.rke2) if parts.rke2 is not None else ({}, None)
         values = release_values(
             parts.operator,
             parts.kyverno,
@@ -120,6 +119,7 @@ def render(parts: StackParts) -> RenderedPlan:
             driver_env=driver_env,
             repo_config=APT_SOURCES_CONFIGMAP if parts.apt_mirror is not None else None,
             cert_config=TRUSTED_CA_CONFIGMAP if parts.trusted_ca is not None else None,
+            driver_secret_env=secret_env,
         )
     nodes: list[RenderedNode] = []
     # Where the Kyverno keys did not parse, the nodes are rendered with the default marking and the rules about

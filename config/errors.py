@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from config.plain_credentials import without_userinfo
 from config.project import PROJECT
 from config.type_hints import EXPECTED, hint_for
 
@@ -172,4 +173,5 @@ def format_validation_error(
         hint = hint_for(model, loc, item["type"], got) if model is not None else None
         what = EXPECTED.get(item["type"], _clean(item["msg"])) if hint else _clean(item["msg"])
         messages.append(f"{key_path(loc, raw)}: {what}{shown}" + (f"; {hint}" if hint else ""))
-    return messages
+    # A URL quoted by any message (a proxy's, a mirror's) is quoted without its login (issue 50).
+    return [without_userinfo(message) for message in messages]

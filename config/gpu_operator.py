@@ -8,7 +8,7 @@ driver and DCGM exporter resources, RKE2 containerd paths) or fixed by the value
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
@@ -20,6 +20,8 @@ from config.base import ConfigModel, nearest
 from config.chart_source import ChartSourceError, LocalChart, read_local_chart
 from config.chart_values_guard import GUARDED_KEYS, leaf_paths, overlaps
 from config.earlier_file import waived
+from config.errors import SECRET_VALUE_ERROR
+from config.plain_credentials import has_userinfo
 from config.quantities import ComputeQuantities, ResourceRequirements
 from config.validators import own_namespace
 from knowledge.driver_matrix import driver_problem, is_branch
@@ -134,6 +136,29 @@ class ToolkitConfig(ConfigModel):
                 "RKE2's socket)"
             )
         return RKE2_CONTAINERD_SOCKET
+
+
+# A chart value named like a credential (a key ending so: `password`, `apiKey`, `token`...), not a Secret's name.
+_CREDENTIAL_KEY = re.compile(r"(password|passwd|passphrase|token|apikey|api_key|secret|credentials?)$", re.IGNORECASE)
+_SECRET_NAME_KEYS = frozenset({"imagepullsecrets"})
+
+
+def credential_paths(values: Any, prefix: str = "") -> Iterator[str]:
+    """Each path of extraValues that holds a credential: a non-empty text under a key named like one, or a URL with
+    a login (`user:password@`) anywhere, list items included (`driver.env[0].value`)."""
+    if isinstance(values, Mapping):
+        for key, value in values.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            named = _CREDENTIAL_KEY.search(str(key)) and str(key).lower() not in _SECRET_NAME_KEYS
+            if named and isinstance(value, str) and value:
+                yield path
+            else:
+                yield from credential_paths(value, path)
+    elif isinstance(values, list):
+        for index, item in enumerate(values):
+            yield from credential_paths(item, f"{prefix}[{index}]")
+    elif isinstance(values, str) and has_userinfo(values):
+        yield prefix
 
 
 class GpuOperatorConfig(ConfigModel):
@@ -261,6 +286,16 @@ class GpuOperatorConfig(ConfigModel):
     @field_validator("extra_values")
     @classmethod
     def _extra_values_cannot_undo_trap_fixes(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        credential = next(credential_paths(value), None)
+        if credential is not None:
+            # Raised without the value: Helm values are stored in the release and copied into the ClusterPolicy, both
+            # readable in clear (config/secrets.py CREDENTIALS, "a password in the chart's extra values").
+            raise PydanticCustomError(
+                SECRET_VALUE_ERROR,
+                f"'{credential}' holds a credential (value not shown): the chart's values are kept in clear in the "
+                "Helm release and the ClusterPolicy; put it in a Kubernetes Secret and give the chart that Secret's "
+                "name (a proxy's login: gpu-pool:proxy.login and the secret gpu-pool:proxyAuth; docs/secrets.md)",
+            )
         pinned = str(info.data.get("chart_version", ""))
         for section in value:
             since = SECTIONS_SINCE.get(section)

@@ -119,18 +119,47 @@ def load_config(validate: StackValidation) -> LoadedConfig:
         for secret in needed_secrets(_auth(raw, stack))
         if secret.key not in secret_values
     ]
+    problems += proxy_login_problems(raw.get("proxy"), set(secret_values))
     if problems or stack is None:
         raise ConfigError(problems)
     config = pulumi.Config(NAMESPACE)
     values = {secret.key: config.get_secret(secret.key) for secret in SECRETS}
-    notes = normalization_notes(raw) + [
-        note for secret in SECRETS if secret.key in secret_values for note in secret.warnings(secret_values[secret.key])
-    ]
+    notes = (
+        normalization_notes(raw)
+        + proxy_login_notes(raw.get("proxy"), set(secret_values))
+        + [
+            note
+            for secret in SECRETS
+            if secret.key in secret_values
+            for note in secret.warnings(secret_values[secret.key])
+        ]
+    )
     return LoadedConfig(
         stack=stack,
         secrets=Secrets({key: value for key, value in values.items() if value is not None}),
         notes=tuple(notes),
     )
+
+
+def proxy_login_problems(proxy: object, secrets_set: set[str]) -> list[str]:
+    """`proxy.login` and the secret gpu-pool:proxyAuth come together: the one says the VMs and the driver get a
+    login (its files and Secret in the plan), the other is the login."""
+    login = isinstance(proxy, Mapping) and proxy.get("login") is True
+    if login and "proxyAuth" not in secrets_set:
+        return [_missing_secret("proxyAuth", "gpu-pool:proxy.login is true: the proxy's login, user:password")]
+    return []
+
+
+def proxy_login_notes(proxy: object, secrets_set: set[str]) -> list[str]:
+    """A login set for a proxy that asks for none is read by nothing: said, not refused (an earlier stack file in
+    `make diff` is read with the same secrets)."""
+    login = isinstance(proxy, Mapping) and proxy.get("login") is True
+    if not login and "proxyAuth" in secrets_set:
+        return [
+            f"{NAMESPACE}:proxyAuth: is set, but gpu-pool:proxy.login is not true, so no VM or driver gets it: set "
+            "`login: true` under gpu-pool:proxy (or remove the secret)"
+        ]
+    return []
 
 
 def _is_secret(full_key: str) -> bool:

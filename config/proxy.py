@@ -15,29 +15,44 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from config.base import ConfigModel
+from config.errors import SECRET_VALUE_ERROR
+from config.plain_credentials import has_userinfo, with_userinfo, without_userinfo
 from config.rke2 import Rke2Config
 
 # The names inside a cluster that never go through a proxy (RKE2's proxy docs list these with the CIDRs).
 CLUSTER_NAMES = (".svc", ".cluster.local", "localhost", "127.0.0.1")
 
 
+# The proxy's login is the secret gpu-pool:proxyAuth, never part of the URL (issue 50): a URL is quoted by plans,
+# Helm values and messages. The fix, said whenever a URL carries one.
+LOGIN_FIX = (
+    "write the URL without user:password@ and give the login as a secret: set `login: true` under gpu-pool:proxy and "
+    "run pulumi config set --secret gpu-pool:proxyAuth 'user:password' (docs/secrets.md)"
+)
+
+
 def _proxy_url(value: str | None) -> str | None:
     if value is None:
         return None
+    if has_userinfo(value):
+        # Raised without the value, whatever else is wrong with it: a `#` in the password makes the URL unparsable.
+        raise PydanticCustomError(SECRET_VALUE_ERROR, f"carries a login (value not shown): {LOGIN_FIX}")
+    shown = without_userinfo(value)
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{value!r} is not a proxy URL: write http://<host>:<port>, e.g. http://proxy.lab:3128")
+        raise ValueError(f"{shown!r} is not a proxy URL: write http://<host>:<port>, e.g. http://proxy.lab:3128")
     try:
         port = parts.port
     except ValueError:
         port = None
-        raise ValueError(f"{value!r} has a port that is not a number") from None
+        raise ValueError(f"{shown!r} has a port that is not a number") from None
     if port is None:
-        raise ValueError(f"{value!r} names no port: write it, e.g. http://{parts.hostname}:3128")
+        raise ValueError(f"{shown!r} names no port: write it, e.g. http://{parts.hostname}:3128")
     if parts.path.strip("/") or parts.query:
-        raise ValueError(f"{value!r} has a path: a proxy is http://<host>:<port> alone")
+        raise ValueError(f"{shown!r} has a path: a proxy is http://<host>:<port> alone")
     return value.rstrip("/")
 
 
@@ -45,6 +60,12 @@ class ProxyConfig(ConfigModel):
     http: str | None = Field(default=None, description="proxy for http:// URLs, e.g. http://proxy.lab:3128")
     https: str | None = Field(
         default=None, description="proxy for https:// URLs (most downloads), e.g. http://proxy.lab:3128"
+    )
+    login: bool = Field(
+        default=False,
+        strict=True,
+        description="the proxy asks for a login: give it as the secret gpu-pool:proxyAuth (user:password), never in "
+        "the URLs; it reaches the VMs in root-only files and the driver container through a Kubernetes Secret",
     )
     no_proxy: list[str] = Field(
         default_factory=list,
@@ -102,14 +123,25 @@ DISTS_SUFFIX = re.compile(r"/dists(/[^/]*)*/?$")
 def _archive_url(value: str | None) -> str | None:
     if value is None:
         return None
+    if has_userinfo(value):
+        # The same sources reach the driver container as a ConfigMap (driver.repoConfig), where a login would be in
+        # clear for anyone who reads ConfigMaps in the operator's namespace.
+        raise PydanticCustomError(
+            SECRET_VALUE_ERROR,
+            "carries a login (value not shown): the archive's sources are also the driver container's ConfigMap "
+            "(driver.repoConfig), readable in clear; write the URL without user:password@ and let the mirror admit "
+            "the lab's VMs and pods by address (docs/secrets.md)",
+        )
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(
-            f"{value!r} is not an archive URL: write http://<host>/ubuntu, as an Ubuntu archive mirror serves it "
-            "(dists/ and pool/ below it)"
+            f"{without_userinfo(value)!r} is not an archive URL: write http://<host>/ubuntu, as an Ubuntu archive "
+            "mirror serves it (dists/ and pool/ below it)"
         )
     if parts.query or parts.fragment:
-        raise ValueError(f"{value!r} has a query or fragment: apt appends its own paths to the archive's URL")
+        raise ValueError(
+            f"{without_userinfo(value)!r} has a query or fragment: apt appends its own paths to the archive's URL"
+        )
     return DISTS_SUFFIX.sub("", value.rstrip("/"))
 
 
@@ -151,14 +183,17 @@ def no_proxy_for(proxy: ProxyConfig, cidrs: Sequence[str], subnet: str | None, s
     return ",".join(dict.fromkeys(entries))
 
 
-def proxy_environment(proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str | None = None) -> dict[str, str]:
+def proxy_environment(
+    proxy: ProxyConfig | None, rke2: Rke2Config, subnet: str | None = None, login: str | None = None
+) -> dict[str, str]:
     """HTTP_PROXY, HTTPS_PROXY, NO_PROXY and curl's lower-case names (curl reads only `http_proxy` in lower case);
-    empty without a proxy. NO_PROXY keeps the cluster inside: its CIDRs and names, the VM's subnet, the server."""
+    empty without a proxy. NO_PROXY keeps the cluster inside: its CIDRs and names, the VM's subnet, the server.
+    `login`: gpu-pool:proxyAuth, written into the URLs (only for a root-only file or a Kubernetes Secret)."""
     if proxy is None or not proxy.enabled:
         return {}
     server = urlsplit(rke2.server_url).hostname
     names = {"HTTP_PROXY": proxy.http, "HTTPS_PROXY": proxy.https}
-    env = {name: url for name, url in names.items() if url}
+    env = {name: (with_userinfo(url, login) if login else url) for name, url in names.items() if url}
     env["NO_PROXY"] = no_proxy_for(proxy, (rke2.cluster_cidr, rke2.service_cidr), subnet, server)
     return {**env, **{name.lower(): value for name, value in env.items()}}
 

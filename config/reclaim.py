@@ -27,8 +27,8 @@ def prometheus_url(value: str) -> str:
     """The base URL of the Prometheus that holds DCGM's series: http(s), a host, no credentials, query or fragment.
 
     Credentials in the URL are refused: they would sit in the stack file, the plan and the policy's Deployment in
-    clear. How the policy authenticates to a Prometheus that asks for it follows the project's list of credentials
-    (issue 50); until then only a Prometheus the policy's pod reaches without credentials is accepted."""
+    clear. A Prometheus that asks for a login gets it from the secret gpu-pool:prometheusAuth, which reaches the
+    policy's container through a Kubernetes Secret (docs/secrets.md)."""
     parsed = urlparse(value)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(
@@ -40,7 +40,8 @@ def prometheus_url(value: str) -> str:
         raise PydanticCustomError(
             SECRET_VALUE_ERROR,
             "must not carry credentials (user:password@, value not shown): they would be stored and shown in clear; "
-            "give the URL of a Prometheus the policy reaches without them",
+            "write the URL without them and give the login as a secret: pulumi config set --secret "
+            "gpu-pool:prometheusAuth 'user:password' (or 'Bearer <token>'; docs/secrets.md)",
         )
     if parsed.query or parsed.fragment:
         raise ValueError("must be Prometheus' base URL, without a query or fragment (the policy adds /api/v1/query)")

@@ -14,7 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from config.registries import registry_auth_problem, registry_auth_secret_texts, registry_auth_warnings
+from config.plain_credentials import login_problem, with_userinfo
+
+# Standard library only when loaded (config.registries, with pydantic, is imported where a registry value is read):
+# node-check on the node and the in-cluster payloads mask the secret flags of this table (config/arguments.py).
 
 # `gpu-pool:proxmox.auth`: how the program logs in to the Proxmox API, and so which credential it needs.
 Auth = Literal["apiToken", "rootPassword"]
@@ -97,7 +100,46 @@ def _private_key(value: str) -> str | None:
 def _registry_auth(value: str) -> str | None:
     """The secret is the `configs` mapping of registries.yaml as one line of JSON (config/registries.py): each host's
     `auth` and `tls`; a `tls` file given as PEM text is written by the stack to a root-only file and named there."""
+    from config.registries import registry_auth_problem
+
     return registry_auth_problem(value)
+
+
+def _registry_auth_warnings(value: str) -> list[str]:
+    from config.registries import registry_auth_warnings
+
+    return registry_auth_warnings(value)
+
+
+def _registry_auth_parts(value: str) -> list[str]:
+    from config.registries import registry_auth_secret_texts
+
+    return registry_auth_secret_texts(value)
+
+
+def _proxy_auth(value: str) -> str | None:
+    problem = login_problem(value)
+    return f"{problem}: the proxy's login, e.g. svc-gpu:<password>, without the URL" if problem else None
+
+
+def _proxy_auth_parts(value: str) -> list[str]:
+    """The login as the proxy URLs carry it (percent-encoded) and its password alone."""
+    encoded = with_userinfo("http://h", value).removeprefix("http://").removesuffix("@h")
+    return [part for part in (encoded, value.partition(":")[2]) if part]
+
+
+BEARER = "Bearer "
+
+
+def _prometheus_auth(value: str) -> str | None:
+    if value.startswith(BEARER):
+        return None if value[len(BEARER) :].strip() else "is 'Bearer ' with no token after it"
+    problem = login_problem(value)
+    return f"{problem}: basic auth as user:password, or a token as 'Bearer <token>'" if problem else None
+
+
+def _prometheus_auth_parts(value: str) -> list[str]:
+    return [value[len(BEARER) :]] if value.startswith(BEARER) else [value.partition(":")[2]]
 
 
 # The placeholders take a digest (hex) of what they stand for: the secret's `secure:` ciphertext when the stack file
@@ -217,8 +259,32 @@ SECRETS: tuple[Secret, ...] = (
         shape=_registry_auth,
         provider_env=None,
         placeholder=_registry_auth_placeholder,
-        warnings=registry_auth_warnings,
-        written_parts=registry_auth_secret_texts,
+        warnings=_registry_auth_warnings,
+        written_parts=_registry_auth_parts,
+    ),
+    Secret(
+        key="proxyAuth",
+        description="the proxy's login",
+        purpose="the login (user:password) the proxy in gpu-pool:proxy asks for",
+        needed="when the proxy asks for a login; user:password, the URLs in gpu-pool:proxy without it",
+        auth=None,
+        required=False,
+        shape=_proxy_auth,
+        provider_env=None,
+        placeholder=lambda digest: f"offline:placeholder-{digest[:8]}",
+        written_parts=_proxy_auth_parts,
+    ),
+    Secret(
+        key="prometheusAuth",
+        description="the reclaim policy's Prometheus login",
+        purpose="the login the reclaim policy reads Prometheus with (reclaim.idleNotebooks.prometheusUrl)",
+        needed="when that Prometheus asks for one: user:password (basic auth) or 'Bearer <token>'",
+        auth=None,
+        required=False,
+        shape=_prometheus_auth,
+        provider_env=None,
+        placeholder=lambda digest: f"offline:placeholder-{digest[:8]}",
+        written_parts=_prometheus_auth_parts,
     ),
 )
 BY_KEY: Mapping[str, Secret] = {secret.key: secret for secret in SECRETS}
@@ -239,3 +305,122 @@ def needed_secrets(auth: Auth) -> tuple[Secret, ...]:
 def proxmox_credential(auth: Auth) -> Secret:
     """The secret the Proxmox API is logged in to with, under this `proxmox.auth`."""
     return next(secret for secret in SECRETS if secret.auth == auth)
+
+
+# --- Every credential, wherever it is given (issue 50; docs/secrets.md is this table in words) -----------------
+# The stack's secrets above are one kind; the day-2 tool's flags and the values the stack refuses in plain config
+# are the others. The Makefile's echo guard (SECRET_FLAGS), the argument parsers' masking (config/arguments.py) and
+# the canary test (tests/test_canaries.py) all read this list: a credential that is not a row here is not protected.
+Given = Literal["secret config", "environment", "file", "flag", "created by the stack", "refused"]
+# Where a secret of the stack may be in clear: the cloud-init snippet on the Proxmox datastore (root-only on the
+# host, the join token's place since the first round) and root-only files on the VM.
+ON_THE_DATASTORE = "the VM's cloud-init snippet on the Proxmox datastore (root-only on the host)"
+SECRETS_FLAG = "--secret"
+PROMETHEUS_PASSWORD_ENV = "GPU_POOL_PROMETHEUS_PASSWORD"
+PROMETHEUS_TOKEN_ENV = "GPU_POOL_PROMETHEUS_TOKEN"
+STACK_SECRET_ENV = f"{SOURCE_ENV_PREFIX}<KEY>"
+STACK_SECRETS_FILE_ENV = "GPU_POOL_SECRETS_FILE"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """One credential: what it is, how it is given (`given`, first the way to prefer), the flags and variables that
+    carry it, and the only places it may be in clear. `secret`: its row of SECRETS where it is a stack secret;
+    `refused`: the plain-config key that is refused when it carries one (the message says the fix, never the
+    value)."""
+
+    name: str
+    what: str
+    given: tuple[Given, ...]
+    in_clear: tuple[str, ...]
+    secret: str | None = None
+    flags: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+
+
+def _stack_secret(key: str, in_clear: tuple[str, ...], refused: tuple[str, ...] = ()) -> Credential:
+    secret = BY_KEY[key]
+    return Credential(
+        name=f"gpu-pool:{key}",
+        what=secret.description,
+        given=("secret config", "environment", "file", "flag"),
+        in_clear=in_clear,
+        secret=key,
+        flags=(SECRETS_FLAG,),
+        env=(secret.source_env, STACK_SECRETS_FILE_ENV),
+        refused=refused,
+    )
+
+
+CREDENTIALS: tuple[Credential, ...] = (
+    _stack_secret(
+        "proxmoxApiToken",
+        (
+            "the program's requests to the Proxmox API: its provider's settings and the node steps' environment "
+            "(PROXMOX_API_TOKEN), both Pulumi secrets",
+        ),
+    ),
+    _stack_secret("proxmoxRootPassword", ("the program's requests to the Proxmox API, as root@pam's login",)),
+    _stack_secret("rke2Token", (ON_THE_DATASTORE, "/etc/rancher/rke2/config.yaml on the VM (0600, root)")),
+    _stack_secret("sshPrivateKey", ("the engine's memory while the kernel upgrade's SSH session runs",)),
+    _stack_secret(
+        "registryAuth",
+        (
+            ON_THE_DATASTORE,
+            "/etc/rancher/rke2/registries.yaml on the VM (0600, root)",
+            "a tls key_file given as PEM: its own file under /etc/rancher/rke2/ on the VM (0600, root)",
+        ),
+    ),
+    _stack_secret(
+        "proxyAuth",
+        (
+            ON_THE_DATASTORE,
+            "/etc/default/rke2-agent and apt's proxy file on the VM (0600, root)",
+            "the Kubernetes Secret gpu-pool-driver-proxy in the operator's namespace, which the GPU Operator adds to "
+            "the driver container (driver.secretEnv)",
+        ),
+        refused=("gpu-pool:proxy.http", "gpu-pool:proxy.https"),
+    ),
+    _stack_secret(
+        "prometheusAuth",
+        (
+            "the Kubernetes Secret gpu-pool-reclaim-prometheus in the policy's namespace, the policy container's "
+            "environment (secretKeyRef)",
+        ),
+        refused=("gpu-pool:reclaim.idleNotebooks.prometheusUrl",),
+    ),
+    Credential(
+        name="the unattended repair's Proxmox token",
+        what="the privilege-separated Proxmox token the stack creates for the repair watcher",
+        given=("created by the stack",),
+        in_clear=(
+            "the Kubernetes Secret the watcher reads (gpu-pool:repair.unattended.namespace), a Pulumi secret output",
+        ),
+    ),
+    Credential(
+        name="Prometheus' login for gpu-pool claims",
+        what="basic auth (user and password) or a bearer token for the Prometheus that claims --prometheus reads",
+        given=("environment", "file", "flag"),
+        in_clear=("the Authorization header of the tool's requests to that Prometheus",),
+        flags=("--prometheus-password", "--prometheus-token"),
+        env=(PROMETHEUS_PASSWORD_ENV, PROMETHEUS_TOKEN_ENV),
+    ),
+    Credential(
+        name="a login in an apt mirror's URL",
+        what="user:password@ in gpu-pool:aptMirror.uri or securityUri",
+        given=("refused",),
+        in_clear=(),
+        refused=("gpu-pool:aptMirror.uri", "gpu-pool:aptMirror.securityUri"),
+    ),
+    Credential(
+        name="a password in the chart's extra values",
+        what="an extraValues leaf named like a password, token or key, or an env value with user:password@",
+        given=("refused",),
+        in_clear=(),
+        refused=("gpu-pool:gpuOperator.extraValues",),
+    ),
+)
+# Every flag whose value is a credential: the parsers mask what follows it, make runs a command carrying one
+# without its echo (the Makefile's SECRET_FLAGS, which tests/test_make_secrets.py holds equal to this).
+SECRET_FLAGS: tuple[str, ...] = tuple(dict.fromkeys(flag for row in CREDENTIALS for flag in row.flags))

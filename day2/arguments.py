@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from config.prometheus_access import PrometheusAccess, PrometheusAccessError, access_from
+from config.secrets import PROMETHEUS_PASSWORD_ENV, PROMETHEUS_TOKEN_ENV
 from day2.errors import Day2Error
 from day2.objects import Snapshot
 from day2.pool import PoolFacts, load_stack
@@ -62,6 +65,40 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--now", type=timestamp, metavar="TIME", help="judge ages as of this RFC 3339 time (default: now)"
     )
+
+
+def add_prometheus_login_arguments(parser: argparse.ArgumentParser) -> None:
+    """How to log in to a Prometheus that asks for it (config/prometheus_access.py): basic auth or a bearer token,
+    each from a flag, a file or the environment. The flags that carry a value are config/secrets.py's SECRET_FLAGS
+    (masked in every error, hidden from make's echo); the environment and the files keep it off the command line."""
+    login = parser.add_argument_group("a Prometheus that asks for a login (docs/secrets.md)")
+    login.add_argument("--prometheus-user", metavar="NAME", help="basic auth's user")
+    login.add_argument(
+        "--prometheus-password", metavar="PASSWORD", help=f"basic auth's password (better: {PROMETHEUS_PASSWORD_ENV})"
+    )
+    login.add_argument("--prometheus-password-file", metavar="FILE", help="a file holding basic auth's password")
+    login.add_argument(
+        "--prometheus-token",
+        metavar="TOKEN",
+        help=f"a bearer token (better: {PROMETHEUS_TOKEN_ENV} in the environment)",
+    )
+    login.add_argument("--prometheus-token-file", metavar="FILE", help="a file holding a bearer token")
+
+
+def prometheus_access(args: argparse.Namespace) -> PrometheusAccess:
+    """Where --prometheus is and how to log in; a mistake is one Day2Error without the credential."""
+    try:
+        return access_from(
+            args.prometheus,
+            user=args.prometheus_user,
+            password=args.prometheus_password,
+            password_file=args.prometheus_password_file,
+            token=args.prometheus_token,
+            token_file=args.prometheus_token_file,
+            environ=os.environ,
+        )
+    except PrometheusAccessError as error:
+        raise Day2Error(str(error)) from None
 
 
 def pool_facts(args: argparse.Namespace) -> PoolFacts:

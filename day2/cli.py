@@ -16,8 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import NoReturn, TextIO
+from typing import TextIO
 
+from config.arguments import ArgumentParser
 from config.project import PROJECT
 from day2.claims import command as claims
 from day2.command import ExitStatus, Io, Subcommand, guarded
@@ -34,11 +35,11 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (claims, doctor, node_check, discover, rep
 INSTALL_HINT = "run `uv sync --group day2` (or use make claims / make doctor)"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (exit 2) instead of the usage block."""
+class _Parser(ArgumentParser):
+    """argparse, but a usage error is one line (exit 2) instead of the usage block, and never repeats a
+    credential (config/arguments.py)."""
 
-    def error(self, message: str) -> NoReturn:
-        raise Day2Error(f"{message} (see {self.prog} --help)")
+    error_type = Day2Error
 
 
 def build_parser() -> argparse.ArgumentParser:

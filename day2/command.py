@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Protocol, TextIO
 
+from config.plain_credentials import without_userinfo
+
 DEBUG_ENV = "GPU_POOL_DEBUG"
 
 
@@ -52,7 +54,8 @@ class Subcommand(Protocol):
 
 
 def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+    """The error on one line, without any URL's login (a message that quotes a URL never repeats its password)."""
+    return without_userinfo(" ".join(str(error).split()))
 
 
 def guarded(

@@ -7,12 +7,12 @@ machine with access to the repository, gives the archive an air-gapped lab copie
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from config.arguments import ArgumentParser
 from config.gpu_operator import GpuOperatorConfig
 from knowledge.gpu_operator_chart import CHART_NAME
 from offline.runner import StackFileError, read_stack_file
@@ -25,7 +25,7 @@ def pull_command(cfg: GpuOperatorConfig, helm: str, out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make chart", description=__doc__)
+    parser = ArgumentParser(prog="make chart", description=__doc__)
     parser.add_argument("--stack", default="prod")
     parser.add_argument("--out", type=Path, default=CHARTS_DIR)
     args = parser.parse_args(argv)

@@ -23,7 +23,6 @@ at preview, without its value.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -39,6 +38,7 @@ import pulumi
 
 from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
 from components.stack_check import validate_stack
+from config.arguments import ArgumentParser
 from config.earlier_file import reading_earlier_file
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
@@ -378,7 +378,7 @@ def table(comparison: Comparison) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="offline-diff", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = ArgumentParser(prog="offline-diff", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--stack", default="prod", help="the stack the change is for (default prod)")
     parser.add_argument("--before", type=Path, required=True, help="the earlier Pulumi.<stack>.yaml")
     parser.add_argument("--after", type=Path, default=None, help="the new stack file (default: the project's)")

@@ -10,6 +10,7 @@ from typing import Any
 import pulumi
 import yaml
 
+from config.arguments import ArgumentParser
 from config.errors import ConfigError
 from config.secret_sources import SecretSourceError, current
 from config.secrets import SECRETS, auth_mode
@@ -42,7 +43,7 @@ HISTORY_NOTE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="offline-preview", description=__doc__)
+    parser = ArgumentParser(prog="offline-preview", description=__doc__)
     parser.add_argument("--stack", default="prod")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default build/<stack>)")
     parser.add_argument("--secret", type=parse_secret, action="append", default=[], metavar="KEY=VALUE")

@@ -34,6 +34,13 @@ STACK_FILE_ENV = "GPU_POOL_STACK_FILE"
 SECRET_KEYS = tuple(secret.key for secret in SECRETS if secret.required)
 
 
+def needed_keys(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The secrets this stack file needs: the required ones, and the proxy's login where `proxy.login` says so."""
+    proxy = config.get(f"{PROJECT}:proxy")
+    login = isinstance(proxy, Mapping) and proxy.get("login") is True
+    return (*SECRET_KEYS, *(("proxyAuth",) if login else ()))
+
+
 def placeholder(key: str, ciphertext: str | None = None) -> str:
     """Stands in for a secret, shaped like the real one so the program's checks pass. A `secure:` value's
     placeholder carries a digest of its ciphertext, so a rotated secret reads as changed in `make diff` while
@@ -61,7 +68,7 @@ def to_engine_config(config: Mapping[str, Any], secrets: Mapping[str, str]) -> t
             engine[key] = value
         else:
             engine[key] = json.dumps(value)
-    for short in SECRET_KEYS:
+    for short in needed_keys(config):
         key = f"{PROJECT}:{short}"
         if key not in engine:
             engine[key] = placeholder(short)
@@ -91,7 +98,7 @@ def placeholder_keys(config: Mapping[str, Any], secrets: Mapping[str, str]) -> l
     """The secrets an offline preview made up: not given with --secret."""
     given = {short if ":" in short else f"{PROJECT}:{short}" for short in secrets}
     secure = {key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}}
-    required = {f"{PROJECT}:{short}" for short in SECRET_KEYS if f"{PROJECT}:{short}" not in config}
+    required = {f"{PROJECT}:{short}" for short in needed_keys(config) if f"{PROJECT}:{short}" not in config}
     return sorted((secure | required) - given)
 
 

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from benchmarks.settings import ROOT, without_make_variables
+from config.secrets import SECRET_FLAGS
 from offline.preview import HISTORY_NOTE
 
 SECRET = "K10-the-secret-value-itself"
@@ -57,7 +58,56 @@ def test_make_preview_with_a_secret_in_args_prints_neither_the_command_nor_the_v
 
     assert done.returncode == 0, done.stderr
     assert SECRET not in done.stdout + done.stderr
-    assert "make preview: the command is not shown: ARGS carries --secret" in done.stdout
+    assert "make preview: the command is not shown: ARGS carries a credential" in done.stdout
+
+
+def test_the_makefile_hides_every_flag_the_list_of_credentials_names() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    flags = re.search(r"^SECRET_FLAGS := (.*)$", makefile, re.MULTILINE)
+
+    assert flags is not None
+    assert tuple(flags[1].split()) == SECRET_FLAGS
+
+
+# The first leak: make hid its own line, then argparse printed "unrecognized arguments: --secret <token>".
+MAKE_LINES = {
+    "make diff with --secret": [
+        "diff",
+        "STACK=minimal",
+        "BEFORE=Pulumi.minimal.yaml",
+        f"ARGS=--secret rke2Token={SECRET}",
+    ],
+    "make claims with --secret": ["claims", f"ARGS=--from - --secret rke2Token={SECRET}"],
+    "make claims with a login in --prometheus": [
+        "claims",
+        f"ARGS=--from /dev/null --usage --prometheus http://admin:{SECRET}@127.0.0.1:1",
+    ],
+    "make claims with --prometheus-password": [
+        "claims",
+        f"ARGS=--from /dev/null --prometheus-password {SECRET} --no-such-flag",
+    ],
+}
+
+
+@pytest.mark.parametrize("line", MAKE_LINES)
+def test_a_credential_on_a_make_line_is_in_neither_makes_echo_nor_the_commands_error(line: str) -> None:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not on PATH")
+    done = subprocess.run(
+        [make, *MAKE_LINES[line]],
+        cwd=ROOT,
+        env=without_make_variables(dict(os.environ)),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode != 0 or "the command is not shown" in done.stdout
+    assert SECRET not in done.stdout + done.stderr
+    assert "the command is not shown: ARGS carries a credential" in done.stdout
 
 
 def test_the_preview_says_once_that_a_command_line_secret_stays_in_the_history() -> None:

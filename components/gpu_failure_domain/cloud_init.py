@@ -14,6 +14,7 @@ from components.gpu_failure_domain.node_metadata import registration_labels
 from components.gpu_failure_domain.registries import RKE2_REGISTRIES_FILE, RKE2_TRUSTED_CA_FILE, registry_files
 from components.shared.node_marking import ARTICLE_MARKING, GpuNodeMarking
 from config.failure_domain import FailureDomainConfig
+from config.plain_credentials import with_userinfo
 from config.proxmox import CODENAME_OF
 from config.proxy import AptMirrorConfig, ProxyConfig, apt_direct_hosts, proxy_environment, subnet_of
 from config.rke2 import DEFAULT_INSTALL_SCRIPT, Rke2Config
@@ -95,9 +96,11 @@ def rke2_agent_config(
 def _apt_settings(proxy: ProxyConfig | None, apt_mirror: AptMirrorConfig | None) -> dict[str, Any]:
     """cloud-config's `apt:` keys, which its apt module writes before any package is installed (cc_apt_configure):
     the proxy (apt never reads NO_PROXY, so a mirror NO_PROXY reaches directly is `DIRECT` by name) and the
-    release's sources from the mirror (primary for the release and its updates, security for -security)."""
+    release's sources from the mirror (primary for the release and its updates, security for -security). A proxy
+    with a login is not here: cloud-init writes these keys world-readable (0644), so its file is a root-only one of
+    write_files (apt_proxy_file)."""
     apt: dict[str, Any] = {}
-    if proxy is not None and proxy.enabled:
+    if proxy is not None and proxy.enabled and not proxy.login:
         apt = {f"{scheme}_proxy": url for scheme, url in (("http", proxy.http), ("https", proxy.https)) if url}
         direct = _apt_direct_lines(proxy, apt_mirror)
         if direct:
@@ -159,22 +162,51 @@ def egress_files(
     a stack without one records what it did before."""
     env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
     files: list[dict[str, str]] = []
-    if env and proxy is not None:
+    # A proxy with a login: its two files carry gpu-pool:proxyAuth and travel with the secret files
+    # (proxy_secret_files), never in this list, which the files turn's command holds in clear.
+    if env and proxy is not None and not proxy.login:
         files.append(_agent_env_file(env))
     files += registry_files(mirrors, bool(trusted_ca), None)[:1]
-    apt = _apt_settings(proxy, None)
-    if apt:
-        lines = "".join(
-            f'Acquire::{key.removesuffix("_proxy")}::Proxy "{url}";\n' for key, url in apt.items() if key != "conf"
-        )
-        direct = _apt_direct_lines(proxy, apt_mirror) if proxy is not None else ""
-        files.append({"path": APT_PROXY_FILE, "permissions": "0600", "content": lines + direct})
+    if proxy is not None and proxy.enabled and not proxy.login:
+        files.append(apt_proxy_file(proxy, apt_mirror, None))
     files += _trusted_ca_files(trusted_ca)
     if trusted_ca:
         files.append({"path": SYSTEM_TRUSTED_CA_FILE, "permissions": "0644", "content": trusted_ca})
     if apt_mirror is not None:
         files.append(apt_sources_file(apt_mirror, guest_os))
     return files
+
+
+def apt_proxy_file(proxy: ProxyConfig, apt_mirror: AptMirrorConfig | None, login: str | None) -> dict[str, str]:
+    """apt's proxy settings (root-only: with a login, the URLs carry gpu-pool:proxyAuth), the lab's own mirror
+    `DIRECT` where NO_PROXY reaches it (apt never reads NO_PROXY)."""
+    urls = {"http": proxy.http, "https": proxy.https}
+    lines = "".join(
+        f'Acquire::{scheme}::Proxy "{with_userinfo(url, login) if login else url}";\n'
+        for scheme, url in urls.items()
+        if url
+    )
+    return {"path": APT_PROXY_FILE, "permissions": "0600", "content": lines + _apt_direct_lines(proxy, apt_mirror)}
+
+
+def proxy_secret_files(
+    domain: FailureDomainConfig,
+    rke2: Rke2Config,
+    proxy: ProxyConfig | None,
+    apt_mirror: AptMirrorConfig | None,
+    login: str | None,
+) -> list[dict[str, str]]:
+    """With `proxy.login`: /etc/default/rke2-agent and apt's proxy file, their URLs carrying the login (both 0600,
+    root): what the snippet and the files turn's standard input write; empty otherwise."""
+    if proxy is None or not proxy.enabled or not proxy.login or not login:
+        return []
+    env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4), login)
+    return [_agent_env_file(env), apt_proxy_file(proxy, apt_mirror, login)]
+
+
+# With a proxy login, a first boot or remote step reads the proxy's variables from the root-only file instead of
+# having them on its command line (which `ps` shows every user, and a plan holds in clear).
+SOURCE_AGENT_ENV = f"set -a; . {RKE2_AGENT_ENV_FILE}; set +a"
 
 
 def _agent_env_file(env: Mapping[str, str]) -> dict[str, str]:
@@ -240,6 +272,7 @@ def user_data_document(
     registry_auth: str | None = None,
     apt_mirror: AptMirrorConfig | None = None,
     trusted_ca: str | None = None,
+    proxy_auth: str | None = None,
 ) -> dict[str, Any]:
     """The `#cloud-config` document as data: what cloud-init reads back from the text `build_user_data` writes
     (tests/gpu_failure_domain/test_cloud_init.py proves it for every shipped stack). The checks on the rendered
@@ -253,8 +286,12 @@ def user_data_document(
     if domain.ssh_authorized_keys:
         user["ssh_authorized_keys"] = list(domain.ssh_authorized_keys)
     env = proxy_environment(proxy, rke2, subnet_of(domain.network.ipv4))
-    # Behind a proxy, every step's downloads (curl, from the installer's hosts) go through it.
-    runcmd = first_boot_runcmd([exports(env)] if env else [], first_boot_steps(rke2, apt_mirror), domain.hostname)
+    # Where no login is at hand (the rendered plan's checks), its name stands in for it.
+    login_files = proxy_secret_files(domain, rke2, proxy, apt_mirror, proxy_auth or "gpu-pool:proxyAuth")
+    # Behind a proxy, every step's downloads (curl, from the installer's hosts) go through it; with a login, read
+    # from the root-only file that carries it.
+    prelude = [SOURCE_AGENT_ENV] if login_files else ([exports(env)] if env else [])
+    runcmd = first_boot_runcmd(prelude, first_boot_steps(rke2, apt_mirror), domain.hostname)
     apt = _apt_settings(proxy, apt_mirror)
     certificates = certificates_of(trusted_ca)
     secret_files = registry_files(mirrors, bool(certificates), registry_auth)
@@ -282,7 +319,7 @@ def user_data_document(
                 "content": 'Unattended-Upgrade::Package-Blacklist { "linux-"; };\n',
             },
             runner_file(),
-            *([_agent_env_file(env)] if env and proxy is not None else []),
+            *(login_files or ([_agent_env_file(env)] if env and proxy is not None and not proxy.login else [])),
             *_trusted_ca_files("".join(certificates)),
             *secret_files[:1],
             # A file of the secret (a client key) as base64: one line, which the preview replaces with a marker.
@@ -306,10 +343,13 @@ def build_user_data(
     registry_auth: str | None = None,
     apt_mirror: AptMirrorConfig | None = None,
     trusted_ca: str | None = None,
+    proxy_auth: str | None = None,
 ) -> str:
-    """The `#cloud-config` document. It holds the join token and the registry credentials: callers must keep the
-    result secret."""
-    document = user_data_document(domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror, trusted_ca)
+    """The `#cloud-config` document. It holds the join token, the registry credentials and the proxy's login:
+    callers must keep the result secret."""
+    document = user_data_document(
+        domain, rke2, token, marking, proxy, mirrors, registry_auth, apt_mirror, trusted_ca, proxy_auth
+    )
     return "#cloud-config\n" + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
 

@@ -48,6 +48,8 @@ class GpuFailureDomainArgs:
     platform: PlatformHandles
     # gpu-pool:registryAuth (registries.yaml's `configs`), where the stack sets it.
     registry_auth: pulumi.Output[str] | None = None
+    # gpu-pool:proxyAuth (with proxy.login): into the snippet and the files turn's standard input only.
+    proxy_auth: pulumi.Output[str] | None = None
     # The key the remote steps log in to the VM with; None uses the ssh-agent (SSH_AUTH_SOCK).
     ssh_private_key: pulumi.Output[str] | None = None
     # The previous batch's last steps, which this domain's turn waits for (empty: no wait across domains).
@@ -125,12 +127,15 @@ class GpuFailureDomain(pulumi.ComponentResource):
                     name, **step.args, opts=self._options(step, args.proxmox_provider)
                 )
             case CloudInitStep():
-                # The user data carries the join token (and the registry credentials), so the whole snippet is a
-                # secret end to end.
+                # The user data carries the join token (and the registry credentials and the proxy's login), so the
+                # whole snippet is a secret end to end.
                 render = step.user_data
                 auth = args.registry_auth if args.registry_auth is not None else pulumi.Output.from_input("")
+                login = args.proxy_auth if args.proxy_auth is not None else pulumi.Output.from_input("")
                 user_data: pulumi.Output[str] = pulumi.Output.secret(
-                    pulumi.Output.all(args.rke2_token, auth).apply(lambda v: render(v[0], v[1] or None))
+                    pulumi.Output.all(args.rke2_token, auth, login).apply(
+                        lambda v: render(v[0], v[1] or None, v[2] or None)
+                    )
                 )
                 return proxmoxve.FileLegacy(
                     name,
@@ -175,14 +180,16 @@ class GpuFailureDomain(pulumi.ComponentResource):
         )
 
     def _stdin(self, run: Command) -> pulumi.Output[str] | None:
-        """The step's standard input from the registry credentials, a secret whenever they are set."""
+        """The step's standard input from the registry credentials and the proxy's login, a secret whenever either
+        is set."""
         render = run.stdin_from_registry_auth
         if render is None:
             return None
-        auth = self._args.registry_auth
-        if auth is None:
+        auth, login = self._args.registry_auth, self._args.proxy_auth
+        if auth is None and login is None:
             return pulumi.Output.from_input(render(None))
-        return pulumi.Output.secret(auth.apply(lambda value: render(value or None)))
+        values = pulumi.Output.all(auth or pulumi.Output.from_input(""), login or pulumi.Output.from_input(""))
+        return pulumi.Output.secret(values.apply(lambda v: render(v[0] or None, v[1] or None)))
 
     def _local_command(self, name: str, step: LocalStep) -> pulumi.Resource:
         run = step.command

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from components.gpu_failure_domain.cloud_init import build_user_data
+from components.gpu_failure_domain.cloud_init import build_user_data, proxy_secret_files
 from components.gpu_failure_domain.kernel_upgrade import (
     install_kernel_command,
     login_check_command,
@@ -327,7 +327,7 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             "node_name": domain.proxmox_node,
         },
         file_name=snippet_file_name(domain),
-        user_data=lambda token, registry_auth: build_user_data(
+        user_data=lambda token, registry_auth, proxy_auth: build_user_data(
             domain,
             stack.rke2,
             token,
@@ -337,6 +337,7 @@ def _cloud_init(at: _Scope) -> CloudInitStep:
             registry_auth,
             stack.apt_mirror,
             stack.trusted_ca,
+            proxy_auth,
         ),
         # cloud-init runs once, at first boot. Rewriting the snippet later would change nothing now, but Proxmox
         # derives cloud-init's instance-id from it, so the VM's next cold start would re-run first boot (new SSH
@@ -455,6 +456,12 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
     ]
 
 
+def _login(at: _Scope) -> bool:
+    """Whether the proxy asks for a login: its variables are then read on the VM from the root-only file that carries
+    it, never written into a step's command."""
+    return at.stack.proxy.enabled and at.stack.proxy.login
+
+
 def _proxy_env(at: _Scope) -> dict[str, str]:
     return proxy_environment(at.stack.proxy, at.stack.rke2, subnet_of(at.domain.network.ipv4))
 
@@ -470,11 +477,14 @@ def _files(at: _Scope) -> list[Step]:
             StepName.RKE2_FILES,
             "write the proxy, registry and apt mirror files and restart rke2-agent",
             Command(
-                node_files_command(domain_egress_files(at.domain, at.stack), archive_sources(at.stack)),
+                node_files_command(
+                    domain_egress_files(at.domain, at.stack), archive_sources(at.stack), proxy_login=_login(at)
+                ),
                 interpreter=None,
                 triggers=at.key,
-                stdin_from_registry_auth=lambda auth: secret_files_payload(
+                stdin_from_registry_auth=lambda auth, proxy_auth=None: secret_files_payload(
                     registry_files(at.stack.mirrors, bool(at.stack.trusted_ca), auth)
+                    + proxy_secret_files(at.domain, at.stack.rke2, at.stack.proxy, at.stack.apt_mirror, proxy_auth)
                 ),
             ),
             waits_for=(StepName.WAVE_DRAIN,),
@@ -493,7 +503,7 @@ def _upgrade(at: _Scope, files: tuple[str, ...] = ()) -> list[Step]:
             StepName.RKE2_UPGRADE,
             f"install RKE2 {version} and restart rke2-agent",
             Command(
-                rke2_upgrade_command(version, _proxy_env(at), at.stack.rke2.installer),
+                rke2_upgrade_command(version, _proxy_env(at), at.stack.rke2.installer, from_agent_env=_login(at)),
                 interpreter=None,
                 triggers=at.key,
             ),

@@ -19,13 +19,17 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from components.gpu_failure_domain.cloud_init import (
+    APT_PROXY_FILE,
     EGRESS_FILES,
+    RKE2_AGENT_ENV_FILE,
     RKE2_INSTALL_URL,
+    SOURCE_AGENT_ENV,
     SOURCES_HEADER,
     SYSTEM_TRUSTED_CA_FILE,
     UBUNTU_ARCHIVE,
     apt_sources_file,
     egress_files,
+    proxy_secret_files,
 )
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
@@ -65,13 +69,23 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
         "sharing": f"{domain.sharing}@{_digest(stack.sharing_profiles[domain.sharing].model_dump(mode='json'))}",
         # Only where the stack sets a proxy or mirrors: a Node recorded without the key has none, so a stack
         # without them records (and plans) exactly what it did before the key existed.
-        **({"files": _digest(files)} if (files := domain_egress_files(domain, stack)) else {}),
+        **({"files": _digest(files)} if (files := _files_state(domain, stack)) else {}),
     }
 
 
 def guest_os(stack: StackConfig) -> str:
     # The proxmox model sets it from the cloud image's name or requires it; the default only types the fallback.
     return stack.proxmox.guest_os or "ubuntu-24.04"
+
+
+# Stands in for the proxy's login in the rollout state: a changed proxy URL rolls the files turn, the login's value
+# (a secret, never in a plan or on a Node) does not, as registryAuth's does not.
+LOGIN_IN_STATE = "gpu-pool:proxyAuth"
+
+
+def _files_state(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
+    secret = proxy_secret_files(domain, stack.rke2, stack.proxy, stack.apt_mirror, LOGIN_IN_STATE)
+    return domain_egress_files(domain, stack) + secret
 
 
 def domain_egress_files(domain: FailureDomainConfig, stack: StackConfig) -> list[dict[str, str]]:
@@ -90,7 +104,7 @@ def archive_sources(stack: StackConfig) -> dict[str, str]:
 GENERATED_SOURCES_MARKS = (SOURCES_HEADER.splitlines()[0], "## Note, this file is written by cloud-init on first boot")
 
 
-def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> str:
+def node_files_command(files: list[dict[str, str]], archive: dict[str, str], *, proxy_login: bool = False) -> str:
     """Runs on the VM over SSH (a drained node): the egress files the stack asks for written, the others it owns
     removed (a proxy taken out of the stack leaves none behind), then rke2-agent restarted to read them (its unit
     reads /etc/default/rke2-agent at start, and RKE2 turns registries.yaml into containerd's hosts at start).
@@ -101,10 +115,14 @@ def node_files_command(files: list[dict[str, str]], archive: dict[str, str]) -> 
     wanted = {file["path"]: file for file in files}
     # registries.yaml and the TLS files it names arrive on stdin (cloud_init.registry_files as
     # registries.secret_files_payload: they may carry gpu-pool:registryAuth), never in this text.
+    # With a proxy login, its two files arrive on stdin as well (cloud_init.proxy_secret_files).
+    from_stdin = (RKE2_REGISTRIES_FILE, SYSTEM_TRUSTED_CA_FILE) + (
+        (RKE2_AGENT_ENV_FILE, APT_PROXY_FILE) if proxy_login else ()
+    )
     parts = ["set -e", "payload=$(cat)", _write_payload()]
     for path in EGRESS_FILES:
         file, quoted = wanted.get(path), shlex.quote(path)
-        if path not in (RKE2_REGISTRIES_FILE, SYSTEM_TRUSTED_CA_FILE):
+        if path not in from_stdin:
             parts.append(_write(file) if file is not None else f"sudo rm -f {quoted}")
     parts.append(_system_trust(wanted.get(SYSTEM_TRUSTED_CA_FILE)))
     mirror, quoted = wanted.get(archive["path"]), shlex.quote(archive["path"])
@@ -174,6 +192,9 @@ def apt_mirror_check_command(sources: Mapping[str, str], proxy: ProxyConfig | No
     encoded = base64.b64encode(sources["content"].encode()).decode()
     urls = {"http": proxy.http if proxy else None, "https": proxy.https if proxy else None}
     proxies = " ".join(f"-o Acquire::{scheme}::Proxy={shlex.quote(url or 'DIRECT')}" for scheme, url in urls.items())
+    if proxy is not None and proxy.enabled and proxy.login:
+        # The login is in apt's own root-only proxy file on the VM, never on this command line: apt reads it there.
+        proxies = ""
     uris = sorted({line.split()[1] for line in sources["content"].splitlines() if line.startswith(("URIs:", "deb "))})
     # A mirror NO_PROXY reaches directly goes direct, as the files turn's apt settings say (apt never reads NO_PROXY).
     hosts = dict.fromkeys(urlsplit(uri).hostname or "" for uri in uris)
@@ -221,7 +242,11 @@ def device_plugin_restart_command(node: str, kubectl: str, namespace: str) -> st
 
 
 def rke2_upgrade_command(
-    version: str, env: Mapping[str, str] | None = None, installer: Rke2InstallerConfig | None = None
+    version: str,
+    env: Mapping[str, str] | None = None,
+    installer: Rke2InstallerConfig | None = None,
+    *,
+    from_agent_env: bool = False,
 ) -> str:
     """Runs on the VM over SSH: the official installer at the pinned release, as the first-boot join does
     (INSTALL_RKE2_VERSION, https://docs.rke2.io/upgrades/manual_upgrade), then the agent restarted on it.
@@ -232,6 +257,17 @@ def rke2_upgrade_command(
     artifacts = installer.artifacts if installer is not None else None
     mirror = f"INSTALL_RKE2_ARTIFACT_URL={shlex.quote(artifacts)} " if artifacts else ""
     assigned = "".join(f"{name}={shlex.quote(value)} " for name, value in (env or {}).items())
+    if from_agent_env:
+        # A proxy with a login: the variables are read as root from the file that carries it (0600), never
+        # written on this command line.
+        install = (
+            f"curl -sfL {shlex.quote(script)} -o /tmp/install-rke2.sh && {mirror}INSTALL_RKE2_TYPE=agent "
+            f"INSTALL_RKE2_VERSION={pinned} sh /tmp/install-rke2.sh"
+        )
+        return (
+            f"set -e; sudo sh -c {shlex.quote(f'{SOURCE_AGENT_ENV}; {install}')}; sudo systemctl restart rke2-agent; "
+            f"echo {shlex.quote(f'rke2-agent restarted on {version}')}"
+        )
     # Downloaded first, not piped: in a pipe `set -e` only sees the shell's exit, never curl's (as cloud_init.py).
     return (
         "set -e; "

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 # What a step may wait for on the cluster-wide platform (components/shared/platform_handles.py).
 PlatformWait = Literal["time-slicing-config", "operator", "smoke-namespace", "steering-policy"]
@@ -70,6 +70,12 @@ class ScriptStep(StrEnum):
     ROLLOUT = "rollout"
 
 
+class SecretInput(Protocol):
+    """A remote step's standard input from the secrets it writes: (registryAuth, proxyAuth), each None if not set."""
+
+    def __call__(self, registry_auth: str | None, proxy_auth: str | None = None) -> str: ...
+
+
 @dataclass(frozen=True)
 class Command:
     """What a `local` or `remote` step runs (pulumi-command): create, update and delete, and what reruns it."""
@@ -88,10 +94,10 @@ class Command:
     triggers: tuple[str, ...] = ()
     # Steps whose resource id is a trigger too (node-ready runs again for a new VM).
     id_triggers: tuple[str, ...] = ()
-    # A remote step that reads files made from the registry credentials (gpu-pool:registryAuth, a secret Output the
-    # component holds) on its standard input: this renders that input from the secret's value (None: not set). A
-    # secret never travels in the command's text.
-    stdin_from_registry_auth: Callable[[str | None], str] | None = field(default=None, compare=False, repr=False)
+    # A remote step that reads files made from the registry credentials and the proxy's login (gpu-pool:registryAuth
+    # and proxyAuth, secret Outputs the component holds) on its standard input: this renders that input from the
+    # secrets' values (None: not set). A secret never travels in the command's text.
+    stdin_from_registry_auth: SecretInput | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,8 @@ class CloudInitStep(_Step):
     file_name: str
     # The snippet's text from the join token and the registry credentials, if any (secrets the component holds as
     # Outputs).
-    user_data: Callable[[str, str | None], str] = field(compare=False, repr=False)
+    # (join token, registry credentials, proxy login) -> the snippet's text.
+    user_data: Callable[[str, str | None, str | None], str] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 import pulumi_command as command
+import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules, prometheus_rule_labels
@@ -27,7 +28,7 @@ from components.gpu_platform.operator_crds import crd_resource_suffix
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
-from components.gpu_platform.release_values import registered_crds, release_values
+from components.gpu_platform.release_values import driver_proxy, registered_crds, release_values
 from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
 from components.gpu_platform.trusted_ca import TRUSTED_CA_CONFIGMAP, build_trusted_ca_configmap
@@ -50,6 +51,8 @@ class GpuPlatformArgs:
     # runbook (`gpu-pool repair <node> --stack <name>`).
     health_check: HealthCheckBundle | None = None
     stack_name: str = ""
+    # gpu-pool:proxyAuth (with proxy.login): into the driver's proxy Secret only.
+    proxy_auth: pulumi.Output[str] | None = None
 
 
 class GpuPlatform(pulumi.ComponentResource):
@@ -60,7 +63,7 @@ class GpuPlatform(pulumi.ComponentResource):
         self._name = name
         self._k8s = pulumi.ResourceOptions(parent=self, provider=args.kubernetes_provider)
         cfg = args.stack
-        namespace, time_slicing = self._operator(cfg)
+        namespace, time_slicing = self._operator(cfg, args.proxy_auth)
         steering = self._policies(cfg)
         smoke_namespace: pulumi.Resource | None = None
         if cfg.smoke_test.enabled:
@@ -96,7 +99,30 @@ class GpuPlatform(pulumi.ComponentResource):
         """One Kubernetes object of the platform, `<name>-<suffix>`, on the cluster's provider."""
         return register_object(f"{self._name}-{suffix}", manifest, opts or self._k8s)
 
-    def _operator(self, cfg: StackConfig) -> tuple[pulumi.Resource, pulumi.Resource]:
+    def _driver_proxy(
+        self, cfg: StackConfig, login: pulumi.Output[str] | None, namespace: pulumi.Resource
+    ) -> list[pulumi.Resource]:
+        """With proxy.login: the Secret of the driver container's proxy variables, their URLs carrying the login
+        (driver.secretEnv names it; the operator adds it as envFrom). The SDK's typed Secret marks its data secret."""
+        _env, secret_env = driver_proxy(cfg.proxy, cfg.rke2)
+        if secret_env is None or login is None:
+            return []
+        proxy, rke2 = cfg.proxy, cfg.rke2
+        plain: pulumi.Output[dict[str, str]] = login.apply(lambda value: proxy_environment(proxy, rke2, login=value))
+        env: pulumi.Output[dict[str, str]] = pulumi.Output.secret(plain)
+        metadata: Any = {"name": secret_env, "namespace": cfg.gpu_operator.namespace}
+        secret = kubernetes.core.v1.Secret(
+            f"{self._name}-driver-proxy",
+            metadata=metadata,
+            type="Opaque",
+            string_data=env,
+            opts=pulumi.ResourceOptions.merge(self._k8s, pulumi.ResourceOptions(depends_on=[namespace])),
+        )
+        return [secret]
+
+    def _operator(
+        self, cfg: StackConfig, proxy_auth: pulumi.Output[str] | None = None
+    ) -> tuple[pulumi.Resource, pulumi.Resource]:
         """The operator's namespace, what its release reads (the sharing profiles, the DCGM metrics, the CRDs), the
         release and the step that waits for the operator: (the namespace, the time-slicing ConfigMap)."""
         operator_cfg = cfg.gpu_operator
@@ -139,6 +165,8 @@ class GpuPlatform(pulumi.ComponentResource):
             if cfg.trusted_ca is not None
             else []
         )
+        # Before the release too: the operator fails the driver's DaemonSet on a secretEnv Secret it cannot read.
+        trusted_ca += self._driver_proxy(cfg, proxy_auth, namespace)
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
         # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
         crd_opts = pulumi.ResourceOptions.merge(self._k8s, pulumi.ResourceOptions(retain_on_delete=True))
@@ -265,7 +293,8 @@ def _release(cfg: StackConfig, *, crds_registered: bool) -> dict[str, Any]:
             cfg.kyverno,
             cfg.monitoring,
             crds_registered=crds_registered,
-            driver_env=proxy_environment(cfg.proxy, cfg.rke2),
+            driver_env=driver_proxy(cfg.proxy, cfg.rke2)[0],
+            driver_secret_env=driver_proxy(cfg.proxy, cfg.rke2)[1],
             repo_config=APT_SOURCES_CONFIGMAP if cfg.apt_mirror is not None else None,
             cert_config=TRUSTED_CA_CONFIGMAP if cfg.trusted_ca is not None else None,
         ),

@@ -91,6 +91,7 @@ def build_gpu_operator_values(
     driver_env: Mapping[str, str] | None = None,
     repo_config: str | None = None,
     cert_config: str | None = None,
+    driver_secret_env: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -146,6 +147,10 @@ def build_gpu_operator_values(
             # Behind a proxy the driver container downloads the kernel headers it builds against through it
             # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
             **({"env": [{"name": k, "value": v} for k, v in driver_env.items()]} if driver_env else {}),
+            # A proxy with a login: its variables come from a Secret the operator adds to the driver container as
+            # envFrom (`driver.secretEnv`, object_controls.go createSecretEnvReference), never from driver.env,
+            # which the ClusterPolicy and the Helm values hold in clear (and which would override envFrom).
+            **({"secretEnv": driver_secret_env} if driver_secret_env else {}),
             # A lab's own Ubuntu archive (gpu-pool:aptMirror): the ConfigMap of package sources the operator mounts
             # into the driver container (NVIDIA's air-gap guide; components/gpu_platform/apt_sources.py).
             **({"repoConfig": {"configMapName": repo_config}} if repo_config else {}),

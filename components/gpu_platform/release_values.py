@@ -19,6 +19,19 @@ from components.shared.node_marking import GpuNodeMarking
 from config.gpu_operator import GpuOperatorConfig
 from config.kyverno import KyvernoConfig
 from config.monitoring import MonitoringConfig
+from config.proxy import ProxyConfig, proxy_environment
+from config.rke2 import Rke2Config
+
+# The Secret that carries the proxy's variables, login included, to the driver container (proxy.login).
+DRIVER_PROXY_SECRET = "gpu-pool-driver-proxy"
+
+
+def driver_proxy(proxy: ProxyConfig | None, rke2: Rke2Config) -> tuple[dict[str, str], str | None]:
+    """The driver container's proxy: (driver.env's variables, driver.secretEnv's Secret). With a login, all of them
+    move to the Secret: no proxy variable stays in driver.env, which would override the Secret's."""
+    if proxy is not None and proxy.enabled and proxy.login:
+        return {}, DRIVER_PROXY_SECRET
+    return proxy_environment(proxy, rke2), None
 
 
 def nfd_enabled(operator: GpuOperatorConfig) -> bool:
@@ -47,6 +60,7 @@ def release_values(
     driver_env: Mapping[str, str] | None = None,
     repo_config: str | None = None,
     cert_config: str | None = None,
+    driver_secret_env: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release, every key merged (extraValues last). Pure. `driver_env`: the
     proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads."""
@@ -63,4 +77,5 @@ def release_values(
         driver_env=driver_env,
         repo_config=repo_config,
         cert_config=cert_config,
+        driver_secret_env=driver_secret_env,
     )

@@ -32,6 +32,7 @@ from components.shared.in_cluster import (
 )
 from components.shared.payload import module_closure, pack
 from config.monitoring import MonitoringConfig
+from config.prometheus_access import POLICY_AUTH_ENV
 from config.reclaim import IdleNotebooksConfig
 from knowledge.kubernetes import pod_security_labels
 
@@ -45,6 +46,12 @@ __all__ = ["FACTS_KEY"]
 def program(cfg: IdleNotebooksConfig) -> InClusterProgram:
     """The policy as one of gpu-pool's in-cluster programs (components/shared/in_cluster.py)."""
     return InClusterProgram(NAME, cfg.namespace, cfg.image, "policy", CODE_CONFIGMAP, CODE_KEY, METRICS_PORT)
+
+
+def _with_login(deployment: dict[str, Any], login: bool) -> dict[str, Any]:
+    if login:
+        deployment["spec"]["template"]["spec"]["containers"][0]["env"].append(prometheus_login_env())
+    return deployment
 
 
 def labels() -> dict[str, str]:
@@ -102,10 +109,27 @@ class ReclaimObjects:
         return [self.namespace, *self.placed, self.deployment, *self.monitoring]
 
 
+# The Secret made of gpu-pool:prometheusAuth, and its key: the policy container reads it as POLICY_AUTH_ENV.
+PROMETHEUS_SECRET = "gpu-pool-reclaim-prometheus"
+PROMETHEUS_SECRET_KEY = "auth"
+
+
+def prometheus_login_env() -> dict[str, Any]:
+    """The container's variable from the Secret (secretKeyRef): the login is never in the Deployment itself."""
+    ref = {"name": PROMETHEUS_SECRET, "key": PROMETHEUS_SECRET_KEY}
+    return {"name": POLICY_AUTH_ENV, "valueFrom": {"secretKeyRef": ref}}
+
+
 def plan_objects(
-    cfg: IdleNotebooksConfig, monitoring: MonitoringConfig, rule_labels: Mapping[str, str], code: bytes
+    cfg: IdleNotebooksConfig,
+    monitoring: MonitoringConfig,
+    rule_labels: Mapping[str, str],
+    code: bytes,
+    *,
+    prometheus_login: bool = False,
 ) -> ReclaimObjects:
-    """Every object of the policy for this config (`code`: the packed policy, policy_zip())."""
+    """Every object of the policy for this config (`code`: the packed policy, policy_zip()). `prometheus_login`:
+    the stack sets gpu-pool:prometheusAuth, whose Secret the component registers beside these."""
     namespace, *rest = access(cfg)
     policy = program(cfg)
     configmap = policy.code(code, facts_document(cfg))
@@ -117,6 +141,6 @@ def plan_objects(
     return ReclaimObjects(
         namespace=namespace,
         placed=(*rest, configmap),
-        deployment=policy.deployment(code_digest(configmap)),
+        deployment=_with_login(policy.deployment(code_digest(configmap)), prometheus_login),
         monitoring=tuple(watched),
     )

@@ -7,7 +7,16 @@ import json
 from dataclasses import replace
 from datetime import datetime
 
-from day2.arguments import add_cluster_arguments, duration_seconds, pool_facts, positive_seconds, sampler
+from config.prometheus_access import PrometheusAccess
+from day2.arguments import (
+    add_cluster_arguments,
+    add_prometheus_login_arguments,
+    duration_seconds,
+    pool_facts,
+    positive_seconds,
+    prometheus_access,
+    sampler,
+)
 from day2.claims.compute import DEFAULT_LONG_HELD_SECONDS, Claims, ClaimsOptions, compute_claims
 from day2.claims.prometheus import idle_holders, peak_utilisation
 from day2.claims.usage import prometheus_duration
@@ -31,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="flag holders bound longer than this (default: 7d)",
     )
     parser.add_argument("--prometheus", metavar="URL", help="flag holders whose GPU stayed idle (dcgm-exporter data)")
+    add_prometheus_login_arguments(parser)
     parser.add_argument("--watch", type=positive_seconds, metavar="SECONDS", help="print free GPUs every SECONDS")
     parser.add_argument(
         "--usage", action="store_true", help="GPU-hours held per namespace and profile owner (needs --prometheus)"
@@ -62,8 +72,10 @@ def _options(args: argparse.Namespace, facts: PoolFacts, now: datetime) -> Claim
     )
 
 
-def _with_idle(snapshot: Snapshot, claims: Claims, options: ClaimsOptions, url: str, facts: PoolFacts) -> Claims:
-    peaks = peak_utilisation(url, facts.idle_hours, options.now)
+def _with_idle(
+    snapshot: Snapshot, claims: Claims, options: ClaimsOptions, access: PrometheusAccess, facts: PoolFacts
+) -> Claims:
+    peaks = peak_utilisation(access.url, facts.idle_hours, options.now, access.headers())
     held = {(h.namespace, h.pod): h.age_seconds for h in claims.holders}
     idle = idle_holders(peaks, held, facts.idle_hours, facts.idle_percent)
     return compute_claims(snapshot, replace(options, idle=idle))
@@ -82,7 +94,8 @@ def _run_usage(args: argparse.Namespace, facts: PoolFacts, io: Io) -> ExitStatus
         snapshot = load_dump(args.dump)
     else:
         snapshot = load_live(args.kubeconfig or facts.kubeconfig, args.context or facts.context, namespaces=True)
-    usage = read_usage(args.prometheus, args.since, args.now or io.clock(), profile_owners(snapshot))
+    access = prometheus_access(args)
+    usage = read_usage(access.url, args.since, args.now or io.clock(), profile_owners(snapshot), access.headers())
     if args.output == "json":
         io.out.write(json.dumps(usage_json(usage), indent=2) + "\n")
     else:
@@ -114,7 +127,7 @@ def run(args: argparse.Namespace, io: Io) -> ExitStatus:
     options = _options(args, facts, args.now or io.clock())
     claims = compute_claims(snapshot, options)
     if args.prometheus:
-        claims = _with_idle(snapshot, claims, options, args.prometheus, facts)
+        claims = _with_idle(snapshot, claims, options, prometheus_access(args), facts)
     from day2 import render  # rich: imported once there is something to print
 
     if args.output == "json":

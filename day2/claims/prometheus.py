@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
+from config.plain_credentials import without_userinfo
+from config.prometheus_access import HOW
 from day2.errors import Day2Error
 from knowledge.gpu_operator import (
     DCGM_EXPORTED_NAMESPACE_LABEL,
@@ -75,6 +77,8 @@ def instant_query(
     """Ask Prometheus at `url` (its base URL) one instant query at `at`; `read` turns its answer into what the caller
     needs, and every way that fails (refused, unreachable, not an answer) is one Day2Error naming `named` (the option
     or the config key the URL came from)."""
+    # Whatever the caller passed, a login in the URL is never sent in it nor quoted by a message below.
+    url = without_userinfo(url)
     query = urllib.parse.urlencode({"query": promql, "time": f"{at.timestamp():.3f}"})
     endpoint = f"{url.rstrip('/')}/api/v1/query?{query}"
     if urllib.parse.urlparse(endpoint).scheme not in ("http", "https"):
@@ -85,7 +89,14 @@ def instant_query(
             body = json.loads(response.read().decode("utf-8"))
         return read(body)
     except urllib.error.HTTPError as error:
-        raise Day2Error(f"{named} {url}: the query was refused: HTTP {error.code} {error.reason}") from None
+        login = (
+            f": it asks for a login; {HOW}"
+            if error.code in (401, 403) and not headers
+            else ": the login given was not accepted (not shown)"
+            if error.code in (401, 403)
+            else ""
+        )
+        raise Day2Error(f"{named} {url}: the query was refused: HTTP {error.code} {error.reason}{login}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise Day2Error(f"{named} {url}: cannot reach it: {reason}") from None
@@ -93,9 +104,11 @@ def instant_query(
         raise Day2Error(f"{named} {url}: not a Prometheus query answer: {error}") from None
 
 
-def peak_utilisation(url: str, hours: int, at: datetime) -> dict[tuple[str, str], float]:
+def peak_utilisation(
+    url: str, hours: int, at: datetime, headers: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], float]:
     """Ask Prometheus at `url` (its base URL) for each pod's peak GPU utilisation over `hours` before `at`."""
-    return instant_query(url, peak_utilisation_query(hours), at, peaks_from_response)
+    return instant_query(url, peak_utilisation_query(hours), at, peaks_from_response, headers=headers)
 
 
 def idle_holders(

@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from day2.arguments import prometheus_access
 from day2.command import ExitStatus, Io
 from day2.errors import Day2Error
 from day2.objects import Snapshot
@@ -58,7 +59,8 @@ def run_reclaimable(args: argparse.Namespace, io: Io) -> ExitStatus:
     policy, dry_run, kubeconfig, context = policy_of(args)
     snapshot = _snapshot(args, kubeconfig, context)
     now: datetime = args.now or io.clock()
-    evidence = read_evidence(PrometheusSource(args.prometheus), policy.idle_hours, now)
+    access = prometheus_access(args)
+    evidence = read_evidence(PrometheusSource(access.url, authorization=access.authorization), policy.idle_hours, now)
     judgement = judge(snapshot, evidence, policy, now)
     if args.output == "json":
         io.out.write(json.dumps(judgement_json(judgement, policy, now, dry_run=dry_run), indent=2) + "\n")

@@ -100,20 +100,27 @@ def _vector(body: Any) -> list[dict[str, Any]]:
     return result
 
 
-def _query(url: str, promql: str, at: datetime) -> list[dict[str, Any]]:
-    return instant_query(url, promql, at, _vector, timeout=TIMEOUT_SECONDS)
+def _query(url: str, promql: str, at: datetime, headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    return instant_query(url, promql, at, _vector, timeout=TIMEOUT_SECONDS, headers=headers)
 
 
 def _by_namespace(result: list[dict[str, Any]]) -> dict[str, float]:
     return {str(s["metric"].get("namespace", "")): float(s["value"][1]) for s in result}
 
 
-def read_usage(url: str, window: str, end: datetime, owners: Mapping[str, str] | None) -> Usage:
-    """GPU-hours, slot-hours and idle hours per namespace over `window` before `end`, grouped by profile owner."""
-    held = _by_namespace(_query(url, gpu_hours_query(GPUS_HELD, window), end))
-    slots = _by_namespace(_query(url, gpu_hours_query(SLOTS_HELD, window), end))
-    idle = _by_namespace(_query(url, gpu_hours_query(GPUS_HELD_IDLE, window), end))
-    since = _query(url, data_since_query(window), end)
+def read_usage(
+    url: str,
+    window: str,
+    end: datetime,
+    owners: Mapping[str, str] | None,
+    headers: Mapping[str, str] | None = None,
+) -> Usage:
+    """GPU-hours, slot-hours and idle hours per namespace over `window` before `end`, grouped by profile owner.
+    `headers`: the login's Authorization (config/prometheus_access.py), for a Prometheus that asks for one."""
+    held = _by_namespace(_query(url, gpu_hours_query(GPUS_HELD, window), end, headers))
+    slots = _by_namespace(_query(url, gpu_hours_query(SLOTS_HELD, window), end, headers))
+    idle = _by_namespace(_query(url, gpu_hours_query(GPUS_HELD_IDLE, window), end, headers))
+    since = _query(url, data_since_query(window), end, headers)
     data_from = datetime.fromtimestamp(float(since[0]["value"][1]), UTC) if since else None
     names = sorted(set(held) | set(slots))
     rows = tuple(

@@ -16,7 +16,6 @@ input.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from components.shared.health_condition import CONDITION
+from config.arguments import ArgumentParser
 from day2 import objects as o
 from day2.doctor.walk import Diagnosis, diagnose_all
 from day2.pool import PoolFacts, facts_from_document
@@ -109,7 +109,7 @@ def write_verdicts(api: Kube, facts: PoolFacts, now: datetime.datetime, out: Any
 
 def main(argv: Sequence[str] | None = None, *, out: Any = None, err: Any = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
-    parser = argparse.ArgumentParser(prog="gpu-pool health-check", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gpu-pool health-check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", required=True, type=Path, help="the pool's facts (JSON, from the stack)")
     parser.add_argument("--server", help="the API server (default: in the pod, the kubernetes service)")
     parser.add_argument("--token-file", type=Path, help="a bearer token (default: the pod's ServiceAccount's)")

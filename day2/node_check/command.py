@@ -17,8 +17,9 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
+from config.arguments import ArgumentParser
 from day2.command import ExitStatus, Io, guarded
 from day2.node_check.facts import (
     NodeFacts,
@@ -38,9 +39,8 @@ PROG = f"gpu-pool {NAME}"
 LIVE_SYSFS = Path("/sys")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise NodeInputError(f"{message} (see {self.prog} --help)")
+class _Parser(ArgumentParser):
+    error_type = NodeInputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

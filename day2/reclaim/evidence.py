@@ -6,15 +6,15 @@ One reader for both callers, `gpu-pool claims --reclaimable` and the policy in t
 same answer, so both judge on the same evidence. Standard library only (the policy's payload runs without site
 packages).
 
-Credentials: the URL carries none (config/reclaim.py refuses them). `PrometheusSource` is where a credential will
-be attached once the project's list of credentials (issue 50) says how; until then a request carries no header of
-its own.
+Credentials: the URL carries none (config/reclaim.py refuses them, config/prometheus_access.py splits a CLI URL's
+off). `PrometheusSource.authorization` is the Authorization header every query carries: from the claims flags,
+or from the policy container's environment (gpu-pool:prometheusAuth through a Secret); never printed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -55,10 +55,11 @@ class PrometheusSource:
 
     url: str
     named: str = "--prometheus"
+    authorization: str = field(default="", repr=False)
 
     def headers(self) -> dict[str, str]:
-        """The request's own headers: none until the credentials issue (50) defines a Prometheus credential."""
-        return {}
+        """The request's own headers: the Authorization its login gives, if any."""
+        return {"Authorization": self.authorization} if self.authorization else {}
 
 
 def window_minutes(hours: int) -> int:

@@ -11,9 +11,9 @@ python image: standard library only. Its requests are components/reclaim/api.py'
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
+import os
 import socket
 import sys
 import time
@@ -35,6 +35,8 @@ from components.reclaim.names import (
     PASS_ERRORS,
     STOPS,
 )
+from config.arguments import ArgumentParser
+from config.prometheus_access import policy_access
 from day2.errors import Day2Error
 from day2.metrics_http import serve_metrics
 from day2.objects import JsonObject, Snapshot
@@ -196,7 +198,8 @@ def one_pass(runner: Reclaimer) -> Judgement:
     now = runner.clock()
     facts = runner.facts
     world = read_pool(runner.kube)
-    source = PrometheusSource(facts.prometheus_url, named=PROMETHEUS_KEY)
+    access = policy_access(facts.prometheus_url, os.environ)
+    source = PrometheusSource(facts.prometheus_url, named=PROMETHEUS_KEY, authorization=access.authorization)
     evidence = read_evidence(source, facts.policy.idle_hours, now)
     if not evidence.cards:
         # Every notebook is then "unknown": say where to look rather than only never stop one.
@@ -225,7 +228,7 @@ def one_pass(runner: Reclaimer) -> Judgement:
 
 def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    parser = argparse.ArgumentParser(prog="gpu-pool reclaim-policy", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gpu-pool reclaim-policy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", required=True, type=Path, help="the policy's facts (JSON, from the stack)")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     parser.add_argument("--metrics-port", type=int, default=METRICS_PORT, help=f"/metrics (default {METRICS_PORT})")

@@ -20,7 +20,6 @@ node-check Job per pass).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import datetime
 import json
@@ -33,6 +32,7 @@ from typing import Any, TextIO
 
 from components.gpu_failure_domain.observed import observed_node
 from components.unattended.objects import BREAKER_CONFIGMAP, LEASE_NAME, SECRET_NAME
+from config.arguments import ArgumentParser
 from day2 import objects as o
 from day2.doctor.node_report import NodeCheck, parse_node_check
 from day2.doctor.walk import diagnose
@@ -526,7 +526,7 @@ def resume(w: Watcher, domain_name: str, host: str) -> str | None:
 
 def main(argv: list[str] | None = None, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    parser = argparse.ArgumentParser(prog="gpu-pool repair-watcher", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="gpu-pool repair-watcher", description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", required=True, type=Path, help="the stack's facts (JSON, from the stack)")
     parser.add_argument("--server", help="the API server (default: in the pod, the kubernetes service)")
     parser.add_argument("--token-file", type=Path, help="a bearer token (default: the pod's ServiceAccount's)")

@@ -56,21 +56,42 @@ def free_port() -> int:
         return port
 
 
-def _ready(url: str) -> bool:
+def _ready(url: str, headers: Mapping[str, str] | None = None) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+        request = urllib.request.Request(f"{url}/-/ready", headers=dict(headers or {}))
+        with urllib.request.urlopen(request, timeout=2) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
 
 @contextmanager
-def running_prometheus(prometheus: str, data: Path, directory: Path, config_text: str | None = None) -> Iterator[str]:
+def running_prometheus(
+    prometheus: str,
+    data: Path,
+    directory: Path,
+    config_text: str | None = None,
+    *,
+    basic_auth: tuple[str, str] | None = None,
+) -> Iterator[str]:
     """Start Prometheus on 127.0.0.1 serving `data`; yields its base URL; stops it (terminate, wait) after.
-    `config_text`: its prometheus.yml (default: nothing scraped, nothing evaluated)."""
+    `config_text`: its prometheus.yml (default: nothing scraped, nothing evaluated). `basic_auth`: (user, password)
+    every request must carry (its web config's basic_auth_users, the password as a bcrypt hash)."""
     config = directory / "prometheus.yml"
     default = "global:\n  scrape_interval: 1m\nscrape_configs: []\n"
     config.write_text(config_text or default, encoding="utf-8")
+    web: list[str] = []
+    headers: dict[str, str] = {}
+    if basic_auth is not None:
+        import base64
+
+        import bcrypt
+
+        user, password = basic_auth
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+        (directory / "web.yml").write_text(f"basic_auth_users:\n  {user}: '{hashed}'\n", encoding="utf-8")
+        web = [f"--web.config.file={directory / 'web.yml'}"]
+        headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (directory / "prometheus.log").open("w", encoding="utf-8")
@@ -81,13 +102,14 @@ def running_prometheus(prometheus: str, data: Path, directory: Path, config_text
             f"--storage.tsdb.path={data}",
             "--storage.tsdb.retention.time=3650d",
             f"--web.listen-address=127.0.0.1:{port}",
+            *web,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not _ready(url):
+        while not _ready(url, headers):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Prometheus was not ready within {READY_TIMEOUT_SECONDS:.0f} s; see {log.name}")
             try:

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from components.gpu_platform.usage_rules import SLOTS_PER_CARD, build_usage_group
+from config.secrets import PROMETHEUS_PASSWORD_ENV
 from day2.cli import main
 from tests.day2.k8s_objects import NOW, NOW_TEXT, dump
 from tests.day2.prometheus_server import backfill, openmetrics, running_prometheus
@@ -122,7 +123,8 @@ def add_blocks(blocks: Path, data: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def usage_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The raw series and the usage rules' output, backfilled: (the TSDB, its folder)."""
     promtool, prometheus = require("promtool"), require("prometheus")
     directory = tmp_path_factory.mktemp("usage")
     data = backfill(promtool, raw_series(), directory)
@@ -133,7 +135,27 @@ def prometheus_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with running_prometheus(prometheus, data, directory) as url:
             blocks = backfill_rules(promtool, url, batch, directory, name)
         add_blocks(blocks, data)
-    with running_prometheus(prometheus, data, directory) as url:
+    return data, directory
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(usage_data: tuple[Path, Path]) -> Iterator[str]:
+    data, directory = usage_data
+    with running_prometheus(require("prometheus"), data, directory) as url:
+        yield url
+
+
+# A Prometheus that asks for basic auth (its web config's basic_auth_users), as a lab's often does (issue 50).
+USER, PASSWORD = "admin", "canary-p#ss:w0rd"
+
+
+@pytest.fixture(scope="module")
+def prometheus_with_login(usage_data: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data, _ = usage_data
+    directory = tmp_path_factory.mktemp("usage-login")
+    # Its own copy of the blocks: two servers never share a TSDB.
+    shutil.copytree(data, directory / "data", ignore=shutil.ignore_patterns("lock", "wal", "chunks_head"))
+    with running_prometheus(require("prometheus"), directory / "data", directory, basic_auth=(USER, PASSWORD)) as url:
         yield url
 
 
@@ -248,3 +270,44 @@ def test_usage_input_mistakes_are_one_line_naming_the_fix(argv: list[str], messa
     assert main(argv, out=out, err=err) == 2
     assert message in err.getvalue() and "Traceback" not in err.getvalue()
     assert len(err.getvalue().strip().splitlines()) == 1
+
+
+def test_usage_reads_a_prometheus_that_asks_for_basic_auth_with_the_password_from_the_environment(
+    tmp_path: Path, prometheus_with_login: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PROMETHEUS_PASSWORD_ENV, PASSWORD)
+
+    code, out, err = usage(tmp_path, prometheus_with_login, "--prometheus-user", USER, "-o", "json", "--since", "2h")
+
+    assert code == 0, err
+    assert "team-a" in rows(json.loads(out))
+    assert PASSWORD not in out + err
+
+
+def test_usage_takes_basic_auth_split_off_a_urls_login_and_never_prints_it(
+    tmp_path: Path, prometheus_with_login: str
+) -> None:
+    with_login = prometheus_with_login.replace("http://", f"http://{USER}:{PASSWORD}@")
+
+    code, out, err = usage(tmp_path, with_login, "--since", "2h")
+
+    assert code == 0, err
+    assert "team-a" in out and PASSWORD not in out + err
+
+
+def test_a_prometheus_that_asks_for_a_login_and_gets_none_says_how_to_give_one(
+    tmp_path: Path, prometheus_with_login: str
+) -> None:
+    code, _, err = usage(tmp_path, prometheus_with_login)
+
+    assert code == 2
+    assert "HTTP 401" in err and "--prometheus-user NAME" in err and "GPU_POOL_PROMETHEUS_PASSWORD" in err
+
+
+def test_a_wrong_password_is_refused_by_prometheus_and_not_repeated(tmp_path: Path, prometheus_with_login: str) -> None:
+    wrong = "canary-wrong#pw"
+    code, _, err = usage(tmp_path, prometheus_with_login.replace("http://", f"http://{USER}:{wrong}@"))
+
+    assert code == 2
+    assert "the login given was not accepted" in err
+    assert wrong not in err and "canary" not in err and f"--prometheus {prometheus_with_login}:" in err
