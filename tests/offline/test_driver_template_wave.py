@@ -1,0 +1,161 @@
+"""`make diff` plans a wave, one domain at a time, for every input that renders into the GPU Operator's driver
+DaemonSet's pod template (knowledge/driver_template.py), and none for what does not (FIELD-REVIEW-6 WRONG-1): with
+`maxUnavailable: "0"` the operator moves only a cordoned node, so a template change without a wave leaves every GPU
+node in upgrade-required."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offline.diff import compare_configs
+from tests.lab_ca import make_lab_ca
+from tests.offline.test_waves import prod
+
+Config = dict[str, Any]
+Edit = Callable[[Config, Path], None]
+PROXY = "http://proxy.lab.internal:3128"
+
+
+def _operator(**values: Any) -> Edit:
+    def edit(config: Config, _: Path) -> None:
+        config["gpu-pool:gpuOperator"].update(copy.deepcopy(values))
+
+    return edit
+
+
+def _extra(section: str, value: Any) -> Edit:
+    def edit(config: Config, _: Path) -> None:
+        config["gpu-pool:gpuOperator"].setdefault("extraValues", {})[section] = copy.deepcopy(value)
+
+    return edit
+
+
+def _top(key: str, value: Any) -> Edit:
+    def edit(config: Config, _: Path) -> None:
+        config[key] = copy.deepcopy(value)
+
+    return edit
+
+
+def _trusted_ca(name: str) -> Edit:
+    def edit(config: Config, folder: Path) -> None:
+        config["gpu-pool:trustedCa"] = make_lab_ca(folder / name, name).pem
+
+    return edit
+
+
+def _chart_bump(config: Config, _: Path) -> None:
+    # The documented 26.3 -> 26.7 upgrade with the driver kept: a driver both charts list.
+    config["gpu-pool:gpuOperator"].update({"chartVersion": "v26.7.0", "driverVersion": "580.173.02"})
+
+
+def _on_26_3(config: Config, _: Path) -> None:
+    config["gpu-pool:gpuOperator"].update({"chartVersion": "v26.3.2", "driverVersion": "580.173.02"})
+
+
+def _taint(config: Config, _: Path) -> None:
+    # The GPU nodes' taint is what the operands' tolerations are derived from (release_values.gpu_node_tolerations).
+    config.setdefault("gpu-pool:kyverno", {})["taintKey"] = "gpu.lab.internal/dedicated"
+
+
+def _nothing(config: Config, _: Path) -> None:
+    return None
+
+
+# (the input of issue 47's item 1, the stack before, the stack after): each rewrites the driver's pod template.
+TEMPLATE_INPUTS: list[tuple[str, Edit, Edit]] = [
+    ("chart version, driver kept (v26.3.2 -> v26.7.0)", _on_26_3, _chart_bump),
+    ("kernelModuleType", _nothing, _operator(kernelModuleType="proprietary")),
+    # Precompiled drivers are pinned by branch ("580"), so the version record moves with it: a driver turn.
+    ("usePrecompiled", _nothing, _operator(usePrecompiled=True, driverVersion="580", kernelModuleType="open")),
+    ("driver resources", _nothing, _operator(driverResources={"limits": {"cpu": "2", "memory": "6Gi"}})),
+    ("driver env", _nothing, _extra("driver", {"env": [{"name": "NVIDIA_LOG_LEVEL", "value": "debug"}]})),
+    ("the proxy's driver env", _nothing, _top("gpu-pool:proxy", {"https": PROXY})),
+    ("repoConfig (an apt mirror)", _nothing, _top("gpu-pool:aptMirror", {"uri": "http://apt.lab.internal/ubuntu"})),
+    (
+        "the apt sources' content (another mirror)",
+        _top("gpu-pool:aptMirror", {"uri": "http://apt.lab.internal/ubuntu"}),
+        _top("gpu-pool:aptMirror", {"uri": "http://apt2.lab.internal/ubuntu"}),
+    ),
+    ("certConfig (a lab CA)", _nothing, _trusted_ca("lab-ca")),
+    ("the CA's content (a CA rotation)", _trusted_ca("lab-ca"), _trusted_ca("lab-ca-2026")),
+    ("secretEnv", _nothing, _extra("driver", {"secretEnv": "driver-secrets"})),
+    (
+        "the driver manager's env",
+        _nothing,
+        _extra("driver", {"manager": {"env": [{"name": "DRAIN_USE_FORCE", "value": "true"}]}}),
+    ),
+    ("extraValues.driver.* (startupProbe)", _nothing, _extra("driver", {"startupProbe": {"failureThreshold": 240}})),
+    ("daemonsets tolerations, from the GPU taint", _nothing, _taint),
+    ("daemonsets.priorityClassName", _nothing, _extra("daemonsets", {"priorityClassName": "gpu-operands"})),
+    ("daemonsets.labels", _nothing, _extra("daemonsets", {"labels": {"team": "ml-platform"}})),
+    ("driver.hostNetwork", _nothing, _extra("driver", {"hostNetwork": True})),
+    ("driver.rdma", _nothing, _extra("driver", {"rdma": {"enabled": True}})),
+    ("gds.*", _nothing, _extra("gds", {"enabled": True})),
+    ("gdrcopy.*", _nothing, _extra("gdrcopy", {"enabled": True})),
+]
+
+# What the operator renders elsewhere: never a driver wave.
+NOT_TEMPLATE_INPUTS: list[tuple[str, Edit]] = [
+    ("the DCGM exporter's resources", _operator(dcgmExporterResources={"limits": {"memory": "2Gi"}})),
+    (
+        "the DCGM exporter's values",
+        _extra("dcgmExporter", {"env": [{"name": "DCGM_EXPORTER_INTERVAL", "value": "10000"}]}),
+    ),
+    ("the device plugin's values", _extra("devicePlugin", {"env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}]})),
+    ("the toolkit's values", _extra("toolkit", {"resources": {"limits": {"memory": "512Mi"}}})),
+    (
+        "the driver's upgrade policy (the upgrade controller's, not the template)",
+        _extra("driver", {"upgradePolicy": {"drain": {"enable": False}}}),
+    ),
+]
+
+
+def _configs(tmp_path: Path, before_edit: Edit, after_edit: Edit) -> tuple[Config, Config]:
+    before = prod()
+    before_edit(before, tmp_path)
+    after = copy.deepcopy(before)
+    after_edit(after, tmp_path)
+    return before, after
+
+
+@pytest.mark.parametrize(("what", "before_edit", "after_edit"), TEMPLATE_INPUTS, ids=[t[0] for t in TEMPLATE_INPUTS])
+def test_make_diff_plans_a_driver_template_turn_on_every_domain_one_at_a_time_for(
+    what: str, before_edit: Edit, after_edit: Edit, tmp_path: Path
+) -> None:
+    before, after = _configs(tmp_path, before_edit, after_edit)
+    comparison = compare_configs("prod", before, after)
+    assert comparison.wave is not None, f"{what}: no wave"
+    assert comparison.wave.batches == [["dc1"], ["dc2"], ["dc3"]]
+    for name, turn in comparison.wave.domains.items():
+        expected = "driver" if what == "usePrecompiled" else "driver-template"
+        assert turn.turn == "roll" and expected in turn.changes, (what, name, turn)
+        steps = [step for step, _ in turn.steps]
+        assert steps[steps.index("wave-drain") :][-2:] == ["wave-gate", "rollout"], (what, name, steps)
+    assert comparison.wave.domains["dc2"].waits_for == ["dc1"] and comparison.wave.domains["dc3"].waits_for == ["dc2"]
+    # Each domain out in its turn alone: the capacity timeline shows the wave.
+    assert [point["out"] for point in comparison.wave.capacity] == [[], ["dc1"], ["dc2"], ["dc3"], []]
+
+
+@pytest.mark.parametrize(("what", "edit"), NOT_TEMPLATE_INPUTS, ids=[t[0] for t in NOT_TEMPLATE_INPUTS])
+def test_make_diff_plans_no_driver_wave_for(what: str, edit: Edit, tmp_path: Path) -> None:
+    before, after = _configs(tmp_path, _nothing, edit)
+    comparison = compare_configs("prod", before, after)
+    release = next(c for c in comparison.changes if c.name == "gpu-platform-gpu-operator")
+    assert release.op == "update", f"{what}: the release did not change, the test proves nothing"
+    assert comparison.wave is None or not comparison.wave.batches, (what, comparison.wave)
+
+
+def test_a_driver_version_change_is_one_turn_named_after_the_driver_not_two() -> None:
+    after = prod()
+    after["gpu-pool:gpuOperator"]["driverVersion"] = "580.173.02"
+    comparison = compare_configs("prod", prod(), after)
+    assert comparison.wave is not None
+    assert {name: turn.changes for name, turn in comparison.wave.domains.items()} == {
+        name: ["driver"] for name in ("dc1", "dc2", "dc3")
+    }
