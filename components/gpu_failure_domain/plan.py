@@ -81,7 +81,9 @@ from components.gpu_failure_domain.turns import (
     CapacityPoint,
     Turn,
     Wave,
+    legacy_template_changes,
     plan_wave,
+    records_version_only,
     repair_turn,
     turn_for,
     wave_order,
@@ -115,6 +117,7 @@ __all__ = [
     "settled_nodes_of",
     "smoke_budget_seconds",
     "turn_for",
+    "version_only_note",
     "wave_export",
     "wave_order",
 ]
@@ -861,6 +864,29 @@ def settled_nodes_of(stack: StackConfig) -> dict[str, Any]:
     """The Nodes a stack's `up` leaves (`kubectl get nodes -o json`'s shape): what `make diff` assumes without
     NODES=, and writes as nodes.json."""
     return settled_nodes(stack, {d.name: rollout_state(d, stack) for d in stack.failure_domains})
+
+
+def version_only_note(stack: StackConfig, nodes: Mapping[str, Any]) -> str | None:
+    """What `make diff` says of Nodes a gpu-pool from before the driver template's digest recorded (issue 47 item
+    4): their record has the driver version only, and is taken as rolled to this stack's template."""
+    old = [
+        name for name, node in nodes_by_domain(stack, nodes).items() if node is not None and records_version_only(node)
+    ]
+    if not old:
+        return None
+    many = len(old) > 1
+    upgrade = (
+        "this gpu-pool rewrites the driver DaemonSet of this stack once (the digest of the ConfigMaps the driver "
+        "mounts, in its env), so one wave runs for the upgrade itself"
+        if legacy_template_changes(stack)
+        else "this gpu-pool changes nothing in the driver DaemonSet of this stack, so the upgrade alone turns no domain"
+    )
+    return (
+        f"{', '.join(old)} record{'' if many else 's'} the driver version only (written by a gpu-pool from before "
+        f"the driver template's digest): {'they are' if many else 'it is'} taken as rolled to this stack's driver "
+        f"template; {upgrade}, and each domain's rollout step records the digest in this `up`. A chart or "
+        "driver-values change made in this same `up` would not be planned as a wave: make it in the next one"
+    )
 
 
 def wave_export(wave: Wave, plans: Mapping[str, DomainPlan], source: str) -> dict[str, Any]:

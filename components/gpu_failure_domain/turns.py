@@ -123,6 +123,8 @@ class Turn:
     stopped: str = ""
     # A repair's reason: the broken floor a power cycle fixes (what the power cycle and its record say).
     reason: str = ""
+    # Why a change is planned that the stack file did not make (a Node recorded by an older gpu-pool).
+    note: str = ""
 
     @property
     def drains(self) -> bool:
@@ -146,6 +148,7 @@ class Turn:
                 "(`gpu-pool repair`, or wait for Ready)"
             )
         then = "uncordon and record" if self.uncordons else "record"
+        end += f"; {self.note}" if self.note else ""
         return {
             "first-install": "no Node yet: created with the others, no wave",
             "none": "the Node records what the stack asks",
@@ -177,12 +180,24 @@ def _changes(
         found = {key: recorded.get(key, "") != desired.get(key, "") for key in CHANGE_KEYS}
         found["rke2"] = found["rke2"] or kubelet_off
         found["kernel"] = found["kernel"] or kernel_off
-        if DRIVER_TEMPLATE_KEY not in recorded:
+        if records_version_only(observed):
             found[DRIVER_TEMPLATE_KEY] = legacy_template_changes(stack)
     # A driver version change is a template change too: one turn, named after the version.
     if found.get("driver"):
         found[DRIVER_TEMPLATE_KEY] = False
     return [key for key in CHANGE_KEYS if found.get(key)]
+
+
+LEGACY_TEMPLATE_NOTE = (
+    "its Node records the driver version only (a gpu-pool from before the driver template's digest) and this "
+    "gpu-pool adds the content digest of the ConfigMaps the driver mounts (apt mirror, lab CA) to the driver's env, "
+    "which rewrites the driver DaemonSet once: this wave runs once, for the upgrade of gpu-pool itself"
+)
+
+
+def records_version_only(observed: ObservedNode) -> bool:
+    """The Node's rollout record is a gpu-pool's from before the driver template's digest."""
+    return observed.rollout is not None and DRIVER_TEMPLATE_KEY not in observed.rollout
 
 
 def legacy_template_changes(stack: StackConfig) -> bool:
@@ -228,6 +243,7 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
         resume_token=resume,
         key=key,
         stopped=(observed.wave_stopped or "") if in_turn else "",
+        note=LEGACY_TEMPLATE_NOTE if DRIVER_TEMPLATE_KEY in changes and records_version_only(observed) else "",
     )
 
 

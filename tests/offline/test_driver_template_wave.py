@@ -6,13 +6,15 @@ node in upgrade-required."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from offline.diff import compare_configs
+from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION
+from offline.diff import compare_configs, settled_nodes
 from tests.lab_ca import make_lab_ca
 from tests.offline.test_waves import prod
 
@@ -159,3 +161,43 @@ def test_a_driver_version_change_is_one_turn_named_after_the_driver_not_two() ->
     assert {name: turn.changes for name, turn in comparison.wave.domains.items()} == {
         name: ["driver"] for name in ("dc1", "dc2", "dc3")
     }
+
+
+# --- the upgrade from a gpu-pool that recorded the driver version only (issue 47 item 4) ---------------------------
+
+
+def _version_only(config: Config) -> dict[str, Any]:
+    """The Nodes the stack's `up` left under a gpu-pool from before the driver template's digest: the same record
+    without its `driver-template` key."""
+    nodes = settled_nodes(config)
+    for item in nodes["items"]:
+        annotations = item["metadata"]["annotations"]
+        record = json.loads(annotations[ROLLOUT_ANNOTATION])
+        del record["driver-template"]
+        annotations[ROLLOUT_ANNOTATION] = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    return nodes
+
+
+def test_the_upgrade_from_version_only_records_turns_no_domain_and_make_diff_says_why() -> None:
+    config = prod()
+    comparison = compare_configs("prod", config, copy.deepcopy(config), nodes=_version_only(config))
+    assert comparison.wave is None or not comparison.wave.batches
+    assert [i for i in comparison.nodes_info if "record the driver version only" in i] == [
+        "dc1, dc2, dc3 record the driver version only (written by a gpu-pool from before the driver template's "
+        "digest): they are taken as rolled to this stack's driver template; this gpu-pool changes nothing in the "
+        "driver DaemonSet of this stack, so the upgrade alone turns no domain, and each domain's rollout step records "
+        "the digest in this `up`. A chart or driver-values change made in this same `up` would not be planned as a "
+        "wave: make it in the next one"
+    ]
+
+
+def test_the_upgrade_from_version_only_records_of_a_stack_with_an_apt_mirror_is_one_wave_that_says_why(
+    tmp_path: Path,
+) -> None:
+    config = prod()
+    config["gpu-pool:aptMirror"] = {"uri": "http://apt.lab.internal/ubuntu"}
+    comparison = compare_configs("prod", config, copy.deepcopy(config), nodes=_version_only(config))
+    assert comparison.wave is not None and comparison.wave.batches == [["dc1"], ["dc2"], ["dc3"]]
+    for turn in comparison.wave.domains.values():
+        assert turn.changes == ["driver-template"] and "this wave runs once, for the upgrade of gpu-pool" in turn.why
+    assert any("one wave runs for the upgrade itself" in i for i in comparison.nodes_info)
