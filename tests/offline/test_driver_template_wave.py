@@ -140,6 +140,15 @@ def test_make_diff_plans_a_driver_template_turn_on_every_domain_one_at_a_time_fo
         steps = [step for step, _ in turn.steps]
         assert steps[steps.index("wave-drain") :][-2:] == ["wave-gate", "rollout"], (what, name, steps)
     assert comparison.wave.domains["dc2"].waits_for == ["dc1"] and comparison.wave.domains["dc3"].waits_for == ["dc2"]
+    release = next(c for c in comparison.changes if c.name == "gpu-platform-gpu-operator")
+    assert what in (
+        "usePrecompiled",
+        "the CA's content (a CA rotation)",
+        "the apt sources' content (another mirror)",
+    ) or any("driver DaemonSet" in i and "replaces a driver pod only on a cordoned node" in i for i in release.info), (
+        what,
+        release.info,
+    )
     # Each domain out in its turn alone: the capacity timeline shows the wave.
     assert [point["out"] for point in comparison.wave.capacity] == [[], ["dc1"], ["dc2"], ["dc3"], []]
 
