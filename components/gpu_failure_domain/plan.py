@@ -446,7 +446,7 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
             at,
             StepName.WAVE_DRAIN,
             "cordon (marked as the wave's) and drain",
-            drain_environment(at.domain, at.kubectl_args, at.holder),
+            drain_environment(at.domain, at.kubectl_args, at.holder, at.stack.gpu_operator.namespace),
             waits_for=(StepName.VM, *logins),
             # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
             # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
@@ -642,7 +642,7 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             at,
             StepName.KERNEL_DRAIN,
             "cordon (marked as the wave's) and drain",
-            drain_environment(at.domain, at.kubectl_args, at.holder),
+            drain_environment(at.domain, at.kubectl_args, at.holder, at.stack.gpu_operator.namespace),
             waits_for=(*after, StepName.KERNEL_LOGIN),
             update=unchanged_kernel_script(kernel),
             triggers=triggers,
@@ -804,6 +804,8 @@ def _wave_gate(at: _Scope, after: tuple[str, ...]) -> LocalStep:
             KUBELET_VERSION=at.stack.rke2.version,
             WAVE_DOMAIN=at.domain.name,
             TURN_HOLDER=at.holder,
+            # A driver change passes only on a driver pod the operator replaced in this turn (node/gate.py).
+            **({"FRESH_DRIVER": "1"} if {"driver", "driver-template"} & set(at.turn.changes) else {}),
         ),
         waits_for=after,
         platform=("operator",),

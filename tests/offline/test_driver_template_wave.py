@@ -210,3 +210,26 @@ def test_the_upgrade_from_version_only_records_of_a_stack_with_an_apt_mirror_is_
     for turn in comparison.wave.domains.values():
         assert turn.changes == ["driver-template"] and "this wave runs once, for the upgrade of gpu-pool" in turn.why
     assert any("one wave runs for the upgrade itself" in i for i in comparison.nodes_info)
+
+
+def test_the_wave_gate_of_a_driver_turn_waits_for_a_replaced_driver_pod_and_of_another_turn_does_not() -> None:
+    from components.gpu_failure_domain.observed import ObservedNode
+    from components.gpu_failure_domain.plan import plan_domain, turn_for
+    from components.gpu_failure_domain.rollout import rollout_state
+    from components.gpu_failure_domain.steps import LocalStep
+    from offline.diff import _stack_config
+
+    before, after = prod(), prod()
+    after["gpu-pool:gpuOperator"]["kernelModuleType"] = "open"
+    old, new = _stack_config(before), _stack_config(after)
+    bumped = prod()
+    bumped["gpu-pool:rke2"]["version"] = "v1.33.6+rke2r1"
+    rke2 = _stack_config(bumped)
+    for stack, fresh in ((new, True), (rke2, False)):
+        domain = stack.failure_domains[0]
+        seen = ObservedNode(rollout=rollout_state(old.failure_domains[0], old), kubelet_version=old.rke2.version)
+        plan = plan_domain(domain, stack, turn_for(domain, stack, seen))
+        gate = plan.step_of("wave-gate", LocalStep)
+        assert ("FRESH_DRIVER" in gate.command.environment) is fresh, plan.turn.changes
+        drain = plan.step_of("wave-drain", LocalStep)
+        assert drain.command.environment["OPERATOR_NAMESPACE"] == stack.gpu_operator.namespace
