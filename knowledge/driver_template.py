@@ -37,6 +37,11 @@ NOT_IN_TEMPLATE: Final[Mapping[str, str]] = {
     "driver.upgradePolicy": "read by the operator's upgrade controller (controllers/upgrade_controller.go), "
     "not rendered by TransformDriver",
 }
+# Sections TransformDriver reads only when they are enabled (transformPeerMemoryContainer, transformGDSContainer,
+# transformGDRCopyContainer and the driver manager's GPUDirectRDMA env return early otherwise): disabled, their other
+# keys render nothing into the template. A digest that moved with them would plan a turn whose operator never
+# replaces the driver pod, and the turn's gate waits for exactly that (node/gate.py).
+ONLY_WHEN_ENABLED: Final[tuple[str, ...]] = ("gds", "gdrcopy", "driver.rdma")
 # The operator's own image (values `operator.repository/image/version`): its assets and TransformDriver are layer 2.
 OPERATOR_IMAGE_KEYS: Final[tuple[str, ...]] = ("repository", "image", "version")
 

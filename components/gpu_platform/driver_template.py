@@ -28,7 +28,12 @@ from components.gpu_platform.trusted_ca import build_trusted_ca_configmap
 from config.proxmox import CODENAME_OF
 from config.proxy import AptMirrorConfig, proxy_environment
 from config.stack import StackConfig
-from knowledge.driver_template import DRIVER_TEMPLATE_SECTIONS, NOT_IN_TEMPLATE, OPERATOR_IMAGE_KEYS
+from knowledge.driver_template import (
+    DRIVER_TEMPLATE_SECTIONS,
+    NOT_IN_TEMPLATE,
+    ONLY_WHEN_ENABLED,
+    OPERATOR_IMAGE_KEYS,
+)
 
 # The guest OS a stack without one names (the proxmox model sets it from the cloud image or requires it).
 _DEFAULT_GUEST_OS = "ubuntu-24.04"
@@ -69,6 +74,14 @@ def driver_template_inputs(values: Mapping[str, Any], chart_version: str) -> dic
         section, key = path.split(".", 1)
         if isinstance(inputs.get(section), dict):
             inputs[section].pop(key, None)
+    for path in ONLY_WHEN_ENABLED:
+        *parents, key = path.split(".")
+        holder: Any = inputs
+        for parent in parents:
+            holder = holder.get(parent) if isinstance(holder, dict) else None
+        # Disabled or absent render the same (TransformDriver: nil or not enabled), so a disabled one is dropped.
+        if isinstance(holder, dict) and isinstance(holder.get(key), dict) and not holder[key].get("enabled"):
+            del holder[key]
     operator = values.get("operator")
     if isinstance(operator, Mapping):
         image = {key: operator[key] for key in OPERATOR_IMAGE_KEYS if key in operator}

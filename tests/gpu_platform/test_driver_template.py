@@ -17,7 +17,7 @@ from components.gpu_platform.driver_template import (
 )
 from components.gpu_platform.operator_values import DRIVER_MOUNTS_ENV
 from components.gpu_platform.trusted_ca import build_trusted_ca_configmap
-from knowledge.driver_template import DRIVER_TEMPLATE_SECTIONS
+from knowledge.driver_template import DRIVER_TEMPLATE_SECTIONS, ONLY_WHEN_ENABLED
 from tests.plugin_recording import stack_config
 
 CHART = "v26.7.0"
@@ -35,6 +35,8 @@ def _set(values: dict[str, Any], section: str, key: str, value: Any) -> dict[str
     changed.setdefault(section, {})
     changed[section] = dict(changed[section]) if isinstance(changed[section], dict) else {}
     changed[section][f"x{key}"] = value
+    if section in ONLY_WHEN_ENABLED:
+        changed[section]["enabled"] = True
     return changed
 
 
@@ -86,3 +88,20 @@ def test_a_ca_rotation_reaches_the_driver_container_as_its_mounts_digest() -> No
 def test_a_stack_that_mounts_nothing_has_no_mounts_variable_in_the_driver_env() -> None:
     env = _values()["driver"].get("env") or []
     assert DRIVER_MOUNTS_ENV not in {item["name"] for item in env}
+
+
+@settings(max_examples=40, deadline=None)
+@given(path=st.sampled_from(ONLY_WHEN_ENABLED), key=names, value=leaves)
+def test_a_disabled_sidecars_settings_render_nothing_and_move_nothing_until_it_is_enabled(
+    path: str, key: str, value: Any
+) -> None:
+    values = _values()
+    *parents, last = path.split(".")
+    changed = copy.deepcopy(values)
+    holder = changed
+    for parent in parents:
+        holder = holder[parent]
+    holder[last] = {"enabled": False, f"x{key}": value}
+    assert driver_template_digest(changed, CHART) == driver_template_digest(values, CHART)
+    holder[last]["enabled"] = True
+    assert driver_template_digest(changed, CHART) != driver_template_digest(values, CHART)
