@@ -112,7 +112,10 @@ def _stale_driver(turn: Turn, node: Mapping[str, Any], pins: Pins, pods: list[di
             return (
                 f"the driver pod is still on revision {revision}, the one this turn started on: the operator has not "
                 "replaced it yet (it renders the release's new ClusterPolicy into its DaemonSet, then marks the node "
-                "upgrade-required and, the node cordoned, replaces the pod)"
+                "upgrade-required and, the node cordoned, replaces the pod: kubectl get ds -n "
+                f"{pins.namespace} nvidia-driver-daemonset, and the operator's log). Where the change does not reach "
+                f"the driver's pod template at all, remove the annotation {DRIVER_REVISION_ANNOTATION} from the node "
+                "and `pulumi up` again"
             )
         newest = newest_revision_hash(turn.kube, pins.namespace, pod)
         if newest is not None and revision != newest:
