@@ -45,6 +45,10 @@ ONLY_WHEN_ENABLED: Final[tuple[str, ...]] = ("gds", "gdrcopy", "driver.rdma")
 # The operator's own image (values `operator.repository/image/version`): its assets and TransformDriver are layer 2.
 OPERATOR_IMAGE_KEYS: Final[tuple[str, ...]] = ("repository", "image", "version")
 
+# The driver container's variable carrying the content digest of the ConfigMaps it mounts (apt sources, lab CA): the
+# operator mounts them with subPath, which never sees an edit, and the driver's spec has no annotations of its own.
+DRIVER_MOUNTS_ENV: Final = "GPU_POOL_DRIVER_MOUNTS_SHA256"
+
 # sha256 of each upstream file read for the above, by its path under the upstream reference data (refdata/).
 DRIVER_TEMPLATE_SOURCES: Final[Mapping[str, str]] = {
     "gpu-operator/v26.3.2/chart/templates/clusterpolicy.yaml": (

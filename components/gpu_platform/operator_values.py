@@ -14,6 +14,7 @@ from typing import Any, Final
 from config.chart_values_guard import leaf_paths
 from config.gpu_operator import GpuOperatorConfig, ToolkitConfig
 from config.rollout import DRAIN_TIMEOUT_SECONDS
+from knowledge.driver_template import DRIVER_MOUNTS_ENV
 from knowledge.gpu_operator_chart import (
     CONTROL_PLANE_TOLERATION,
     DAEMONSETS_DEFAULT_TOLERATIONS,
@@ -23,9 +24,6 @@ from knowledge.gpu_operator_chart import (
 from knowledge.rke2 import RKE2_NVIDIA_RUNTIMES
 
 DCGM_METRICS_DIGEST_ANNOTATION: Final = "gpu-pool/dcgm-metrics-sha256"
-# The driver container's variable carrying the content digest of the ConfigMaps it mounts (apt sources, lab CA): the
-# operator mounts them with subPath, which never sees an edit, and the driver's spec has no annotations of its own.
-DRIVER_MOUNTS_ENV: Final = "GPU_POOL_DRIVER_MOUNTS_SHA256"
 
 
 # maxUnavailable is the string "0": the chart renders it with `| default "25%"` (templates/clusterpolicy.yaml,

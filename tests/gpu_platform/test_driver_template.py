@@ -15,9 +15,8 @@ from components.gpu_platform.driver_template import (
     mounts_digest,
     stack_release_values,
 )
-from components.gpu_platform.operator_values import DRIVER_MOUNTS_ENV
 from components.gpu_platform.trusted_ca import build_trusted_ca_configmap
-from knowledge.driver_template import DRIVER_TEMPLATE_SECTIONS, ONLY_WHEN_ENABLED
+from knowledge.driver_template import DRIVER_MOUNTS_ENV, DRIVER_TEMPLATE_SECTIONS, ONLY_WHEN_ENABLED
 from tests.plugin_recording import stack_config
 
 CHART = "v26.7.0"
