@@ -135,12 +135,8 @@ def rolled(deployed: Deployed) -> Iterator[Rolled]:
     new_namespace(kubectl, WORKLOADS)
     try:
         kubectl.create(trainer(hosts[last]), field_manager="e2e")
-        (pod,) = wait_for(
-            f"{WORKLOAD} running on {hosts[last]}",
-            lambda: [
-                p for p in running_pods(kubectl, WORKLOADS, f"app={WORKLOAD}") if p["spec"]["nodeName"] == hosts[last]
-            ],
-        )
+        (pod,) = wait_for(f"{WORKLOAD} running", lambda: running_pods(kubectl, WORKLOADS, f"app={WORKLOAD}"))
+        assert pod["spec"]["nodeName"] == hosts[last], f"{WORKLOAD} was placed on {pod['spec']['nodeName']}"
         watch = Watch(kubectl, namespace, hosts)
         workload: list[PodSample] = []
         rewrite_config(deployed.stack, after)
