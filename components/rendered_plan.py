@@ -27,6 +27,7 @@ from components.gpu_platform.dcgm_metrics import (
     deployed_exporter_version,
     metrics_digest,
 )
+from components.gpu_platform.driver_template import driver_configmaps, mounts_digest
 from components.gpu_platform.operator_values import DCGM_METRICS_DIGEST_ANNOTATION
 from components.gpu_platform.release_values import driver_proxy, registered_crds, release_values
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_config
@@ -120,6 +121,16 @@ def render(parts: StackParts) -> RenderedPlan:
             repo_config=APT_SOURCES_CONFIGMAP if parts.apt_mirror is not None else None,
             cert_config=TRUSTED_CA_CONFIGMAP if parts.trusted_ca is not None else None,
             driver_secret_env=secret_env,
+            driver_mounts_digest=mounts_digest(
+                list(
+                    driver_configmaps(
+                        parts.apt_mirror,
+                        parts.proxmox.guest_os if parts.proxmox is not None else None,
+                        parts.trusted_ca,
+                        parts.operator.namespace,
+                    ).values()
+                )
+            ),
         )
     nodes: list[RenderedNode] = []
     # Where the Kyverno keys did not parse, the nodes are rendered with the default marking and the rules about

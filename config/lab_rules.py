@@ -12,6 +12,7 @@ from config.rke2 import DEFAULT_INSTALL_SCRIPT
 from config.stack import StackConfig
 from config.stack_parts import StackParts
 from config.trust import is_private_host
+from knowledge.driver_template import DRIVER_MOUNTS_ENV
 
 LabRule = Callable[[StackParts], list[str]]
 
@@ -74,22 +75,34 @@ def _https_hosts_need_the_lab_ca(parts: StackParts) -> list[str]:
 
 def _driver_env_keeps_the_proxy(parts: StackParts) -> list[str]:
     """extraValues.driver.env is a list, and Helm replaces a list: gpu-pool merges it with the proxy's variables by
-    name, and a name gpu-pool:proxy sets must not be set twice."""
+    name, and a name gpu-pool:proxy sets must not be set twice; nor the digest of the ConfigMaps the driver mounts,
+    which gpu-pool sets (components/gpu_platform/driver_template.py: a new CA or mirror restarts the driver)."""
     operator, proxy = parts.operator, parts.proxy
-    if operator is None or proxy is None or not proxy.enabled:
+    if operator is None:
         return []
     driver = operator.extra_values.get("driver")
     env = driver.get("env") if isinstance(driver, dict) else None
     if not isinstance(env, list):
         return []
-    ours = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}
-    ours |= {name.lower() for name in ours}
-    return [
-        f"gpu-pool:gpuOperator.extraValues.driver.env[{index}]: {item['name']} is set by gpu-pool:proxy (the driver "
-        "container's proxy); change it there, and keep driver.env for your own variables"
-        for index, item in enumerate(env)
-        if isinstance(item, dict) and item.get("name") in ours
-    ]
+    ours: set[str] = set()
+    if proxy is not None and proxy.enabled:
+        ours = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"}
+        ours |= {name.lower() for name in ours}
+    problems = []
+    for index, item in enumerate(env):
+        name = item.get("name") if isinstance(item, dict) else None
+        key = f"gpu-pool:gpuOperator.extraValues.driver.env[{index}]"
+        if name in ours:
+            problems.append(
+                f"{key}: {name} is set by gpu-pool:proxy (the driver container's proxy); change it there, and keep "
+                "driver.env for your own variables"
+            )
+        elif name == DRIVER_MOUNTS_ENV:
+            problems.append(
+                f"{key}: {name} is gpu-pool's own (the digest of the apt sources and lab CA the driver mounts, so "
+                "that a change of them restarts it): leave it out"
+            )
+    return problems
 
 
 # Each key's default: the example of a name of its own.

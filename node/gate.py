@@ -13,7 +13,14 @@ from typing import Any
 from knowledge.gpu_operator import DRIVER_CONTAINER, DRIVER_POD_SELECTOR, DRIVER_UPGRADE_FAILED
 from node.kube import Kube
 from node.turn import Turn, record, set_state
-from node.vocabulary import TurnState, allocatable_gpus, ready, upgrade_state
+from node.vocabulary import (
+    DRIVER_REVISION_ANNOTATION,
+    TurnState,
+    allocatable_gpus,
+    annotations_of,
+    ready,
+    upgrade_state,
+)
 from node.waiting import StepFailed
 
 REVISION_HASH_LABEL = "controller-revision-hash"
@@ -27,6 +34,9 @@ class Pins:
     driver: str
     namespace: str
     kubelet: str = ""
+    # A turn that rolls a driver change (its version or its DaemonSet's template): only a driver pod of a newer
+    # revision than the one the turn started on passes (note_driver_revision).
+    fresh_driver: bool = False
 
 
 def driver_log_command(namespace: str, node: str) -> str:
@@ -66,6 +76,51 @@ def newest_revision_hash(kube: Kube, namespace: str, pod: Mapping[str, Any]) -> 
         return None
     newest = max(revisions, key=lambda r: int(r.get("revision") or 0))
     return str(newest["metadata"]["name"]).removeprefix(f"{ds_name}-")
+
+
+def pod_revision(pod: Mapping[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(REVISION_HASH_LABEL) or "")
+
+
+def note_driver_revision(turn: Turn, namespace: str) -> None:
+    """At a turn's start, while it holds the node and the operator (skip label) and before its cordon: the revision
+    of the node's driver pod. A driver change reaches the node only through a new pod of a newer revision of the
+    OnDelete DaemonSet, which the operator creates after the node is cordoned; until the operator has rendered the
+    new ClusterPolicy into the DaemonSet, the old pod is "in sync" and on the same driver version (a change of the
+    template alone), and a gate that passed on it would end the turn before the operator marks the node
+    upgrade-required, where it then stays (FIELD-REVIEW-6 WRONG-1). A resumed turn keeps what its first start
+    noted."""
+    revisions = sorted({pod_revision(p) for p in driver_pods(turn.kube, namespace, turn.node)} - {""})
+
+    def change(node: dict[str, Any]) -> dict[str, Any] | None:
+        if DRIVER_REVISION_ANNOTATION in annotations_of(node):
+            return None
+        return {"metadata": {"annotations": {DRIVER_REVISION_ANNOTATION: ",".join(revisions)}}}
+
+    turn.patch(change)
+
+
+def _stale_driver(turn: Turn, node: Mapping[str, Any], pins: Pins, pods: list[dict[str, Any]]) -> str | None:
+    """Why the driver pods do not yet carry this turn's driver change ('' when they do): a pod on the revision the
+    turn started on, or on an older revision than the DaemonSet's newest."""
+    before = set(filter(None, str(annotations_of(node).get(DRIVER_REVISION_ANNOTATION) or "").split(",")))
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        revision = pod_revision(pod)
+        if revision in before:
+            return (
+                f"the driver pod is still on revision {revision}, the one this turn started on: the operator has not "
+                "replaced it yet (it renders the release's new ClusterPolicy into its DaemonSet, then marks the node "
+                "upgrade-required and, the node cordoned, replaces the pod: kubectl get ds -n "
+                f"{pins.namespace} nvidia-driver-daemonset, and the operator's log). Where the change does not reach "
+                f"the driver's pod template at all, remove the annotation {DRIVER_REVISION_ANNOTATION} from the node "
+                "and `pulumi up` again"
+            )
+        newest = newest_revision_hash(turn.kube, pins.namespace, pod)
+        if newest is not None and revision != newest:
+            return f"the driver pod is on revision {revision}, the DaemonSet's newest is {newest}"
+    return None
 
 
 def replace_out_of_sync_driver_pod(turn: Turn, namespace: str) -> bool:
@@ -145,6 +200,8 @@ def gate_check(turn: Turn, pins: Pins, replaced: set[str]) -> tuple[bool, str, s
         return False, status, f"the driver pod on {name} still runs another driver; the operator upgrades one at a time"
     if state not in ("", "upgrade-done"):
         return False, status, f"the operator's driver upgrade on {name} is still at {state}"
+    if pins.fresh_driver and (stale := _stale_driver(turn, node, pins, pods)):
+        return False, status + ", driver pod not yet replaced", f"{stale} ({name})"
     if not pod_is_ready:
         return (
             False,

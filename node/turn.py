@@ -22,6 +22,7 @@ from typing import Any
 from node.drain import drain as drain_pods
 from node.kube import ApiError, Kube
 from node.vocabulary import (
+    DRIVER_REVISION_ANNOTATION,
     DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION,
     DRIVER_UPGRADE_SKIP_LABEL,
     REPAIRS_ANNOTATION,
@@ -259,12 +260,23 @@ def drain(turn: Turn, minutes: float) -> None:
         raise
 
 
-def start(turn: Turn, token: str, drain_minutes: float, *, take_stopped: bool = True) -> None:
+def start(
+    turn: Turn,
+    token: str,
+    drain_minutes: float,
+    *,
+    take_stopped: bool = True,
+    before_cordon: Callable[[Turn], None] | None = None,
+) -> None:
     """The turn's start as every executor runs it: hold, Ready, operator held, cordon, drain, operator released.
-    `take_stopped` False (the watcher, stricter): a stopped turn's hold is a person's to finish."""
+    `take_stopped` False (the watcher, stricter): a stopped turn's hold is a person's to finish. `before_cordon`:
+    what the turn notes while it holds the node and the operator cannot have touched it yet
+    (gate.note_driver_revision)."""
     take_hold(turn, TurnState.REPAIRING if turn.repairing else TurnState.DRAINING, take_stopped=take_stopped)
     stop_unless_ready(turn)
     hold_operator(turn)
+    if before_cordon is not None:
+        before_cordon(turn)
     cordon(turn, token)
     drain(turn, drain_minutes)
     set_state(turn, TurnState.CHANGING)
@@ -338,6 +350,7 @@ def _ending(node: Mapping[str, Any], record: Mapping[str, str | None]) -> dict[s
         WAVE_TURN_ANNOTATION: None,
         WAVE_STOPPED_ANNOTATION: None,
         DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION: None,
+        DRIVER_REVISION_ANNOTATION: None,
         **record,
     }
     change: dict[str, Any] = {"metadata": {"labels": {TURN_STATE_LABEL: str(TurnState.DONE)}, "annotations": written}}

@@ -11,6 +11,8 @@ reads them into an ObservedNode):
 - WAVE_STOPPED_ANNOTATION: why the turn stopped (its drain or its gate failed), so a cordoned node says why.
 - WAVE_SKIP_ANNOTATION: the turn set the GPU Operator's skip label for its drain (an admin's skip label has no such
   mark and is never removed by gpu-pool).
+- DRIVER_REVISION_ANNOTATION: the ControllerRevision the node's driver pod was on when the turn started: a turn that
+  rolls a driver change passes its gate only on a driver pod of a newer revision (node/gate.py).
 - TURN_STATE_LABEL / TURN_HOLDER_ANNOTATION: one visible state per node (`kubectl get nodes -L
   gpu-pool.dev/turn-state`), as the operator's own nvidia.com/gpu-driver-upgrade-state, owned by the holder the
   annotation names: `up:<stack> since <time>`, `repair:<user>@<host> since <time>` or `repair:unattended@<stack>
@@ -34,6 +36,7 @@ from knowledge.gpu_operator import (
 
 __all__ = [
     "ACTIVE_TURN_STATES",
+    "DRIVER_REVISION_ANNOTATION",
     "DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION",
     "DRIVER_UPGRADE_SKIP_LABEL",
     "DRIVER_UPGRADE_STATE_LABEL",
@@ -62,6 +65,7 @@ REPAIRS_ANNOTATION = "gpu-pool.dev/repairs"
 FIRST_BOOT_ANNOTATION = "gpu-pool.dev/first-boot"
 WAVE_STOPPED_ANNOTATION = "gpu-pool.dev/wave-stopped"
 WAVE_SKIP_ANNOTATION = "gpu-pool.dev/driver-upgrade-held"
+DRIVER_REVISION_ANNOTATION = "gpu-pool.dev/driver-revision-before"
 TURN_STATE_LABEL = "gpu-pool.dev/turn-state"
 TURN_HOLDER_ANNOTATION = "gpu-pool.dev/turn-holder"
 # The in-cluster health check's Node condition (day2/doctor/health_check.py writes it, its alert and the watcher read

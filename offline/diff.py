@@ -36,7 +36,7 @@ from typing import Any
 
 import pulumi
 
-from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of
+from components.gpu_failure_domain.plan import NODES_ENV, settled_nodes_of, version_only_note
 from components.stack_check import validate_stack
 from config.arguments import ArgumentParser
 from config.earlier_file import reading_earlier_file
@@ -284,8 +284,14 @@ def compare_configs(
         new = preview(stack, after, "current", secrets, after_file)
     changes = diff_recordings(old, new)
     wave = wave_of(new, {c.name for c in changes if c.op != "same"})
-    if new_stack is not None and wave is not None and any("driver" in t.changes for t in wave.domains.values()):
+    if (
+        new_stack is not None
+        and wave is not None
+        and any({"driver", "driver-template"} & set(t.changes) for t in wave.domains.values())
+    ):
         nodes_info += cordoned_gpu_nodes_outside(new_stack, observed)
+    if new_stack is not None and (note := version_only_note(new_stack, observed)):
+        nodes_info.append(note)
     return Comparison(changes, refusals, wave, observed, nodes_dangers, nodes_info)
 
 

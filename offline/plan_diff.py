@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from components.gpu_failure_domain.plan import StepName
+from knowledge.driver_template import DRIVER_TEMPLATE_SECTIONS, NOT_IN_TEMPLATE
 from knowledge.proxmox_access import wider_than_the_watcher_needs
 from knowledge.replacements import (
     KUBERNETES_IDENTITY,
@@ -304,12 +305,30 @@ def _operator_notes(change: Change, before: Registration | None, after: Registra
         driver_kept = not any(k.startswith("values.driver.version") for k in change.keys)
         change.info.append(
             f"chart {old} -> {new}: the operator restarts and rolls every operand DaemonSet (toolkit, device "
-            "plugin, DCGM exporter, GFD, NFD, validator) without touching GPU pods; "
+            "plugin, DCGM exporter, GFD, NFD, validator) without touching GPU pods; the driver DaemonSet's template "
+            "changes too (its helm.sh/chart label, the chart's driver manager), and with no upgrade slots of its "
+            'own (maxUnavailable "0") the operator replaces a driver pod only on a cordoned node, so '
             + (
-                "the driver is unchanged, so from 26.7 the operator restarts its pod in place without evicting"
+                "each domain's turn (driver-template, in the wave below) drains it and the operator restarts its "
+                "driver there, one domain at a time"
                 if driver_kept
-                else "the driver changes, so GPU pods are evicted node by node"
+                else "each domain's driver upgrade turn drains it first, one domain at a time"
             )
+        )
+    template = sorted(
+        key
+        for key in change.keys
+        if any(key.startswith(f"values.{section}.") for section in DRIVER_TEMPLATE_SECTIONS)
+        and not any(key.startswith(f"values.{path}") for path in NOT_IN_TEMPLATE)
+        and not key.startswith("values.driver.version")
+    )
+    if old == new and template:
+        change.info.append(
+            f"{', '.join(template[:3])}{' ...' if len(template) > 3 else ''} render{'s' if len(template) == 1 else ''} "
+            "into the driver DaemonSet's pod template (knowledge/driver_template.py): with no upgrade slots of its own "
+            '(maxUnavailable "0") the operator replaces a driver pod only on a cordoned node, so each domain\'s '
+            "turn (driver-template, in the wave below) drains it and the operator restarts its driver there, one "
+            "domain at a time"
         )
     if before.inputs.get("chart") != after.inputs.get("chart"):
         change.info.append(f"chart source {before.inputs.get('chart')} -> {after.inputs.get('chart')}")

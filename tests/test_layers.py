@@ -30,7 +30,15 @@ ALLOWED: dict[str, set[str]] = {
     # Standard library and knowledge/ only, below both components/ and day2/ (it is packed into their payloads).
     "node": {"knowledge"},
     "components.shared": {"config", "knowledge", "node"},
-    "components.gpu_failure_domain": {"components.shared", "config", "knowledge", "node"},
+    # A domain's rollout state records the digest of the driver DaemonSet's template, computed from the platform's
+    # own release values (one function: the two can never differ; FIELD-REVIEW-6 WRONG-1).
+    "components.gpu_failure_domain": {
+        "components.shared",
+        "components.gpu_platform.driver_template",
+        "config",
+        "knowledge",
+        "node",
+    },
     "components.gpu_platform": {"components.shared", "config", "knowledge", "node"},
     "components": {"config", "knowledge", "node"},
     # The unattended repair's credential names each card's mapping as the domain's plan does, and registers its

@@ -121,9 +121,11 @@ def power_cycle_environment(
     )
 
 
-def drain_environment(domain: FailureDomainConfig, kubectl: list[str], holder: str) -> dict[str, str]:
-    """A turn's start (the hold, the operator held off, the cordon, the drain): who holds the node, and the mark
-    its cordon and operator hold carry (the domain's name)."""
+def drain_environment(
+    domain: FailureDomainConfig, kubectl: list[str], holder: str, operator_namespace: str
+) -> dict[str, str]:
+    """A turn's start (the hold, the operator held off, the cordon, the drain): who holds the node, the mark its
+    cordon and operator hold carry (the domain's name), and where the driver pods are (the revision it starts on)."""
     return step_environment(
         ScriptStep.DRAIN,
         domain.hostname,
@@ -131,6 +133,7 @@ def drain_environment(domain: FailureDomainConfig, kubectl: list[str], holder: s
         DRAIN_TIMEOUT_SECONDS // 60,
         TURN_HOLDER=holder,
         TURN_DOMAIN=domain.name,
+        OPERATOR_NAMESPACE=operator_namespace,
     )
 
 

@@ -45,7 +45,7 @@ import sys
 from collections.abc import Callable
 
 from node.drain import drain
-from node.gate import Pins, gate, rebuild_driver
+from node.gate import Pins, gate, note_driver_revision, rebuild_driver
 from node.jobs import smoke_test
 from node.kube import Kube, Kubectl
 from node.power import Charge, Vm, power_cycle
@@ -92,7 +92,11 @@ def step_node_ready(turn: Turn, minutes: float) -> None:
 
 def step_gpu_ready(turn: Turn, minutes: float) -> None:
     pins = Pins(
-        int(env("GPU_SLOTS")), env("DRIVER_VERSION"), env("OPERATOR_NAMESPACE"), os.environ.get("KUBELET_VERSION", "")
+        int(env("GPU_SLOTS")),
+        env("DRIVER_VERSION"),
+        env("OPERATOR_NAMESPACE"),
+        os.environ.get("KUBELET_VERSION", ""),
+        fresh_driver=bool(os.environ.get("FRESH_DRIVER")),
     )
     gate(turn, pins, minutes, in_turn=bool(os.environ.get("WAVE_DOMAIN")))
 
@@ -106,7 +110,13 @@ def step_smoke_test(turn: Turn, minutes: float) -> None:
 
 
 def step_drain(turn: Turn, minutes: float) -> None:
-    start(turn, stamp(turn.clock()), minutes)
+    namespace = os.environ.get("OPERATOR_NAMESPACE")
+    start(
+        turn,
+        stamp(turn.clock()),
+        minutes,
+        before_cordon=(lambda held: note_driver_revision(held, namespace)) if namespace else None,
+    )
 
 
 def step_rollout(turn: Turn, minutes: float) -> None:

@@ -81,7 +81,9 @@ from components.gpu_failure_domain.turns import (
     CapacityPoint,
     Turn,
     Wave,
+    legacy_template_changes,
     plan_wave,
+    records_version_only,
     repair_turn,
     turn_for,
     wave_order,
@@ -115,6 +117,7 @@ __all__ = [
     "settled_nodes_of",
     "smoke_budget_seconds",
     "turn_for",
+    "version_only_note",
     "wave_export",
     "wave_order",
 ]
@@ -444,7 +447,7 @@ def _drain(at: _Scope, logins: tuple[str, ...]) -> list[Step]:
             at,
             StepName.WAVE_DRAIN,
             "cordon (marked as the wave's) and drain",
-            drain_environment(at.domain, at.kubectl_args, at.holder),
+            drain_environment(at.domain, at.kubectl_args, at.holder, at.stack.gpu_operator.namespace),
             waits_for=(StepName.VM, *logins),
             # The operator's new release first: with no upgrade slots of its own (driver.upgradePolicy), it
             # upgrades the driver of every cordoned node; the drain holds it off this one until it is done.
@@ -649,7 +652,7 @@ def _first_install_drain(at: _Scope, kernel: str, after: tuple[str, ...]) -> lis
             at,
             StepName.KERNEL_DRAIN,
             "cordon (marked as the wave's) and drain",
-            drain_environment(at.domain, at.kubectl_args, at.holder),
+            drain_environment(at.domain, at.kubectl_args, at.holder, at.stack.gpu_operator.namespace),
             waits_for=(*after, StepName.KERNEL_LOGIN),
             update=unchanged_kernel_script(kernel),
             triggers=triggers,
@@ -811,6 +814,8 @@ def _wave_gate(at: _Scope, after: tuple[str, ...]) -> LocalStep:
             KUBELET_VERSION=at.stack.rke2.version,
             WAVE_DOMAIN=at.domain.name,
             TURN_HOLDER=at.holder,
+            # A driver change passes only on a driver pod the operator replaced in this turn (node/gate.py).
+            **({"FRESH_DRIVER": "1"} if {"driver", "driver-template"} & set(at.turn.changes) else {}),
         ),
         waits_for=after,
         platform=("operator",),
@@ -871,6 +876,29 @@ def settled_nodes_of(stack: StackConfig) -> dict[str, Any]:
     """The Nodes a stack's `up` leaves (`kubectl get nodes -o json`'s shape): what `make diff` assumes without
     NODES=, and writes as nodes.json."""
     return settled_nodes(stack, {d.name: rollout_state(d, stack) for d in stack.failure_domains})
+
+
+def version_only_note(stack: StackConfig, nodes: Mapping[str, Any]) -> str | None:
+    """What `make diff` says of Nodes a gpu-pool from before the driver template's digest recorded (issue 47 item
+    4): their record has the driver version only, and is taken as rolled to this stack's template."""
+    old = [
+        name for name, node in nodes_by_domain(stack, nodes).items() if node is not None and records_version_only(node)
+    ]
+    if not old:
+        return None
+    many = len(old) > 1
+    upgrade = (
+        "this gpu-pool rewrites the driver DaemonSet of this stack once (the digest of the ConfigMaps the driver "
+        "mounts, in its env), so one wave runs for the upgrade itself"
+        if legacy_template_changes(stack)
+        else "this gpu-pool changes nothing in the driver DaemonSet of this stack, so the upgrade alone turns no domain"
+    )
+    return (
+        f"{', '.join(old)} record{'' if many else 's'} the driver version only (written by a gpu-pool from before "
+        f"the driver template's digest): {'they are' if many else 'it is'} taken as rolled to this stack's driver "
+        f"template; {upgrade}, and each domain's rollout step records the digest in this `up`. A chart or "
+        "driver-values change made in this same `up` would not be planned as a wave: make it in the next one"
+    )
 
 
 def wave_export(wave: Wave, plans: Mapping[str, DomainPlan], source: str) -> dict[str, Any]:

@@ -3,7 +3,10 @@ A turn's acts on its Node (the hold, the operator's skip label, the cordon, the 
 node/'s transitions, which the node-steps script runs (components/gpu_failure_domain/node_steps_script.py).
 
 A domain's *rollout state* is what its GPU worker was last rolled to and gated on: the RKE2 release, the kernel
-pin, the VM's cold-start settings and mapped card, the driver and the sharing profile's content. A turn's last
+pin, the VM's cold-start settings and mapped card, the driver, the digest of everything that renders into the
+operator's driver DaemonSet's pod template (components/gpu_platform/driver_template.py: a chart bump, a driver
+value, the ConfigMaps it mounts; each gives the DaemonSet a new revision, which the operator rolls only on a cordoned
+node, FIELD-REVIEW-6 WRONG-1) and the sharing profile's content. A turn's last
 step writes it on the Node (observed.ROLLOUT_ANNOTATION), so the next `pulumi preview` knows from the cluster
 what each worker runs (turns.py decides each domain's turn from it).
 """
@@ -34,6 +37,7 @@ from components.gpu_failure_domain.cloud_init import (
 from components.gpu_failure_domain.node_steps import mapped_device
 from components.gpu_failure_domain.proxmox_vm import reboot_settings
 from components.gpu_failure_domain.registries import REGISTRY_TLS_DIR, RKE2_REGISTRIES_FILE
+from components.gpu_platform.driver_template import stack_driver_template
 from config.failure_domain import FailureDomainConfig
 from config.proxy import ProxyConfig, reached_directly
 from config.rke2 import Rke2InstallerConfig
@@ -47,12 +51,19 @@ CHANGE_WORDS: Mapping[str, str] = {
     "kernel": "kernel upgrade and reboot",
     "vm": "VM power cycle (cold-start settings or card)",
     "driver": "driver upgrade (the operator's, on the drained node only)",
+    "driver-template": "driver DaemonSet template change, driver version kept (chart, driver values or the "
+    "ConfigMaps it mounts): the operator replaces the driver pod on the drained node only",
     "sharing": "device plugin and GPU Feature Discovery restart (sharing profile)",
     "files": "proxy, registry and apt mirror files rewritten, rke2-agent restarted (cloud-init runs once)",
 }
 CHANGE_KEYS: tuple[str, ...] = tuple(CHANGE_WORDS)
 # How long a drain may wait for pods to leave (PodDisruptionBudgets are respected; evictions are retried).
 DRAIN_TIMEOUT = f"{DRAIN_TIMEOUT_SECONDS // 60}m"
+
+
+# A Node recorded before the driver template's digest has only the version: what rollout_state's `driver-template`
+# key is taken as there (turns.py).
+DRIVER_TEMPLATE_KEY = "driver-template"
 
 
 def _digest(value: object) -> str:
@@ -66,6 +77,7 @@ def rollout_state(domain: FailureDomainConfig, stack: StackConfig) -> dict[str, 
         "kernel": domain.kernel or "",
         "vm": _digest([reboot_settings(domain), mapped_device(domain)]),
         "driver": stack.gpu_operator.driver_version,
+        DRIVER_TEMPLATE_KEY: stack_driver_template(stack),
         "sharing": f"{domain.sharing}@{_digest(stack.sharing_profiles[domain.sharing].model_dump(mode='json'))}",
         # Only where the stack sets a proxy or mirrors: a Node recorded without the key has none, so a stack
         # without them records (and plans) exactly what it did before the key existed.

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from components.gpu_failure_domain.observed import ObservedNode
-from components.gpu_failure_domain.rollout import CHANGE_KEYS, rollout_state
+from components.gpu_failure_domain.rollout import CHANGE_KEYS, DRIVER_TEMPLATE_KEY, rollout_state
 from config.failure_domain import FailureDomainConfig
 from config.stack import StackConfig
 from knowledge.kubernetes import KUBELET_MAX_MINORS_PER_UPGRADE
@@ -49,7 +49,7 @@ Situation = Literal["no Node", "serving", "cordoned by someone else", "a turn in
 # disrupt: drained first), or different while the node already runs what the stack asks (upgraded by hand).
 Record = Literal["-", "equal", "differs, to disrupt", "differs, already running"]
 # What a turn changes on a node that needs it drained first (the plugin restart: pods lose their slots).
-DISRUPTIVE = ("vm", "driver", "sharing", "files")
+DISRUPTIVE = ("vm", "driver", "driver-template", "sharing", "files")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][^+]*?rke2r(\d+))?")
 
 
@@ -123,6 +123,8 @@ class Turn:
     stopped: str = ""
     # A repair's reason: the broken floor a power cycle fixes (what the power cycle and its record say).
     reason: str = ""
+    # Why a change is planned that the stack file did not make (a Node recorded by an older gpu-pool).
+    note: str = ""
 
     @property
     def drains(self) -> bool:
@@ -146,6 +148,7 @@ class Turn:
                 "(`gpu-pool repair`, or wait for Ready)"
             )
         then = "uncordon and record" if self.uncordons else "record"
+        end += f"; {self.note}" if self.note else ""
         return {
             "first-install": "no Node yet: created with the others, no wave",
             "none": "the Node records what the stack asks",
@@ -162,7 +165,9 @@ class Turn:
         }[self.kind]
 
 
-def _changes(desired: Mapping[str, str], observed: ObservedNode, domain: FailureDomainConfig) -> list[str]:
+def _changes(
+    desired: Mapping[str, str], observed: ObservedNode, domain: FailureDomainConfig, stack: StackConfig
+) -> list[str]:
     recorded = observed.rollout
     kubelet_off = bool(observed.kubelet_version) and observed.kubelet_version != desired["rke2"]
     kernel_off = bool(domain.kernel) and observed.kernel_version != domain.kernel
@@ -175,7 +180,33 @@ def _changes(desired: Mapping[str, str], observed: ObservedNode, domain: Failure
         found = {key: recorded.get(key, "") != desired.get(key, "") for key in CHANGE_KEYS}
         found["rke2"] = found["rke2"] or kubelet_off
         found["kernel"] = found["kernel"] or kernel_off
+        if records_version_only(observed):
+            found[DRIVER_TEMPLATE_KEY] = legacy_template_changes(stack)
+    # A driver version change is a template change too: one turn, named after the version.
+    if found.get("driver"):
+        found[DRIVER_TEMPLATE_KEY] = False
     return [key for key in CHANGE_KEYS if found.get(key)]
+
+
+LEGACY_TEMPLATE_NOTE = (
+    "its Node records the driver version only (a gpu-pool from before the driver template's digest) and this "
+    "gpu-pool adds the content digest of the ConfigMaps the driver mounts (apt mirror, lab CA) to the driver's env, "
+    "which rewrites the driver DaemonSet once: this wave runs once, for the upgrade of gpu-pool itself"
+)
+
+
+def records_version_only(observed: ObservedNode) -> bool:
+    """The Node's rollout record is a gpu-pool's from before the driver template's digest."""
+    return observed.rollout is not None and DRIVER_TEMPLATE_KEY not in observed.rollout
+
+
+def legacy_template_changes(stack: StackConfig) -> bool:
+    """Whether a Node that records the driver version only (a gpu-pool from before the driver template's digest)
+    needs a turn for the template: only where this gpu-pool itself changes the driver DaemonSet of that stack, which
+    is the content digest of the ConfigMaps the driver mounts (an apt mirror or a lab CA, DRIVER_MOUNTS_ENV), once.
+    Otherwise the template is taken as the one the Node was rolled to: the upgrade alone rolls no domain, and a
+    chart or driver-values change must come in a later `up` (make diff says so, docs/day2.md)."""
+    return stack.apt_mirror is not None or stack.trusted_ca is not None
 
 
 def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: ObservedNode | None) -> Turn:
@@ -183,7 +214,7 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
     if observed is None:
         return Turn(domain.name, _TURN_KIND[("no Node", "-")], "no Node")
     desired = rollout_state(domain, stack)
-    changes = _changes(desired, observed, domain)
+    changes = _changes(desired, observed, domain, stack)
     in_turn = observed.turn_in_progress
     install_rke2 = "rke2" in changes and observed.kubelet_version != desired["rke2"]
     install_kernel = bool(domain.kernel) and observed.kernel_version != domain.kernel
@@ -212,6 +243,7 @@ def turn_for(domain: FailureDomainConfig, stack: StackConfig, observed: Observed
         resume_token=resume,
         key=key,
         stopped=(observed.wave_stopped or "") if in_turn else "",
+        note=LEGACY_TEMPLATE_NOTE if DRIVER_TEMPLATE_KEY in changes and records_version_only(observed) else "",
     )
 
 

@@ -11,7 +11,6 @@ import pulumi_kubernetes as kubernetes
 import pulumi_kubernetes.provider
 
 from components.gpu_platform.alert_rules import build_gpu_alert_rules, prometheus_rule_labels
-from components.gpu_platform.apt_sources import APT_SOURCES_CONFIGMAP, build_apt_sources_configmap
 from components.gpu_platform.cel_policies import (
     build_cpu_guard_validating_policy,
     build_gpu_quota_generating_policies,
@@ -21,6 +20,7 @@ from components.gpu_platform.cel_policies import (
 from components.gpu_platform.cpu_guard_policy import build_cpu_guard_policy
 from components.gpu_platform.dashboard import build_dashboard_configmap
 from components.gpu_platform.dcgm_metrics import build_dcgm_metrics_configmap, deployed_exporter_version
+from components.gpu_platform.driver_template import driver_configmaps, stack_release_values
 from components.gpu_platform.health_check import HealthCheckBundle, build_health_alert_rules, build_health_check
 from components.gpu_platform.multi_gpu import WholeCards
 from components.gpu_platform.namespaces import build_operator_namespace, build_smoke_namespace
@@ -28,14 +28,12 @@ from components.gpu_platform.operator_crds import crd_resource_suffix
 from components.gpu_platform.operator_wait import OPERATOR_WAIT_SECONDS, operator_wait_command
 from components.gpu_platform.quota_policy import build_gpu_quota_generate_policy
 from components.gpu_platform.quotas import build_gpu_quotas, build_kyverno_quota_rbac
-from components.gpu_platform.release_values import driver_proxy, registered_crds, release_values
+from components.gpu_platform.release_values import driver_proxy, registered_crds
 from components.gpu_platform.steering_policy import build_gpu_steering_policy, build_multi_gpu_policy
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP, build_time_slicing_configmap
-from components.gpu_platform.trusted_ca import TRUSTED_CA_CONFIGMAP, build_trusted_ca_configmap
 from components.shared.kubectl import kubectl_prefix
 from components.shared.kubernetes_objects import register_helm_release, register_object
 from components.shared.platform_handles import PlatformHandles
-from config.proxmox import CODENAME_OF
 from config.proxy import proxy_environment
 from config.stack import StackConfig
 from knowledge.gpu_operator_chart import CHART_NAME
@@ -139,34 +137,17 @@ class GpuPlatform(pulumi.ComponentResource):
             build_dcgm_metrics_configmap(operator_cfg.namespace, deployed_exporter_version(operator_cfg)),
             self._after(namespace),
         )
-        # Before the release too: the operator fails the driver's pods on a repoConfig ConfigMap it cannot read.
-        apt_sources = (
-            [
-                self._object(
-                    "apt-sources",
-                    build_apt_sources_configmap(
-                        cfg.apt_mirror, CODENAME_OF[cfg.proxmox.guest_os or "ubuntu-24.04"], operator_cfg.namespace
-                    ),
-                    self._after(namespace),
-                )
-            ]
-            if cfg.apt_mirror is not None
-            else []
-        )
-        # Before the release too, as the apt sources: the operator mounts it into the driver container.
-        trusted_ca = (
-            [
-                self._object(
-                    "trusted-ca",
-                    build_trusted_ca_configmap(cfg.trusted_ca, operator_cfg.namespace),
-                    self._after(namespace),
-                )
-            ]
-            if cfg.trusted_ca is not None
-            else []
-        )
+        # Before the release too: the operator fails the driver's pods on a repoConfig (the apt sources) or certConfig
+        # (the lab CA) ConfigMap it cannot read, and mounts both into the driver container. Built by the function
+        # whose content digest the release's driver env carries (driver_template.py).
+        mounted = [
+            self._object(suffix, configmap, self._after(namespace))
+            for suffix, configmap in driver_configmaps(
+                cfg.apt_mirror, cfg.proxmox.guest_os, cfg.trusted_ca, operator_cfg.namespace
+            ).items()
+        ]
         # Before the release too: the operator fails the driver's DaemonSet on a secretEnv Secret it cannot read.
-        trusted_ca += self._driver_proxy(cfg, proxy_auth, namespace)
+        mounted += self._driver_proxy(cfg, proxy_auth, namespace)
         # retain_on_delete: a CRD leaving the plan (a chart source removed, a CRD dropped upstream) must never
         # delete the CRD, which deletes every object of its kind, the ClusterPolicy first.
         crd_opts = pulumi.ResourceOptions.merge(self._k8s, pulumi.ResourceOptions(retain_on_delete=True))
@@ -174,7 +155,7 @@ class GpuPlatform(pulumi.ComponentResource):
         self.release = register_helm_release(
             f"{self._name}-gpu-operator",
             _release(cfg, crds_registered=bool(crds)),
-            self._after(namespace, time_slicing, dcgm_metrics, *apt_sources, *trusted_ca, *crds),
+            self._after(namespace, time_slicing, dcgm_metrics, *mounted, *crds),
         )
         wait = operator_wait_command(
             kubectl_prefix(cfg.kubernetes.kubeconfig, cfg.kubernetes.context), operator_cfg.namespace
@@ -288,16 +269,7 @@ def _release(cfg: StackConfig, *, crds_registered: bool) -> dict[str, Any]:
         "skipCrds": local_chart is not None,
         "namespace": operator_cfg.namespace,
         "createNamespace": False,
-        "values": release_values(
-            operator_cfg,
-            cfg.kyverno,
-            cfg.monitoring,
-            crds_registered=crds_registered,
-            driver_env=driver_proxy(cfg.proxy, cfg.rke2)[0],
-            driver_secret_env=driver_proxy(cfg.proxy, cfg.rke2)[1],
-            repo_config=APT_SOURCES_CONFIGMAP if cfg.apt_mirror is not None else None,
-            cert_config=TRUSTED_CA_CONFIGMAP if cfg.trusted_ca is not None else None,
-        ),
+        "values": stack_release_values(cfg, crds_registered=crds_registered),
         # Hooks (the CRD upgrade) still run to completion within the timeout; the silent wait for the workloads is
         # left to the operator-ready step, which reports what it sees.
         "skipAwait": True,

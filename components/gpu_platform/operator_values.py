@@ -14,6 +14,7 @@ from typing import Any, Final
 from config.chart_values_guard import leaf_paths
 from config.gpu_operator import GpuOperatorConfig, ToolkitConfig
 from config.rollout import DRAIN_TIMEOUT_SECONDS
+from knowledge.driver_template import DRIVER_MOUNTS_ENV
 from knowledge.gpu_operator_chart import (
     CONTROL_PLANE_TOLERATION,
     DAEMONSETS_DEFAULT_TOLERATIONS,
@@ -92,6 +93,7 @@ def build_gpu_operator_values(
     repo_config: str | None = None,
     cert_config: str | None = None,
     driver_secret_env: str | None = None,
+    driver_mounts_digest: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release. Pure: same config in, same values out.
 
@@ -107,6 +109,9 @@ def build_gpu_operator_values(
         raise ValueError("dcgm_metrics_configmap must name the DCGM custom-metrics ConfigMap")
     if not dcgm_metrics_digest:
         raise ValueError("dcgm_metrics_digest must be the digest of the DCGM metrics CSV")
+    own_driver_env = [{"name": k, "value": v} for k, v in (driver_env or {}).items()]
+    if driver_mounts_digest:
+        own_driver_env.append({"name": DRIVER_MOUNTS_ENV, "value": driver_mounts_digest})
     values: dict[str, Any] = {
         # NVML mismatch after RKE2 regenerates config.toml: CDI injects devices from /etc/cdi through containerd
         # (2.0+, see knowledge/rke2.py) instead of relying on a patched runtime, and needs no nvidia default
@@ -145,8 +150,9 @@ def build_gpu_operator_values(
             # 25% would start a node of its own choosing while the wave drains another.
             "upgradePolicy": copy.deepcopy(dict(DRIVER_UPGRADE_POLICY)),
             # Behind a proxy the driver container downloads the kernel headers it builds against through it
-            # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
-            **({"env": [{"name": k, "value": v} for k, v in driver_env.items()]} if driver_env else {}),
+            # (NVIDIA's "GPU Operator in proxy environments": driver.env HTTPS_PROXY, HTTP_PROXY, NO_PROXY). Then
+            # the digest of the ConfigMaps it mounts (DRIVER_MOUNTS_ENV): a new CA or mirror restarts the driver.
+            **({"env": own_driver_env} if own_driver_env else {}),
             # A proxy with a login: its variables come from a Secret the operator adds to the driver container as
             # envFrom (`driver.secretEnv`, object_controls.go createSecretEnvReference), never from driver.env,
             # which the ClusterPolicy and the Helm values hold in clear (and which would override envFrom).
@@ -206,11 +212,11 @@ def build_gpu_operator_values(
         # copies these onto the DCGM exporter's (object_controls.go applyServiceMonitorCustomEdits).
         values["dcgmExporter"]["serviceMonitor"]["additionalLabels"] = dict(sorted(service_monitor_labels.items()))
     merged = deep_merge(values, cfg.extra_values)
-    # Helm replaces a list: extraValues.driver.env would drop the proxy's variables, so the two are joined (the
-    # names gpu-pool:proxy sets are refused in extraValues: config/lab_rules.py).
+    # Helm replaces a list: extraValues.driver.env would drop the proxy's variables and the mounts' digest, so the
+    # two are joined (the names gpu-pool:proxy sets are refused in extraValues: config/lab_rules.py).
     extra_driver = cfg.extra_values.get("driver")
     extra_env = extra_driver.get("env") if isinstance(extra_driver, Mapping) else None
-    if driver_env and isinstance(extra_env, list):
+    if own_driver_env and isinstance(extra_env, list):
         merged["driver"]["env"] = [*values["driver"]["env"], *copy.deepcopy(extra_env)]
     return merged
 

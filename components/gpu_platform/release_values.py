@@ -61,9 +61,11 @@ def release_values(
     repo_config: str | None = None,
     cert_config: str | None = None,
     driver_secret_env: str | None = None,
+    driver_mounts_digest: str | None = None,
 ) -> dict[str, Any]:
     """The values of the gpu-operator release, every key merged (extraValues last). Pure. `driver_env`: the
-    proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads."""
+    proxy's variables (config.proxy.proxy_environment), for the driver container's package downloads;
+    `driver_mounts_digest`: the content of the ConfigMaps the driver mounts (driver_template.mounts_digest)."""
     return build_gpu_operator_values(
         operator,
         time_slicing_configmap=TIME_SLICING_CONFIGMAP,
@@ -78,4 +80,5 @@ def release_values(
         repo_config=repo_config,
         cert_config=cert_config,
         driver_secret_env=driver_secret_env,
+        driver_mounts_digest=driver_mounts_digest,
     )

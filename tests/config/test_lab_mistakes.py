@@ -101,6 +101,16 @@ REFUSED: dict[str, tuple[Callable[[Raw], None], str]] = {
         "gpu-pool:gpuOperator.extraValues.driver.env[0]: HTTPS_PROXY is set by gpu-pool:proxy (the driver container's "
         "proxy); change it there, and keep driver.env for your own variables",
     ),
+    "extraValues.driver.env setting the digest of the driver's mounts, gpu-pool's own": (
+        lambda raw: raw.update(
+            gpuOperator={
+                **raw["gpuOperator"],
+                "extraValues": {"driver": {"env": [{"name": "GPU_POOL_DRIVER_MOUNTS_SHA256", "value": "x"}]}},
+            },
+        ),
+        "gpu-pool:gpuOperator.extraValues.driver.env[0]: GPU_POOL_DRIVER_MOUNTS_SHA256 is gpu-pool's own (the digest "
+        "of the apt sources and lab CA the driver mounts, so that a change of them restarts it): leave it out",
+    ),
     "guestOs ubuntu-22.04 on a noble image (jammy's suites for the driver's sources)": (
         _set("proxmox.guestOs", "ubuntu-22.04"),
         "gpu-pool:proxmox: guestOs is ubuntu-22.04, but cloudImage 'noble-server-cloudimg-amd64.qcow2' is "

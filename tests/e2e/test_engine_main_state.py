@@ -5,7 +5,9 @@ persistent step that runs it (each domain's power-cycle, node-ready, gpu-ready, 
 a shell command and is now the script's `rollout` step) has a new `create`, and pulumi-command runs `create` on an
 update: the first `up` after the upgrade runs them once more. Each finds nothing to do: nothing is pending in
 Proxmox (no power cycle), the node is Ready, its slots are advertised on the pinned driver, and the record it
-writes is the one the Node carries (nothing uncordoned, nothing cordoned). Then nothing is left to change.
+writes is the one the Node carries with the driver template's digest added (issue 47 item 4: main recorded the
+driver version only, and no domain gets a turn for it; nothing uncordoned, nothing cordoned). Then nothing is left
+to change.
 
 On the shared `deployed` stack (tests/e2e/engine_deployed.py): its project is linked to main's program (`git
 archive` of MAIN, the program's entries only), `pulumi up` runs it, so every resource in the state is as main
@@ -16,6 +18,7 @@ Proxmox, and the next preview is all `same`. The project is this tree's again af
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -25,8 +28,11 @@ from typing import Any
 
 import pytest
 
+from components.gpu_failure_domain.rollout import DRIVER_TEMPLATE_KEY
+from components.gpu_platform.driver_template import stack_driver_template
+from components.stack_check import validate_stack
 from node.vocabulary import ROLLOUT_ANNOTATION, TURN_STATE_LABEL
-from offline.runner import ROOT_DIR
+from offline.runner import PROJECT, ROOT_DIR
 from tests.e2e.engine import PROGRAM_ENTRIES, PulumiStack
 from tests.e2e.engine_deployed import Deployed, changed, last_update, preview
 
@@ -55,6 +61,10 @@ def main_program(dest: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(dest, filter="data")
     return dest
+
+
+def stack_values(config: dict[str, Any]) -> dict[str, Any]:
+    return {k.removeprefix(f"{PROJECT}:"): v for k, v in config.items() if k.startswith(f"{PROJECT}:")}
 
 
 def link_program(stack: PulumiStack, root: Path) -> None:
@@ -114,7 +124,15 @@ def test_upgrading_from_main_runs_each_domains_node_steps_once_more_and_they_cha
     stack.up()
 
     assert set(last_update(stack)["resourceChanges"]) <= {"same", "update"}
-    assert nodes(deployed) == before
+    # Issue 47 item 4: main's records hold the driver version only; this tree plans no turn for them (no wave step
+    # above) and each domain's rollout step adds the driver template's digest, the only change on the Nodes.
+    after = nodes(deployed)
+    template = stack_driver_template(validate_stack(stack_values(deployed.base)))
+    for node, seen in before.items():
+        record = json.loads(seen["rollout"])
+        assert DRIVER_TEMPLATE_KEY not in record, record
+        assert json.loads(after[node]["rollout"]) == {**record, DRIVER_TEMPLATE_KEY: template}, node
+        assert {**after[node], "rollout": None} == {**seen, "rollout": None}, node
     assert len(deployed.pve.requests("POST", "/status/")) == stops, "a re-run step power-cycled a VM"
     again, failure = preview(stack)
     assert failure == "", failure[-3000:]

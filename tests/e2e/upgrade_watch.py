@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION
+from components.gpu_failure_domain.rollout import DRIVER_TEMPLATE_KEY
 from knowledge.gpu_operator import (
     DRIVER_POD_SELECTOR,
     DRIVER_UPGRADE_STATE_LABEL,
@@ -38,6 +39,7 @@ class Sample:
     driver: str  # the driver version of the node's Ready driver pod, "" if none is Ready
     initial_state: bool
     rolled: str = ""  # the driver the node's last finished turn recorded (observed.ROLLOUT_ANNOTATION), "" if none
+    template: str = ""  # the driver template's digest that record holds (rollout.DRIVER_TEMPLATE_KEY), "" if none
 
 
 def out_of_service(sample: Sample) -> bool:
@@ -86,13 +88,15 @@ class Watch:
                 )
             ]
             annotations = node["metadata"].get("annotations") or {}
+            record = json.loads(annotations.get(ROLLOUT_ANNOTATION) or "{}")
             found[domain] = Sample(
                 now,
                 (node["metadata"].get("labels") or {}).get(DRIVER_UPGRADE_STATE_LABEL, ""),
                 bool(node["spec"].get("unschedulable")),
                 ready[0] if len(ready) == 1 else "",
                 INITIAL_STATE_ANNOTATION in annotations,
-                str(json.loads(annotations.get(ROLLOUT_ANNOTATION) or "{}").get("driver", "")),
+                str(record.get("driver", "")),
+                str(record.get(DRIVER_TEMPLATE_KEY, "")),
             )
         for domain, one in found.items():
             self.samples.setdefault(domain, []).append(one)

@@ -193,7 +193,7 @@ def test_an_apt_mirror_added_to_existing_vms_is_a_files_turn_after_which_apt_rea
 
     plan = _turn(before, after)
 
-    assert plan.turn.kind == "roll" and plan.turn.changes == ("files",)
+    assert plan.turn.kind == "roll" and plan.turn.changes == ("driver-template", "files")
     step = plan.step_of("rke2-files", RemoteStep)
     run_on_a_fake_vm(step.command.create, root)
     assert systemctl_calls(root) == ["restart rke2-agent"]
@@ -223,7 +223,7 @@ def test_an_apt_mirror_taken_out_of_the_stack_gives_the_vm_ubuntus_archive_back_
 
     plan = _turn(before, after)
 
-    assert plan.turn.changes == ("files",)
+    assert plan.turn.changes == ("driver-template", "files")
     run_on_a_fake_vm(plan.step_of("rke2-files", RemoteStep).command.create, root)
     assert not any(MIRROR in uri for uri in _apt_reads(root, tmp_path))
     assert "http://archive.ubuntu.com/ubuntu/dists/noble/InRelease" in _apt_reads(root, tmp_path)

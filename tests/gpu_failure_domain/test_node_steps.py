@@ -627,3 +627,57 @@ def test_against_the_proxmox_stand_in_a_refused_cycle_is_one_line_and_charges_on
     # The budget counts a stop that ended, and only that.
     assert len(repairs(harness)) == (0 if lock else 1)
     assert vm.status == ("running" if lock else "stopped")
+
+
+# --- a turn that rolls a driver change passes only on a driver pod the operator replaced in it ----------------------
+
+
+def noted(revision: str, **kwargs: Any) -> dict[str, dict[str, Any]]:
+    """The node as a turn left it that started with its driver pod on `revision` (gate.note_driver_revision)."""
+    found = node(gpus="4", unschedulable=True, **kwargs)
+    found["metadata"]["annotations"] = {"gpu-pool.dev/driver-revision-before": revision}
+    return {NODE_PATH: found}
+
+
+def test_a_driver_template_turns_gate_does_not_pass_on_the_pod_it_started_on_though_that_pod_looks_in_sync(
+    harness: Harness,
+) -> None:
+    """FIELD-REVIEW-6 WRONG-1: before the operator renders the new ClusterPolicy, the old pod is on the DaemonSet's
+    newest revision, Ready, on the pinned driver and the node upgrade-done: a gate that passed then ended the turn,
+    and the operator marked the node upgrade-required afterwards, where it stayed."""
+    harness.scenario(
+        noted("5d8f7c9b44", labels={"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"})
+        | driver_pod(revision="5d8f7c9b44")
+        | driver_daemonset_revisions("5d8f7c9b44")
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, FRESH_DRIVER="1", **gpu_env())
+    assert result.returncode == 1
+    assert "still on revision 5d8f7c9b44, the one this turn started on" in result.stderr
+
+    without = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, **gpu_env())
+    assert without.returncode == 0, without.stderr  # the gate of a turn without a driver change: as before
+
+
+def test_a_driver_template_turns_gate_passes_on_the_pod_the_operator_replaced_on_the_newest_revision(
+    harness: Harness,
+) -> None:
+    done = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}
+    harness.scenario(
+        noted("5d8f7c9b44", labels=done)
+        | driver_pod(revision="6b7c8d9e55")
+        | driver_daemonset_revisions("5d8f7c9b44", "6b7c8d9e55")
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES="5", FRESH_DRIVER="1", **gpu_env())
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_driver_template_turns_gate_waits_for_a_pod_on_the_daemonsets_newest_revision(harness: Harness) -> None:
+    done = {"nvidia.com/gpu-driver-upgrade-state": "upgrade-done"}
+    harness.scenario(
+        noted("5d8f7c9b44", labels=done)
+        | driver_pod(revision="6b7c8d9e55")
+        | driver_daemonset_revisions("5d8f7c9b44", "6b7c8d9e55", "7c8d9e0f66")
+    )
+    result = harness.run("gpu-ready", TIMEOUT_MINUTES=TIMES_OUT, FRESH_DRIVER="1", **gpu_env())
+    assert result.returncode == 1
+    assert "the driver pod is on revision 6b7c8d9e55, the DaemonSet's newest is 7c8d9e0f66" in result.stderr

@@ -230,7 +230,7 @@ def test_mirrors_and_a_proxy_added_to_existing_domains_are_a_wave_that_writes_th
     wave, plan = _files_turn(before, after)
 
     assert wave.batches == [[d.name] for d in after.failure_domains]
-    assert plan.turn.kind == "roll" and plan.turn.changes == ("files",)
+    assert plan.turn.kind == "roll" and plan.turn.changes == ("driver-template", "files")
     step = plan.step_of("rke2-files", RemoteStep)
     assert step.waits_for == ("wave-drain",)
     assert step.command.stdin_from_registry_auth is not None
@@ -253,7 +253,7 @@ def test_a_proxy_taken_out_of_the_stack_is_a_turn_that_removes_its_files(tmp_pat
     before = _stack({"https": PROXY}, keys=True)
     _, plan = _files_turn(before, _stack(keys=True))
 
-    assert plan.turn.changes == ("files",)
+    assert plan.turn.changes == ("driver-template", "files")
     left = tmp_path / "etc/default/rke2-agent"
     left.parent.mkdir(parents=True)
     left.write_text("HTTPS_PROXY=old\n")

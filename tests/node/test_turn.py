@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from node.gate import note_driver_revision
 from node.kube import Answer
 from node.turn import HeldByOther, cordon, drain, finish_repair, finish_rollout, start, stop, take_hold
 from node.vocabulary import (
+    DRIVER_REVISION_ANNOTATION,
     DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION,
     DRIVER_UPGRADE_SKIP_LABEL,
     ROLLOUT_ANNOTATION,
@@ -270,3 +272,42 @@ def test_a_repairs_end_clears_the_operators_mark_and_records_the_repair() -> Non
     finish_repair(made, {"event": "repaired", "reason": "node:pci: gone"})
     assert DRIVER_UPGRADE_INITIAL_STATE_ANNOTATION not in annotations_of(api)
     assert json.loads(annotations_of(api)["gpu-pool.dev/repairs"])[-1]["event"] == "repaired"
+
+
+def driver_pod_on(revision: str) -> dict[str, dict[str, Any]]:
+    path = f"/api/v1/namespaces/gpu-operator/pods/nvidia-driver-daemonset-{revision}"
+    body = {
+        "kind": "Pod",
+        "metadata": {
+            "name": f"nvidia-driver-daemonset-{revision}",
+            "namespace": "gpu-operator",
+            "labels": {"app": "nvidia-driver-daemonset", "controller-revision-hash": revision},
+            "ownerReferences": [{"kind": "DaemonSet", "name": "nvidia-driver-daemonset", "controller": True}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }
+    return {path: body}
+
+
+def test_a_turn_notes_its_driver_pods_revision_before_its_cordon_and_its_end_clears_it() -> None:
+    api = cluster(None, driver_pod_on("5d8f7c9b44"))
+    journal = Journal(api)
+    made, _ = turn(api)
+    made.kube.transport = journal
+    start(made, "2026-12-05T03:00:00Z", 1, before_cordon=lambda held: note_driver_revision(held, "gpu-operator"))
+    assert annotations_of(api)[DRIVER_REVISION_ANNOTATION] == "5d8f7c9b44"
+    # Noted with the operator held off (skip label on) and before the cordon, so the operator had not touched the pod:
+    # the write before the first one that finds the node cordoned is the cordon's, and the note came before it.
+    writes = [call for call in journal.calls if call[0] != "GET" and call[1] == NODE_PATH]
+    first_cordoned = next(i for i, call in enumerate(writes) if call[3])
+    assert first_cordoned >= 3 and all(call[2] == "true" for call in writes[first_cordoned - 2 : first_cordoned])
+
+    # A resumed turn's start keeps what its first start noted (the pod it finds may already be the new one).
+    api.objects.update(driver_pod_on("6b7c8d9e55"))
+    del api.objects["/api/v1/namespaces/gpu-operator/pods/nvidia-driver-daemonset-5d8f7c9b44"]
+    start(made, "2026-12-05T03:00:00Z", 1, before_cordon=lambda held: note_driver_revision(held, "gpu-operator"))
+    assert annotations_of(api)[DRIVER_REVISION_ANNOTATION] == "5d8f7c9b44"
+
+    finish_rollout(made, {"driver-template": "abc"})
+    assert DRIVER_REVISION_ANNOTATION not in annotations_of(api)

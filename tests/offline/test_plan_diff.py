@@ -537,6 +537,15 @@ def test_the_26_3_to_26_7_upgrade_from_disk_updates_the_crds_before_the_release_
     release = changes["gpu-platform-gpu-operator"]
     assert release.op == "update" and {"chart", "version"} <= set(release.keys)
     assert any(
-        "chart v26.3.2 -> v26.7.0" in i and "restarts its pod in place without evicting" in i for i in release.info
+        "chart v26.3.2 -> v26.7.0" in i
+        and 'maxUnavailable "0"' in i
+        and "replaces a driver pod only on a cordoned node" in i
+        and "each domain's turn (driver-template" in i
+        for i in release.info
     )
+    assert not any("in place without evicting" in i for c in changes.values() for i in c.info)
+    # The chart bump with the driver kept is a wave, one domain at a time (FIELD-REVIEW-6 WRONG-1).
+    assert {n: c.op for n, c in changes.items() if n.endswith("-wave-drain")} == {
+        f"dc{n}-wave-drain": "create" for n in (1, 2, 3)
+    }
     assert not [d for c in changes.values() for d in c.dangers]

@@ -325,7 +325,8 @@ def test_make_diff_plans_an_apt_mirror_added_to_existing_domains_as_a_files_wave
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """cloud-init's apt sources are first-boot only: the mirror reaches the VMs that exist through the files turn,
-    never by recreating them (and the driver container through its ConfigMap at once)."""
+    never by recreating them; the driver container gets the mirror in the same turn (its template names the
+    ConfigMap: a driver-template change)."""
     from offline.diff import main
 
     after = prod()
@@ -335,7 +336,7 @@ def test_make_diff_plans_an_apt_mirror_added_to_existing_domains_as_a_files_wave
     document = json.loads((tmp_path / "diff.json").read_text())
     assert document["wave"]["batches"] == [["dc1"], ["dc2"], ["dc3"]]
     assert {name: turn["changes"] for name, turn in document["wave"]["domains"].items()} == {
-        name: ["files"] for name in ("dc1", "dc2", "dc3")
+        name: ["driver-template", "files"] for name in ("dc1", "dc2", "dc3")
     }
     assert not [c for c in document["changes"] if "replace" in str(c.get("op", "")) or c.get("op") == "delete"]
     assert "proxy, registry and apt mirror files rewritten" in capsys.readouterr().out
