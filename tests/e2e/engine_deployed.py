@@ -39,6 +39,7 @@ PROXMOX_NODES = ("pve-dc1", "pve-dc2", "pve-dc3", "pve-dc4", "pve-dc9")
 # How often the node steps look (their default, 10 s, is made for VMs that take minutes to boot).
 POLL_SECONDS = "1"
 API_TOKEN = SECRETS["proxmoxApiToken"]
+PROXY = "http://proxy.lab.internal:3128"
 
 
 def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
@@ -49,6 +50,9 @@ def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str
     config[f"{PROJECT}:kubernetes"] = {**config[f"{PROJECT}:kubernetes"], "adoptExisting": True}
     # A gate that cannot pass must fail the test in minutes, not after the default hour.
     config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
+    # Behind a proxy that asks for a login, as a corporate lab is (issue 50): the login is the secret proxyAuth
+    # (engine_stacks.SECRETS); tests/e2e/test_canaries_deployed.py follows it to the VM's snippet and the driver.
+    config[f"{PROJECT}:proxy"] = {"http": PROXY, "https": PROXY, "login": True, "noProxy": [".lab.internal"]}
     config[f"{PROJECT}:proxmox"] = {
         **config[f"{PROJECT}:proxmox"],
         "endpoint": pve.endpoint,
