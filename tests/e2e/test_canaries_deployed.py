@@ -1,6 +1,7 @@
-"""The deployed half of the canary test (issue 50; the offline half is tests/test_canaries.py): the shared `deployed`
-stack (tests/e2e/engine_deployed.py) sits behind a proxy that asks for a login, given as the secret
-gpu-pool:proxyAuth (tests/e2e/engine_stacks.py SECRETS). After the real `pulumi up`:
+"""The deployed half of the canary test (issue 50; the offline half is tests/test_canaries.py): prod as the shared
+`deployed` stack is (tests/e2e/engine_deployed.py), but behind a proxy that asks for a login, given as the secret
+gpu-pool:proxyAuth (tests/e2e/engine_stacks.py SECRETS): the `behind_proxy` stack, on a control plane of its own
+(tests/e2e/conftest.py says why not the shared one). After the real `pulumi up`:
 
 - the VM gets the login: its cloud-init snippet, on the Proxmox stand-in's datastore (the allowed place, root-only
   on a real host), writes it into /etc/default/rke2-agent and apt's proxy file (0600) and every command reads it
@@ -45,12 +46,12 @@ SNIPPETS = ("local", "snippets")
 PROMETHEUS_PASSWORD = "e2e-prometheus-canary#3"
 
 
-def _operator_namespace(deployed: Deployed) -> str:
-    return str(deployed.base["gpu-pool:gpuOperator"].get("namespace", "gpu-operator"))
+def _operator_namespace(behind_proxy: Deployed) -> str:
+    return str(behind_proxy.base["gpu-pool:gpuOperator"].get("namespace", "gpu-operator"))
 
 
-def _snippet(deployed: Deployed, host: str) -> dict[str, Any]:
-    path = deployed.pve.state.storage_dir.joinpath(*SNIPPETS, f"{host}-user-data.yaml")
+def _snippet(behind_proxy: Deployed, host: str) -> dict[str, Any]:
+    path = behind_proxy.pve.state.storage_dir.joinpath(*SNIPPETS, f"{host}-user-data.yaml")
     document: dict[str, Any] = yaml.safe_load(path.read_text())
     return document
 
@@ -61,9 +62,11 @@ def _found(text: str) -> bool:
     return any(form in text for form in forms)
 
 
-def test_the_vm_gets_the_login_in_root_only_files_of_its_snippet_and_reads_it_from_there(deployed: Deployed) -> None:
-    for domain in deployed.base["gpu-pool:failureDomains"]:
-        snippet = _snippet(deployed, domain["hostname"])
+def test_the_vm_gets_the_login_in_root_only_files_of_its_snippet_and_reads_it_from_there(
+    behind_proxy: Deployed,
+) -> None:
+    for domain in behind_proxy.base["gpu-pool:failureDomains"]:
+        snippet = _snippet(behind_proxy, domain["hostname"])
         files = {file["path"]: file for file in snippet["write_files"]}
 
         env = dict(line.split("=", 1) for line in files[RKE2_AGENT_ENV_FILE]["content"].splitlines())
@@ -74,9 +77,9 @@ def test_the_vm_gets_the_login_in_root_only_files_of_its_snippet_and_reads_it_fr
 
 
 def test_the_operator_gives_the_driver_container_the_login_from_the_secret_and_its_env_holds_no_proxy(
-    deployed: Deployed,
+    behind_proxy: Deployed,
 ) -> None:
-    kubectl, namespace = deployed.plane.kubectl, _operator_namespace(deployed)
+    kubectl, namespace = behind_proxy.plane.kubectl, _operator_namespace(behind_proxy)
 
     policy = kubectl.json("get", "clusterpolicies.nvidia.com", "cluster-policy")
     assert policy["spec"]["driver"]["secretEnv"] == DRIVER_PROXY_SECRET
@@ -95,13 +98,13 @@ def _helm_release_values(secret: dict[str, Any]) -> str:
     return gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
 
 
-def test_the_login_is_nowhere_else_in_the_state_the_output_or_the_cluster(deployed: Deployed) -> None:
-    stack, kubectl = deployed.stack, deployed.plane.kubectl
+def test_the_login_is_nowhere_else_in_the_state_the_output_or_the_cluster(behind_proxy: Deployed) -> None:
+    stack, kubectl = behind_proxy.stack, behind_proxy.plane.kubectl
     places = {
         "the state backend": stack.state_text(),
         "stack export": stack.run("stack", "export").stdout,
         "the stack file": stack.stack_file.read_text(),
-        "the first pulumi up's output": deployed.first_up,
+        "the first pulumi up's output": behind_proxy.first_up,
         "pulumi preview --diff": stack.run("preview", "--diff", "--show-sames").stdout,
     }
     for log in (stack.work / "pulumi-home").rglob("*.log"):
@@ -132,9 +135,9 @@ def prometheus_with_login(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def test_claims_usage_reads_the_live_cluster_and_a_prometheus_that_asks_for_basic_auth(
-    deployed: Deployed, prometheus_with_login: str, monkeypatch: pytest.MonkeyPatch
+    behind_proxy: Deployed, prometheus_with_login: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kubeconfig = str(deployed.plane.kubeconfig)
+    kubeconfig = str(behind_proxy.plane.kubeconfig)
     argv = ["claims", "--usage", "--kubeconfig", kubeconfig, "--prometheus", prometheus_with_login, "-o", "json"]
 
     refused_out, refused_err = io.StringIO(), io.StringIO()
@@ -150,6 +153,6 @@ def test_claims_usage_reads_the_live_cluster_and_a_prometheus_that_asks_for_basi
     assert PROMETHEUS_PASSWORD not in printed
 
 
-def test_the_stack_files_secrets_are_ciphertexts(deployed: Deployed) -> None:
-    written = yaml.safe_load(Path(deployed.stack.stack_file).read_text())["config"]
+def test_the_stack_files_secrets_are_ciphertexts(behind_proxy: Deployed) -> None:
+    written = yaml.safe_load(Path(behind_proxy.stack.stack_file).read_text())["config"]
     assert set(written["gpu-pool:proxyAuth"]) == {"secure"}
