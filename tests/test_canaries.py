@@ -5,9 +5,7 @@ they print or write searched for each canary, raw, percent-encoded, JSON-escaped
 place is allowed: the preview writes a marker where the snippet holds a secret. A canary found fails the test,
 naming the command, the stream or file, and the credential.
 
-The deployed half (the engine's state, the cluster's objects, the VM's snippet, the driver container's envFrom) needs
-the shared e2e stack behind a proxy with a login, which tests/e2e/test_engine_main_state.py's run of an older
-program cannot read yet (issue 50's report).
+The deployed half (the engine's state, the cluster's objects, the VM's files) is tests/e2e/test_canaries_deployed.py.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Fixtures for a cluster with its own agents (tests/e2e/control_plane.py, tests/e2
   on it.
 A test on a shared control plane removes what it created (Nodes, namespaces) before it ends.
 - `deployed` (session): prod after one real `pulumi up`, on a control plane of its own (`deployed_plane`).
+- `behind_proxy` (session): the same, behind a proxy that asks for a login (issue 50), on another plane of its own.
 
 In parallel (`make e2e E2E_WORKERS=N`, pytest-xdist `--dist loadgroup`; issue 46): each worker is a process of its
 own, so it starts its own servers, control planes and deployed stack, each on free loopback ports and in its own
@@ -327,10 +328,13 @@ def deployed_plane(
     `up` leaves prod's Nodes, driver DaemonSet and release there until the session ends: on the session's
     `control_plane` every later test would find prod's names taken, so the engine tests had to run last, one after
     another with everything else; on a plane of their own they run in any order, beside the rest (issue 46)."""
-    with (
-        reported_control_plane(e2e_tools, tmp_path_factory.mktemp("deployed-plane")) as plane,
-        running_kyverno(e2e_tools, plane),
-    ):
+    with deployed_control_plane(e2e_tools, upstream, tmp_path_factory.mktemp("deployed-plane")) as plane:
+        yield plane
+
+
+@contextlib.contextmanager
+def deployed_control_plane(e2e_tools: Tools, upstream: Path, work: Path) -> Iterator[ControlPlane]:
+    with reported_control_plane(e2e_tools, work) as plane, running_kyverno(e2e_tools, plane):
         install_crds(plane.kubectl, upstream, CONTROL_PLANE_CRDS)
         yield plane
 
@@ -346,6 +350,20 @@ def deployed(
     """prod after one real `pulumi up` against its own control plane, with Kyverno running, the GPU Operator's
     controller and the Proxmox stand-in (tests/e2e/engine_deployed.py), shared by the engine tests: each test that
     changes it puts it back."""
+    with deployed_stack(engine, engine_path, e2e_tools, deployed_plane, packaged_chart) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def deployed_stack(
+    engine: Engine,
+    engine_path: list[Path],
+    e2e_tools: Tools,
+    plane: ControlPlane,
+    chart: Path,
+    *,
+    proxy_login: bool = False,
+) -> Iterator[Deployed]:
     if not SSHD.is_file():
         message = f"{SSHD} is missing: install Debian's openssh-server (.ci/run does)"
         if os.environ.get("CI"):
@@ -356,7 +374,28 @@ def deployed(
     ENGINE_WORK.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="engine-up-", dir=ENGINE_WORK))
     try:
-        with deploy(engine, engine_path, deployed_plane, e2e_tools, packaged_chart, work) as running:
+        with deploy(engine, engine_path, plane, e2e_tools, chart, work, proxy_login=proxy_login) as running:
             yield running
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def behind_proxy(
+    engine: Engine,
+    engine_path: list[Path],
+    e2e_tools: Tools,
+    upstream: Path,
+    packaged_chart: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Deployed]:
+    """prod as `deployed` is, behind a proxy that asks for a login (issue 50; tests/e2e/test_canaries_deployed.py),
+    on a control plane of its own. Not the shared stack: main's program (tests/e2e/test_engine_main_state.py) cannot
+    run on a stack whose Nodes record the login's files: it sees a changed proxy, a files turn over SSH, and the
+    e2e domains have no SSH key (components/gpu_failure_domain/turns.py refuses it)."""
+    plane_work = tmp_path_factory.mktemp("proxy-plane")
+    with (
+        deployed_control_plane(e2e_tools, upstream, plane_work) as plane,
+        deployed_stack(engine, engine_path, e2e_tools, plane, packaged_chart, proxy_login=True) as running,
+    ):
+        yield running

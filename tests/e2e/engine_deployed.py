@@ -39,9 +39,10 @@ PROXMOX_NODES = ("pve-dc1", "pve-dc2", "pve-dc3", "pve-dc4", "pve-dc9")
 # How often the node steps look (their default, 10 s, is made for VMs that take minutes to boot).
 POLL_SECONDS = "1"
 API_TOKEN = SECRETS["proxmoxApiToken"]
+PROXY = "http://proxy.lab.internal:3128"
 
 
-def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str, Any]:
+def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path, *, proxy_login: bool = False) -> dict[str, Any]:
     """prod as committed, its cluster the e2e API server and its Proxmox side the stand-in."""
     config = engine_config(read_stack_file("prod"), kubeconfig, chart)
     # The session's cluster already has the chart's CRDs (the `crds` fixture applies them, as a lab's earlier Helm
@@ -49,6 +50,10 @@ def stack_config(pve: ProxmoxStandIn, kubeconfig: Path, chart: Path) -> dict[str
     config[f"{PROJECT}:kubernetes"] = {**config[f"{PROJECT}:kubernetes"], "adoptExisting": True}
     # A gate that cannot pass must fail the test in minutes, not after the default hour.
     config[f"{PROJECT}:smokeTest"] = {**config.get(f"{PROJECT}:smokeTest", {}), "gpuReadyTimeoutMinutes": 5}
+    if proxy_login:
+        # Behind a proxy that asks for a login, as a corporate lab is (issue 50): the login is the secret proxyAuth
+        # (engine_stacks.SECRETS); tests/e2e/test_canaries_deployed.py follows it to the VM's snippet and the driver.
+        config[f"{PROJECT}:proxy"] = {"http": PROXY, "https": PROXY, "login": True, "noProxy": [".lab.internal"]}
     config[f"{PROJECT}:proxmox"] = {
         **config[f"{PROJECT}:proxmox"],
         "endpoint": pve.endpoint,
@@ -151,12 +156,19 @@ def up_settled(deployed: Deployed) -> subprocess.CompletedProcess[str]:
 
 @contextmanager
 def deploy(
-    engine: Engine, path: list[Path], plane: ControlPlane, tools: Tools, chart: Path, work: Path
+    engine: Engine,
+    path: list[Path],
+    plane: ControlPlane,
+    tools: Tools,
+    chart: Path,
+    work: Path,
+    *,
+    proxy_login: bool = False,
 ) -> Iterator[Deployed]:
     """The stand-ins, the operator's launcher, the stack and its first `up`; everything stops when the block ends."""
     cluster = plane.kubeconfig
     with start_proxmox(work / "pve", {node: a1000_host() for node in PROXMOX_NODES}, API_TOKEN) as pve:
-        base = stack_config(pve, cluster, chart)
+        base = stack_config(pve, cluster, chart, proxy_login=proxy_login)
         config = validate_stack({k.removeprefix(f"{PROJECT}:"): v for k, v in base.items()})
         namespace = config.gpu_operator.namespace
         with (

@@ -13,6 +13,9 @@ from tests.e2e.engine import Engine, PulumiStack
 SECRETS = {
     "rke2Token": "K10" + "e2e0" * 16 + "::server:e2e-join-password",
     "proxmoxApiToken": "pulumi@pve!gpu-pool=00000000-e2e0-4000-8000-0000000000e2",
+    # The deployed stack's proxy asks for a login (tests/e2e/test_canaries_deployed.py): a `#`, `@` and `/` in it,
+    # the characters that break a URL. A stack whose proxy asks for none is told it is unused, not refused.
+    "proxyAuth": "svc-gpu:e2e-proxy-canary#7@x/y",
 }
 
 
