@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ import yaml
 from tests.e2e.kube import Kubectl, load_documents, rejections
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
+from tests.environ import process_environment
 
 CHART_VERSION = "v26.7.0"
 CHART_DIR = f"gpu-operator/{CHART_VERSION}/chart"
@@ -23,7 +23,7 @@ def helm(tools: Tools, work: Path, *args: str) -> str:
     # Helm's own cache, config and data stay in the test's folder, not the user's home.
     homes = {f"HELM_{kind}_HOME": str(work / "helm" / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")}
     done = subprocess.run(
-        [str(tools.helm), *args], env={**os.environ, **homes}, capture_output=True, text=True, timeout=120
+        [str(tools.helm), *args], env={**process_environment(), **homes}, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, f"helm {' '.join(args)} failed:\n{done.stderr}"
     return done.stdout

@@ -49,6 +49,7 @@ from tests.e2e.control_plane import (
 )
 from tests.e2e.kube import Kubectl, load_documents
 from tests.e2e.servers import ServerError, Tools, free_ports, write_kubeconfig
+from tests.environ import process_environment
 
 KYVERNO_MODULE = "github.com/kyverno/kyverno"
 KYVERNO_NAMESPACE = "kyverno"
@@ -157,7 +158,11 @@ def kyverno_chart(tools: Tools, work: Path) -> list[dict[str, Any]]:
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "HELM_CACHE_HOME": str(work / "helm-cache"), "HELM_CONFIG_HOME": str(work / "helm")},
+        env={
+            **process_environment(),
+            "HELM_CACHE_HOME": str(work / "helm-cache"),
+            "HELM_CONFIG_HOME": str(work / "helm"),
+        },
     )
     if done.returncode != 0:
         raise ServerError(f"helm template of the Kyverno chart failed: {done.stderr.strip()}")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import ssl
 import subprocess
 import time
@@ -41,6 +40,7 @@ from offline.runner import ROOT_DIR
 from tests.e2e.kube import Kubectl
 from tests.e2e.nodes import CONTAINER_RUNTIME
 from tests.e2e.servers import Cluster, ServerError, Tools, free_ports, log_tails, spawn, start_cluster, stop
+from tests.environ import process_environment
 
 E2E_DIR = ROOT_DIR / "e2e"
 # The kubelet's part, as KWOK's own "fast" Stages (sigs.k8s.io/kwok kustomize/stage/): node-initialize (Ready, the
@@ -91,7 +91,7 @@ def pinned_module_dir(module_dir: Path, module: str) -> Path:
     done = subprocess.run(
         ["go", "list", "-m", "-f", "{{.Dir}}", module],
         cwd=module_dir,
-        env={**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
+        env={**process_environment(), "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"},
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from offline.runner import PROJECT, ROOT_DIR
+from tests.environ import process_environment
 
 # The passphrase the temp stacks' secrets are encrypted with: a test value, never a user's.
 PASSPHRASE = "gpu-pool e2e passphrase"
@@ -106,7 +107,7 @@ class PulumiStack:
         home = self.work / "pulumi-home"
         environ = {
             key: value
-            for key, value in os.environ.items()
+            for key, value in process_environment().items()
             # The caller's own Pulumi settings must not leak into a test stack.
             if not key.startswith(("PULUMI_", "GPU_POOL_SECRET_")) and key != "VIRTUAL_ENV"
         }

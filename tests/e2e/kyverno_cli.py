@@ -19,7 +19,6 @@ policies left it (`<name>-mutated.yaml`) and what the generate rules created (`<
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 import yaml
 
 from tests.e2e.kube import load_documents
+from tests.environ import process_environment
 
 TIMEOUT_SECONDS = 120
 # What `--policy-report` says a rule did to a resource.
@@ -119,7 +119,7 @@ class Kyverno:
         home = work / "home"
         home.mkdir(parents=True, exist_ok=True)
         env = {
-            **os.environ,
+            **process_environment(),
             "HOME": str(home),
             "XDG_CACHE_HOME": str(home / ".cache"),
             "XDG_CONFIG_HOME": str(home / ".config"),

@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.e2e.proxmox_api import ApiError, PciFunction, ProxmoxState
 from tests.e2e.proxmox_permissions import filtered, refusal
 from tests.e2e.servers import _openssl, free_ports, stop
+from tests.environ import process_environment
 from tests.loopback import serving
 
 SSHD = Path("/usr/sbin/sshd")
@@ -176,7 +177,7 @@ def running_sshd(work: Path) -> Iterator[tuple[int, str]]:
         _wait_for(lambda: Path(socket_path).exists() and sshd.poll() is None and _listening(port), "sshd and agent")
         subprocess.run(
             ["ssh-add", "-q", str(work / "user_key")],
-            env={**os.environ, "SSH_AUTH_SOCK": socket_path},
+            env={**process_environment(), "SSH_AUTH_SOCK": socket_path},
             check=True,
             capture_output=True,
         )

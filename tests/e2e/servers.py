@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import secrets
 import shutil
 import signal
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from tests.environ import process_environment
 
 READY_SECONDS = 60
 STOP_SECONDS = 15
@@ -204,7 +205,7 @@ def spawn(argv: list[str], log: Path, env: Mapping[str, str] | None = None) -> s
             stdout=out,
             stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent,
-            env={**os.environ, **env} if env else None,
+            env={**process_environment(), **env} if env else None,
         )
 
 

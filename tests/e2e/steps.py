@@ -11,6 +11,7 @@ from config.failure_domain import FailureDomainConfig
 from tests.e2e.kube import Kubectl, KubectlError
 from tests.e2e.servers import Tools
 from tests.e2e.stacks import Previewed
+from tests.environ import process_environment
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class StepRunner:
     def _create(self, resource: str, override: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         inputs = self.stack.resource(resource)["inputs"]
         env = {
-            **os.environ,
+            **process_environment(),
             "PATH": f"{self.tools.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "KUBECONFIG": str(self.ambient_kubeconfig),
             "KUBECACHEDIR": str(self.kubectl.cache_dir),

@@ -41,6 +41,7 @@ from refdata.sources import (
 )
 from tests.e2e.engine import Engine
 from tests.e2e.servers import Tools
+from tests.environ import process_environment
 from tests.loopback import Serving
 from tests.refdata.github_archive import publish_archive
 
@@ -125,7 +126,7 @@ def served(upstream: Path, e2e_tools: Tools, tmp_path: Path) -> Iterator[tuple[L
 
 
 def _fetch(server: Loopback, e2e_tools: Tools, engine: Engine, work: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "GO", "UPSTREAM_"))}
+    env = {k: v for k, v in process_environment().items() if not k.startswith(("PULUMI_", "GO", "UPSTREAM_"))}
     env.update(
         {
             "UPSTREAM_HELM_REPO": f"{server.url}/helm",
