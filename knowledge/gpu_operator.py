@@ -61,6 +61,7 @@ DRIVER_IMAGE_NAME: Final = "driver"
 # Set by the operator's upgrade controller on each GPU node (values include upgrade-done, upgrade-failed).
 DRIVER_UPGRADE_STATE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
 DRIVER_UPGRADE_FAILED: Final = "upgrade-failed"
+DRIVER_UPGRADE_DONE: Final = "upgrade-done"
 # The upgrade controller's mark on a node that was unschedulable when its upgrade began: it then leaves the node
 # cordoned when the upgrade is done instead of uncordoning it (k8s-operator-libs pkg/upgrade/consts.go
 # UpgradeInitialStateAnnotationKeyFmt with the driver name "gpu" cmd/gpu-operator sets; common_manager.go

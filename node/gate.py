@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from knowledge.gpu_operator import DRIVER_CONTAINER, DRIVER_POD_SELECTOR, DRIVER_UPGRADE_FAILED
+from knowledge.gpu_operator import DRIVER_CONTAINER, DRIVER_POD_SELECTOR, DRIVER_UPGRADE_DONE, DRIVER_UPGRADE_FAILED
 from node.kube import Kube
 from node.turn import Turn, record, set_state
 from node.vocabulary import (
@@ -198,7 +198,7 @@ def gate_check(turn: Turn, pins: Pins, replaced: set[str]) -> tuple[bool, str, s
         )
     if not on_version:
         return False, status, f"the driver pod on {name} still runs another driver; the operator upgrades one at a time"
-    if state not in ("", "upgrade-done"):
+    if state not in ("", DRIVER_UPGRADE_DONE):
         return False, status, f"the operator's driver upgrade on {name} is still at {state}"
     if pins.fresh_driver and (stale := _stale_driver(turn, node, pins, pods)):
         return False, status + ", driver pod not yet replaced", f"{stale} ({name})"

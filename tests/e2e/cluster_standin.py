@@ -27,18 +27,12 @@ operator creates the driver's and the device plugin's DaemonSets as it does: tes
 
 from __future__ import annotations
 
-import json
-import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from components.gpu_platform.time_slicing import TIME_SLICING_CONFIGMAP
 from components.shared.node_marking import GpuNodeMarking
@@ -49,6 +43,7 @@ from knowledge.gpu_operator import (
     GPU_RESOURCE,
     OPERAND_APP_LABEL,
 )
+from tests.e2e.kube import Api
 from tests.e2e.monitoring_crds import PROMETHEUS_CRD, SERVICE_MONITOR_CRD, rancher_monitoring_prometheus
 from tests.e2e.nodes import kubelet_report, nfd_labels, rke2_registration
 from tests.e2e.plugin_capacity import advertised
@@ -60,44 +55,6 @@ DEVICE_PLUGIN_PODS = f"{OPERAND_APP_LABEL}={DEVICE_PLUGIN_APP}"
 PACE_SECONDS = 0.5
 # What KWOK's node-initialize Stage reports as the kubelet's version where none is set (`kwok-<version>`).
 KWOK_KUBELET = "kwok-"
-RETRIES_429 = 10
-
-
-class Api:
-    """The API server over HTTPS with the kubeconfig's token: lighter than a kubectl per call on busy cores."""
-
-    def __init__(self, kubeconfig: Path) -> None:
-        config = yaml.safe_load(kubeconfig.read_text())
-        cluster = config["clusters"][0]["cluster"]
-        self.url = cluster["server"]
-        self.token = config["users"][0]["user"]["token"]
-        self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
-        for _attempt in range(RETRIES_429):
-            request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-            try:
-                with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
-                    return json.load(response)
-            except urllib.error.HTTPError as error:
-                if error.code in (404, 409):
-                    return None
-                if error.code == 429:
-                    # The server asks for a retry ("storage is (re)initializing" while a CRD is being set up),
-                    # after the seconds it names: a controller waits as told, a bounded number of times.
-                    time.sleep(float(error.headers.get("Retry-After") or 1))
-                    continue
-                raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
-        raise AssertionError(f"{method} {path}: still 429 after {RETRIES_429} tries")
-
-    def items(self, path: str) -> list[dict[str, Any]]:
-        found = self.call("GET", path)
-        return list((found or {}).get("items") or [])
-
-    def merge_status(self, path: str, status: dict[str, Any]) -> None:
-        self.call("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
 
 
 class ClusterStandIn:

@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
+import _pytest.runner as pytest_runner
 import pytest
 
 from offline.runner import ROOT_DIR, read_stack_file
@@ -50,6 +51,7 @@ from tests.e2e.steps import StepRunner
 
 HERE = Path(__file__).resolve().parent
 ENABLE_ENV = "GPU_POOL_E2E"
+CURRENT_TEST_ENV = "PYTEST_CURRENT_TEST"
 TOOLS_ENV = "E2E_TOOLS_BIN"
 DEFAULT_BIN = ROOT_DIR / ".tools" / "e2e" / "bin"
 ENGINE_ENV = "ENGINE_BIN"
@@ -75,9 +77,23 @@ CONTROL_PLANE_CRDS = tuple(crd for crd in UPSTREAM_CRDS if not crd.startswith("k
 STARTED: list[Cluster | ControlPlane] = []
 
 
+def _keep_current_test_var(item: pytest.Item, when: str | None) -> None:
+    """pytest's own `_update_current_test_var`, except that after a test's teardown PYTEST_CURRENT_TEST keeps a value
+    instead of being deleted. This tier's threads outlive a test (the cluster stand-in, the operator's launcher, a
+    watch) and copy the environment as they work: urllib does at every request (`getproxies`), and so does every
+    process they start. A copy lists the keys, then reads each; the key pytest deleted in between raised
+    KeyError('PYTEST_CURRENT_TEST') in a thread, which failed CI at stop 54 and a run here after it."""
+    os.environ[CURRENT_TEST_ENV] = f"{item.nodeid} ({when or 'done'})".replace("\x00", "(null)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """`make e2e` writes the run's slowest tests to a file CI shows (tests/e2e/durations.py); under xdist, the
-    workers will publish each test's group to a folder named here (tests/e2e/xdist_groups.py)."""
+    workers will publish each test's group to a folder named here (tests/e2e/xdist_groups.py). PYTEST_CURRENT_TEST
+    is never deleted during the run (`_keep_current_test_var`)."""
+    if os.environ.get(ENABLE_ENV) == "1":
+        # The name pytest 9.2 (uv.lock) calls it by at each phase; renamed in another version, this fails loudly.
+        assert callable(pytest_runner._update_current_test_var), "pytest no longer has _update_current_test_var"
+        pytest_runner._update_current_test_var = _keep_current_test_var
     recorder = start_durations(config)
     if recorder is not None:
         config.pluginmanager.register(recorder, "e2e-durations")

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +19,58 @@ import yaml
 
 # What pulumi-kubernetes (v4, server-side apply) sends its objects with.
 PULUMI_FIELD_MANAGER = "pulumi-kubernetes"
+# How many times a call the server answers 429 ("storage is (re)initializing") is tried.
+RETRIES_429 = 10
+
+
+class Api:
+    """The API server over HTTPS with the kubeconfig's token, for what polls: a kubectl costs about 70 ms of CPU to
+    start (a Go binary loading its discovery cache), and on two cores the e2e tier's pollers (a watch sampling
+    every node twice a second, the operator launcher, the upgrade nudge) spent a fifth of the run's CPU in them
+    (process accounting of a full `make e2e`, docs/engine.md)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        self.url = cluster["server"]
+        self.token = config["users"][0]["user"]["token"]
+        context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        # A loopback server: never through a proxy the environment names (and no copy of the environment to find one,
+        # which `urlopen` takes at every call: a thread's copy races pytest's own variable, tests/e2e/conftest.py).
+        self.opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
+
+    def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
+        for _attempt in range(RETRIES_429):
+            request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+            try:
+                with self.opener.open(request, timeout=30) as response:
+                    return json.load(response)
+            except urllib.error.HTTPError as error:
+                if error.code in (404, 409):
+                    return None
+                if error.code == 429:
+                    # The server asks for a retry ("storage is (re)initializing" while a CRD is being set up),
+                    # after the seconds it names: a controller waits as told, a bounded number of times.
+                    time.sleep(float(error.headers.get("Retry-After") or 1))
+                    continue
+                raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
+        raise AssertionError(f"{method} {path}: still 429 after {RETRIES_429} tries")
+
+    def items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:
+        """A list's items; `selector` is a label selector, as kubectl's `-l`."""
+        query = f"?{urllib.parse.urlencode({'labelSelector': selector})}" if selector else ""
+        found = self.call("GET", path + query)
+        return list((found or {}).get("items") or [])
+
+    def merge_patch(self, path: str, patch: dict[str, Any]) -> None:
+        self.call("PATCH", path, patch, "application/merge-patch+json")
+
+    def merge_status(self, path: str, status: dict[str, Any]) -> None:
+        self.call("PATCH", path + "/status", {"status": status}, "application/merge-patch+json")
 
 
 class KubectlError(AssertionError):
@@ -41,6 +99,11 @@ class Kubectl:
         if done.returncode != 0:
             raise KubectlError(f"kubectl {' '.join(args)} failed:\n{done.stderr.strip()}")
         return done.stdout
+
+    @functools.cached_property
+    def api(self) -> Api:
+        """The same server and credentials over HTTPS, for reads and patches made in a loop."""
+        return Api(self.kubeconfig)
 
     def json(self, *args: str) -> Any:
         return json.loads(self(*args, "-o", "json"))

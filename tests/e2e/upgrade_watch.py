@@ -19,6 +19,7 @@ from components.gpu_failure_domain.observed import ROLLOUT_ANNOTATION
 from components.gpu_failure_domain.rollout import DRIVER_TEMPLATE_KEY
 from knowledge.gpu_operator import (
     DRIVER_POD_SELECTOR,
+    DRIVER_UPGRADE_DONE,
     DRIVER_UPGRADE_STATE_LABEL,
 )
 from knowledge.gpu_operator import (
@@ -26,7 +27,7 @@ from knowledge.gpu_operator import (
 )
 from tests.e2e.kube import Kubectl
 
-DONE, REQUIRED = "upgrade-done", "upgrade-required"
+DONE, REQUIRED = DRIVER_UPGRADE_DONE, "upgrade-required"
 SAMPLE_SECONDS = 0.5
 UPGRADE_SECONDS = 300
 
@@ -71,8 +72,9 @@ class Watch:
         return {s.state for s in self.samples.get(domain, [])} | set(self.transitions.get(domain, []))
 
     def sample(self) -> dict[str, Sample]:
-        nodes = {n["metadata"]["name"]: n for n in self.kubectl.json("get", "nodes")["items"]}
-        pods = self.kubectl.json("-n", self.namespace, "get", "pods", "-l", DRIVER_POD_SELECTOR)["items"]
+        api = self.kubectl.api
+        nodes = {n["metadata"]["name"]: n for n in api.items("/api/v1/nodes")}
+        pods = api.items(f"/api/v1/namespaces/{self.namespace}/pods", DRIVER_POD_SELECTOR)
         now = time.monotonic()
         found: dict[str, Sample] = {}
         for domain, host in self.hosts.items():
