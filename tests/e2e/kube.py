@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import ssl
 import subprocess
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,37 +27,59 @@ class Api:
     """The API server over HTTPS with the kubeconfig's token, for what polls: a kubectl costs about 70 ms of CPU to
     start (a Go binary loading its discovery cache), and on two cores the e2e tier's pollers (a watch sampling
     every node twice a second, the operator launcher, the upgrade nudge) spent a fifth of the run's CPU in them
-    (process accounting of a full `make e2e`, docs/engine.md)."""
+    (process accounting of a full `make e2e`, docs/engine.md). Each thread keeps one connection open: a TLS
+    handshake per request (urllib's way) was most of what the API server spent on a poller."""
 
     def __init__(self, kubeconfig: Path) -> None:
         config = yaml.safe_load(kubeconfig.read_text())
         cluster = config["clusters"][0]["cluster"]
         self.url = cluster["server"]
         self.token = config["users"][0]["user"]["token"]
-        context = ssl.create_default_context(cafile=cluster["certificate-authority"])
-        # A loopback server: never through a proxy the environment names (and no copy of the environment to find one,
-        # which `urlopen` takes at every call: a thread's copy races pytest's own variable, tests/e2e/conftest.py).
-        self.opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-        )
+        self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        self.local = threading.local()
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        # http.client, not urllib: a loopback server is never reached through a proxy the environment names, and
+        # urllib copies the environment at every request to look for one (tests/e2e/conftest.py says why a
+        # thread's copy of the environment is a hazard here).
+        connection: http.client.HTTPSConnection | None = getattr(self.local, "connection", None)
+        if connection is None:
+            url = urllib.parse.urlsplit(self.url)
+            connection = http.client.HTTPSConnection(url.hostname or "", url.port, context=self.context, timeout=30)
+            self.local.connection = connection
+        return connection
+
+    def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        """One request on this thread's connection; a connection the server closed (idle, or restarted by a test)
+        is opened again once."""
+        for fresh in (False, True):
+            connection = self._connection()
+            try:
+                connection.request(method, path, body=data, headers=headers)
+                response = connection.getresponse()
+                return response.status, response.read(), response.getheader("Retry-After") or ""
+            except (http.client.HTTPException, OSError):
+                connection.close()
+                self.local.connection = None
+                if fresh:
+                    raise
+        raise AssertionError("unreachable")
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type}
         for _attempt in range(RETRIES_429):
-            request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-            try:
-                with self.opener.open(request, timeout=30) as response:
-                    return json.load(response)
-            except urllib.error.HTTPError as error:
-                if error.code in (404, 409):
-                    return None
-                if error.code == 429:
-                    # The server asks for a retry ("storage is (re)initializing" while a CRD is being set up),
-                    # after the seconds it names: a controller waits as told, a bounded number of times.
-                    time.sleep(float(error.headers.get("Retry-After") or 1))
-                    continue
-                raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()[:500]}") from None
+            status, payload, retry_after = self._send(method, path, data, headers)
+            if status < 300:
+                return json.loads(payload) if payload else None
+            if status in (404, 409):
+                return None
+            if status == 429:
+                # The server asks for a retry ("storage is (re)initializing" while a CRD is being set up),
+                # after the seconds it names: a controller waits as told, a bounded number of times.
+                time.sleep(float(retry_after or 1))
+                continue
+            raise AssertionError(f"{method} {path}: {status} {payload.decode()[:500]}")
         raise AssertionError(f"{method} {path}: still 429 after {RETRIES_429} tries")
 
     def items(self, path: str, selector: str | None = None) -> list[dict[str, Any]]:

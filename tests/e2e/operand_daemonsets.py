@@ -72,7 +72,7 @@ def device_plugin_daemonset(cfg: StackConfig, marking: GpuNodeMarking, hosts: li
 
 def ready_hosts(kubectl: Kubectl, namespace: str, app: str = DRIVER_APP) -> set[str]:
     """The nodes where a pod of operand `app` runs Ready (and is not going)."""
-    pods = kubectl.json("-n", namespace, "get", "pods", "-l", f"{OPERAND_APP_LABEL}={app}")["items"]
+    pods = kubectl.api.items(f"/api/v1/namespaces/{namespace}/pods", f"{OPERAND_APP_LABEL}={app}")
     return {
         p["spec"].get("nodeName", "")
         for p in pods

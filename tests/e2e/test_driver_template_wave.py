@@ -89,7 +89,7 @@ def following_workload(kubectl: Kubectl, found: list[PodSample]) -> Iterator[Non
 
     def loop() -> None:
         while not stopping.is_set():
-            pods = kubectl.json("-n", WORKLOADS, "get", "pods", "-l", f"app={WORKLOAD}")["items"]
+            pods = kubectl.api.items(f"/api/v1/namespaces/{WORKLOADS}/pods", f"app={WORKLOAD}")
             found.append(
                 PodSample(
                     time.monotonic(),

@@ -202,7 +202,7 @@ def bare_pod(host: str) -> dict[str, Any]:
 
 
 def running_pods(kubectl: Kubectl, namespace: str, selector: str) -> list[dict[str, Any]]:
-    pods = kubectl.json("-n", namespace, "get", "pods", "-l", selector)["items"]
+    pods = kubectl.api.items(f"/api/v1/namespaces/{namespace}/pods", selector)
     return [p for p in pods if not p["metadata"].get("deletionTimestamp") and p["status"].get("phase") == "Running"]
 
 
@@ -234,7 +234,8 @@ def set_pod_deletion_timeout(kubectl: Kubectl, seconds: int) -> None:
 
 
 def node(kubectl: Kubectl, host: str) -> dict[str, Any]:
-    found: dict[str, Any] = kubectl.json("get", "node", host)
+    found: dict[str, Any] = kubectl.api.call("GET", f"/api/v1/nodes/{host}")
+    assert found is not None, f"no Node {host}"
     return found
 
 

@@ -9,7 +9,6 @@ namespaces again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,10 +63,10 @@ def remove(kubectl: Kubectl, stack: Previewed) -> None:
 
 def generated_by(kubectl: Kubectl, namespace: str) -> str | None:
     """Which policy generated the namespace's GPU quota, None if it has none."""
-    done = kubectl.run("-n", namespace, "get", "resourcequota", QUOTA, "-o", "json")
-    if done.returncode != 0:
+    quota = kubectl.api.call("GET", f"/api/v1/namespaces/{namespace}/resourcequotas/{QUOTA}")
+    if quota is None:
         return None
-    return str(json.loads(done.stdout)["metadata"]["labels"].get(GENERATED_BY_LABEL))
+    return str(quota["metadata"]["labels"].get(GENERATED_BY_LABEL))
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ def label_profiles(kubectl: Kubectl, stack: StackConfig) -> None:
 
 def serving(kubectl: Kubectl, stack: StackConfig) -> bool:
     """Every Node Ready and advertising its profile's slots (KWOK and the device plugin's pod at work)."""
-    nodes = {n["metadata"]["name"]: n for n in kubectl.json("get", "nodes")["items"]}
+    nodes = {n["metadata"]["name"]: n for n in kubectl.api.items("/api/v1/nodes")}
     return all(
         d.hostname in nodes
         and any(

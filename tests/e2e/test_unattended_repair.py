@@ -150,8 +150,9 @@ def unattended(lab: Lab, control_plane: ControlPlane) -> Iterator[Unattended]:  
     objects = _objects(stack)
     cfg = stack.repair.unattended
     try:
-        for obj in objects:
-            lab.kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(obj))
+        # One apply of them all, in their order (a kubectl each was most of this module's own calls).
+        every = {"apiVersion": "v1", "kind": "List", "items": objects}
+        lab.kubectl("apply", "--server-side", "--field-manager", "e2e-setup", "-f", "-", stdin=json.dumps(every))
         token = lab.kubectl("-n", cfg.namespace, "create", "token", NAME).strip()
         facts = WatcherFacts.from_json(
             json.loads(json.dumps(watcher_facts_document(stack, "prod", pool_facts_document(stack, "prod"))))
