@@ -176,8 +176,8 @@ gpu-node-carry: node-tools $(DEV)
 
 # The run's slowest tests, with each module's total, land in E2E_DURATIONS (tests/e2e/durations.py); .ci/run shows it.
 E2E_DURATIONS := build/e2e-durations.txt
-# pytest-xdist workers, as TEST_WORKERS, except that `auto` is one per core (tests/conftest.py says why). Each
-# worker starts its own API servers, control planes and deployed stack; each xdist group (a module, or every test of the deployed stack) runs on one
+# pytest-xdist workers, as TEST_WORKERS: `auto` is one more than the cores. Each worker starts its own API servers,
+# control planes and deployed stack; each xdist group (a module, or every test of the deployed stack) runs on one
 # worker, in the order tests/e2e/conftest.py puts them (`--no-loadscope-reorder`). E2E_WORKERS=1 is the reference:
 # one process, as before xdist.
 E2E_WORKERS ?= auto

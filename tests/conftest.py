@@ -41,13 +41,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     preview, promtool, the node steps, loopback servers) for part of their time; on 2 cores, 3 workers ran the suite
     in 43-47 s against 51.6 s for 2 and 48 s for 4 (2026-12-05); once the loopback servers stopped at once
     (tests/loopback.py), 3 and 2 measured the same (42.5 s, interleaved). PYTEST_XDIST_AUTO_NUM_WORKERS still wins.
-    `make e2e` (GPU_POOL_E2E=1): one worker per core, no more. Its workers wait less than they run servers of
-    their own (API servers, etcd, controllers, Kyverno, deployed stacks, each worker its own): on 2 cores the whole
-    tier took 2166 s with 3 workers and 1993 s with 2, each on a quiet machine (docs/engine.md)."""
+    `make e2e` the same: on 2 cores the whole tier took 885 s with 3 workers and 1067 s with 2, on a quiet machine
+    (docs/engine.md; while its pollers kept both cores busy, 3 workers had been the slower, 2166 s against 1993)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
-    cores = len(os.sched_getaffinity(0))
-    return cores if os.environ.get("GPU_POOL_E2E") == "1" else cores + 1
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def upstream_dir() -> tuple[Path | None, str]:

@@ -1,4 +1,4 @@
-"""How many pytest-xdist workers `-n auto` starts: `make test` one more than the cores, `make e2e` one per core."""
+"""How many pytest-xdist workers `-n auto` starts (`make test`, `make e2e`): one more than the cores."""
 
 from __future__ import annotations
 
@@ -8,21 +8,12 @@ import pytest
 
 from tests.conftest import pytest_xdist_auto_num_workers
 
-CORES = len(os.sched_getaffinity(0))
 
-
-def test_the_unit_tier_starts_one_worker_more_than_the_cores(
+def test_auto_starts_one_worker_more_than_the_cores(
     pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    monkeypatch.delenv("GPU_POOL_E2E", raising=False)
-    assert pytest_xdist_auto_num_workers(pytestconfig) == CORES + 1
-
-
-def test_the_e2e_tier_starts_one_worker_per_core(pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    monkeypatch.setenv("GPU_POOL_E2E", "1")
-    assert pytest_xdist_auto_num_workers(pytestconfig) == CORES
+    assert pytest_xdist_auto_num_workers(pytestconfig) == len(os.sched_getaffinity(0)) + 1
 
 
 def test_an_explicit_worker_count_from_the_environment_is_left_to_xdist(
