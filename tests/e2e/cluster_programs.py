@@ -329,6 +329,11 @@ def operator_log(plane: ControlPlane) -> Path:
 
 
 def upgrade_in_flight(api: Api, namespace: str) -> bool:
+    """`in_flight` of the cluster as it is now: its Nodes and the operator's DaemonSets in `namespace`."""
+    return in_flight(api.items("/api/v1/nodes"), api.items(f"/apis/apps/v1/namespaces/{namespace}/daemonsets"))
+
+
+def in_flight(nodes: list[dict[str, Any]], daemonsets: list[dict[str, Any]]) -> bool:
     """Whether the operator's upgrade controller has a node to move: a GPU node in an upgrade state other than done,
     or in none yet, a node cordoned (a wave's turn), or an operand DaemonSet whose pods are not all on its newest
     template (a driver change the controller has yet to mark upgrade-required on a node). Otherwise nothing waits
@@ -336,13 +341,13 @@ def upgrade_in_flight(api: Api, namespace: str) -> bool:
     node watch reacts to): about 150 API calls, a third of them deletes of the disabled operands' objects; nudged
     every 3 s, the deployed stack's API server ran at a fifth of a core, serving 62 requests a second (its /metrics,
     docs/engine.md)."""
-    for node in api.items("/api/v1/nodes"):
+    for node in nodes:
         labels = node["metadata"].get("labels") or {}
         # A GPU node not yet labelled: the controller labels it upgrade-done at a reconcile, not at its pod's start.
         state = labels.get(DRIVER_UPGRADE_STATE_LABEL, "" if NFD_NVIDIA_PCI_LABEL not in labels else None)
-        if state not in ("", DRIVER_UPGRADE_DONE) or node["spec"].get("unschedulable"):
+        if state not in ("", DRIVER_UPGRADE_DONE) or (node.get("spec") or {}).get("unschedulable"):
             return True
-    for daemonset in api.items(f"/apis/apps/v1/namespaces/{namespace}/daemonsets"):
+    for daemonset in daemonsets:
         status = daemonset.get("status") or {}
         if status.get("observedGeneration") != daemonset["metadata"].get("generation"):
             return True
