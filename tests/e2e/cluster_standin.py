@@ -113,7 +113,7 @@ class ClusterStandIn:
         namespace = self.stack.gpu_operator.namespace
         running = {
             pod["spec"].get("nodeName")
-            for pod in self.api.items(f"/api/v1/namespaces/{namespace}/pods?labelSelector={DEVICE_PLUGIN_PODS}")
+            for pod in self.api.items(f"/api/v1/namespaces/{namespace}/pods", DEVICE_PLUGIN_PODS)
             if _ready(pod)
         }
         profiles = self._profiles(namespace)
